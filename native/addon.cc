@@ -1,0 +1,318 @@
+// N-API face of the Fabric (src/transport/native.ts is its only caller).
+//
+// The boundary is thin on purpose: JS owns the API; this file converts arguments, turns
+// failed control calls into errors carrying a fixed `status` code, and hands completion
+// batches over. Events reach JS through one thread-safe-function call per batch, never one
+// per operation. Every method catches C++ exceptions so none crosses into JS unhandled.
+#include <napi.h>
+
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "fabric.h"
+
+namespace {
+
+using nova::Fabric;
+using nova::FabricOptions;
+using nova::Status;
+
+Napi::Error StatusError(Napi::Env env, Status status, const std::string& what) {
+  Napi::Error err = Napi::Error::New(env, what + " failed (status " + std::to_string(status) + ")");
+  err.Value().Set("status", Napi::Number::New(env, status));
+  return err;
+}
+
+template <typename F>
+Napi::Value Guard(Napi::Env env, F&& body) {
+  try {
+    return body();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, std::string("native transport: ") + e.what());
+  }
+}
+
+std::string BytesArg(const Napi::Value& v, const char* name) {
+  if (!v.IsBuffer()) throw Napi::TypeError::New(v.Env(), std::string(name) + " must be a Buffer");
+  auto b = v.As<Napi::Buffer<uint8_t>>();
+  return std::string(reinterpret_cast<const char*>(b.Data()), b.Length());
+}
+
+uint32_t U32Arg(const Napi::Value& v, const char* name) {
+  if (!v.IsNumber()) throw Napi::TypeError::New(v.Env(), std::string(name) + " must be a number");
+  return v.As<Napi::Number>().Uint32Value();
+}
+
+class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeFabric",
+                       {
+                           InstanceMethod<&FabricWrap::Address>("address"),
+                           InstanceMethod<&FabricWrap::MapRegion>("mapRegion"),
+                           InstanceMethod<&FabricWrap::Connect>("connect"),
+                           InstanceMethod<&FabricWrap::ImportRkey>("importRkey"),
+                           InstanceMethod<&FabricWrap::DropRkey>("dropRkey"),
+                           InstanceMethod<&FabricWrap::CloseRegion>("closeRegion"),
+                           InstanceMethod<&FabricWrap::CloseEndpoint>("closeEndpoint"),
+                           InstanceMethod<&FabricWrap::Submit>("submit"),
+                           InstanceMethod<&FabricWrap::Drain>("drain"),
+                           InstanceMethod<&FabricWrap::Close>("close"),
+                           InstanceMethod<&FabricWrap::Stats>("stats"),
+                           InstanceMethod<&FabricWrap::Ref>("ref"),
+                           InstanceMethod<&FabricWrap::Unref>("unref"),
+                       });
+  }
+
+  // new NativeFabric({spinUs, controlTimeoutMs}, onEvents)
+  explicit FabricWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FabricWrap>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsFunction()) {
+      throw Napi::TypeError::New(env, "NativeFabric(options, onEvents)");
+    }
+    FabricOptions options;
+    Napi::Object o = info[0].As<Napi::Object>();
+    if (o.Has("spinUs")) options.spin_us = U32Arg(o.Get("spinUs"), "spinUs");
+    if (o.Has("controlTimeoutMs")) {
+      options.control_timeout_ms = U32Arg(o.Get("controlTimeoutMs"), "controlTimeoutMs");
+    }
+    tsfn_ = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "nova-fabric", 0, 1);
+    std::string error;
+    Napi::ThreadSafeFunction* tsfn = &tsfn_;
+    fabric_ = Fabric::Create(options, [tsfn]() { tsfn->NonBlockingCall(); }, &error);
+    if (!fabric_) {
+      tsfn_.Release();
+      throw Napi::Error::New(env, "cannot start the UCX fabric: " + error +
+                                      " (is libucx installed? run scripts/setup.sh)");
+    }
+    napi_add_env_cleanup_hook(env, &FabricWrap::AtExit, this);
+    hooked_ = true;
+  }
+
+  ~FabricWrap() override { Shutdown(); }
+
+ private:
+  static void AtExit(void* self) {
+    auto w = static_cast<FabricWrap*>(self);
+    w->hooked_ = false;  // Node is removing the hook itself
+    w->Shutdown();
+  }
+
+  void Shutdown() {
+    if (hooked_) {
+      napi_remove_env_cleanup_hook(Env(), &FabricWrap::AtExit, this);
+      hooked_ = false;
+    }
+    if (fabric_ && !fabric_->closed()) {
+      fabric_->Close();  // joins the progress thread: no Notify after this
+      tsfn_.Release();
+    }
+  }
+
+  Fabric& fabric(Napi::Env env) {
+    if (!fabric_ || fabric_->closed()) throw StatusError(env, nova::kClosed, "fabric is closed:");
+    return *fabric_;
+  }
+
+  Napi::Value Address(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      const std::string& a = fabric(env).address();
+      return Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<const uint8_t*>(a.data()), a.size());
+    });
+  }
+
+  // mapRegion(length) -> {id, memory: ArrayBuffer, address: bigint, rkey: Buffer}
+  Napi::Value MapRegion(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "length must be a number");
+      double len = info[0].As<Napi::Number>().DoubleValue();
+      if (!(len >= 1) || len > 1099511627776.0) {
+        throw Napi::RangeError::New(env, "region length must be between 1 byte and 1 TiB");
+      }
+      nova::RegionInfo r;
+      Status s = fabric(env).MapRegion(static_cast<size_t>(len), &r);
+      if (s != nova::kOk) throw StatusError(env, s, "mapRegion");
+      Napi::Object out = Napi::Object::New(env);
+      out.Set("id", Napi::Number::New(env, r.id));
+      // No finalizer: the region's life is explicit (close), and JS detaches this buffer
+      // before the memory is unmapped.
+      out.Set("memory", Napi::ArrayBuffer::New(env, r.address, r.length));
+      out.Set("address",
+              Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.address))));
+      out.Set("rkey", Napi::Buffer<uint8_t>::Copy(
+                          env, reinterpret_cast<const uint8_t*>(r.packed_rkey.data()),
+                          r.packed_rkey.size()));
+      return out;
+    });
+  }
+
+  // connect(workerAddress, opId) -> endpoint id; readiness arrives as kEvConnected(opId).
+  Napi::Value Connect(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      std::string addr = BytesArg(info[0], "address");
+      uint32_t ep = 0;
+      Status s = fabric(env).Connect(addr, U32Arg(info[1], "opId"), &ep);
+      if (s != nova::kOk) throw StatusError(env, s, "connect");
+      return Napi::Number::New(env, ep);
+    });
+  }
+
+  // importRkey(ep, packedRkey, remoteAddress: bigint, remoteLength) -> remote key id
+  Napi::Value ImportRkey(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      uint32_t ep = U32Arg(info[0], "ep");
+      std::string packed = BytesArg(info[1], "rkey");
+      if (!info[2].IsBigInt()) throw Napi::TypeError::New(env, "address must be a bigint");
+      bool lossless = true;
+      uint64_t address = info[2].As<Napi::BigInt>().Uint64Value(&lossless);
+      if (!info[3].IsNumber()) throw Napi::TypeError::New(env, "length must be a number");
+      uint64_t length = static_cast<uint64_t>(info[3].As<Napi::Number>().DoubleValue());
+      uint32_t id = 0;
+      Status s = fabric(env).ImportRkey(ep, packed, address, length, &id);
+      if (s != nova::kOk) throw StatusError(env, s, "importRemoteKey");
+      return Napi::Number::New(env, id);
+    });
+  }
+
+  Napi::Value DropRkey(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      Status s = fabric(env).DropRkey(U32Arg(info[0], "id"));
+      if (s != nova::kOk) throw StatusError(env, s, "dropRemoteKey");
+      return env.Undefined();
+    });
+  }
+
+  Napi::Value CloseRegion(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      Status s = fabric(env).CloseRegion(U32Arg(info[0], "id"), U32Arg(info[1], "opId"));
+      if (s != nova::kOk) throw StatusError(env, s, "closeRegion");
+      return env.Undefined();
+    });
+  }
+
+  Napi::Value CloseEndpoint(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      Status s = fabric(env).CloseEndpoint(U32Arg(info[0], "id"));
+      if (s != nova::kOk && s != nova::kBadArgument) throw StatusError(env, s, "closeEndpoint");
+      return env.Undefined();
+    });
+  }
+
+  // submit(descriptors: Buffer, count, messages: Buffer, messagesLength)
+  Napi::Value Submit(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      if (!info[0].IsBuffer() || !info[2].IsBuffer()) {
+        throw Napi::TypeError::New(env, "submit(descriptors, count, messages, length)");
+      }
+      auto desc = info[0].As<Napi::Buffer<uint8_t>>();
+      auto msgs = info[2].As<Napi::Buffer<uint8_t>>();
+      uint32_t count = U32Arg(info[1], "count");
+      uint32_t msg_len = U32Arg(info[3], "length");
+      if (static_cast<size_t>(count) * sizeof(nova::OpDesc) > desc.Length() ||
+          msg_len > msgs.Length()) {
+        throw Napi::RangeError::New(env, "submit: counts exceed the buffers");
+      }
+      // Descriptors may be unaligned inside a pooled Buffer: copy them out.
+      std::unique_ptr<nova::OpDesc[]> ops(new nova::OpDesc[count > 0 ? count : 1]);
+      memcpy(ops.get(), desc.Data(), count * sizeof(nova::OpDesc));
+      if (!fabric_) throw StatusError(env, nova::kClosed, "submit");
+      fabric_->Submit(ops.get(), count, msgs.Data(), msg_len);  // after close: kClosed events
+      return env.Undefined();
+    });
+  }
+
+  // drain(out: Buffer, payloads: Array) -> number of 32-byte event records written
+  Napi::Value Drain(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      if (!info[0].IsBuffer() || !info[1].IsArray()) {
+        throw Napi::TypeError::New(env, "drain(out, payloads)");
+      }
+      if (!fabric_) return Napi::Number::New(env, 0);
+      auto out = info[0].As<Napi::Buffer<uint8_t>>();
+      Napi::Array payloads = info[1].As<Napi::Array>();
+      size_t max = out.Length() / sizeof(nova::Event);
+      std::vector<nova::Event> events(max);
+      std::vector<nova::Payload> taken;
+      size_t n = fabric_->DrainEvents(events.data(), max, &taken);
+      memcpy(out.Data(), events.data(), n * sizeof(nova::Event));
+      uint32_t base = payloads.Length();
+      for (size_t i = 0; i < taken.size(); ++i) {
+        payloads.Set(base + i, Napi::Buffer<uint8_t>::New(
+                                   env, taken[i].data, taken[i].length,
+                                   [](Napi::Env, uint8_t* data) { free(data); }));
+      }
+      return Napi::Number::New(env, static_cast<double>(n));
+    });
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    Shutdown();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Stats(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    Napi::Object o = Napi::Object::New(env);
+    if (!fabric_) return o;
+    nova::FabricStats s = fabric_->stats();
+    o.Set("opsPosted", Napi::Number::New(env, static_cast<double>(s.ops_posted)));
+    o.Set("events", Napi::Number::New(env, static_cast<double>(s.events)));
+    o.Set("wakeups", Napi::Number::New(env, static_cast<double>(s.wakeups)));
+    o.Set("malformedFrames", Napi::Number::New(env, static_cast<double>(s.malformed_frames)));
+    o.Set("unknownEndpointFrames",
+          Napi::Number::New(env, static_cast<double>(s.unknown_endpoint_frames)));
+    return o;
+  }
+
+  Napi::Value Ref(const Napi::CallbackInfo& info) {
+    if (fabric_ && !fabric_->closed()) tsfn_.Ref(info.Env());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Unref(const Napi::CallbackInfo& info) {
+    if (fabric_ && !fabric_->closed()) tsfn_.Unref(info.Env());
+    return info.Env().Undefined();
+  }
+
+  std::unique_ptr<Fabric> fabric_;
+  Napi::ThreadSafeFunction tsfn_;
+  bool hooked_ = false;
+};
+
+// detach(arrayBuffer): makes a region's memory unreachable from JS before it is unmapped.
+Napi::Value Detach(const Napi::CallbackInfo& info) {
+  if (!info[0].IsArrayBuffer()) throw Napi::TypeError::New(info.Env(), "detach(ArrayBuffer)");
+  Napi::ArrayBuffer ab = info[0].As<Napi::ArrayBuffer>();
+  if (!ab.IsDetached()) ab.Detach();
+  return info.Env().Undefined();
+}
+
+Napi::Value Version(const Napi::CallbackInfo& info) {
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  return Napi::String::New(info.Env(), std::to_string(major) + "." + std::to_string(minor) + "." +
+                                           std::to_string(release));
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("NativeFabric", FabricWrap::Define(env));
+  exports.Set("detach", Napi::Function::New(env, Detach));
+  exports.Set("ucxVersion", Napi::Function::New(env, Version));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(nova_transport, Init)

@@ -1,0 +1,40 @@
+// Fixed numeric codes shared by the native transport and src/transport/codes.ts.
+// These values cross the N-API boundary and appear in completion records: NEVER renumber;
+// retire a value by leaving it reserved.
+#pragma once
+#include <cstdint>
+
+namespace nova {
+
+// Outcome of an operation.
+enum Status : int32_t {
+  kOk = 0,
+  kPeerLost = 1,      // the endpoint's peer died or the connection broke
+  kOutOfBounds = 2,   // local or remote range outside its region
+  kBadRemoteKey = 3,  // remote key unknown, garbled, or not for this endpoint
+  kClosed = 4,        // fabric, endpoint or region closed
+  kBadArgument = 5,   // malformed request from JS (unknown op, unknown id)
+  kTransport = 6,     // any other UCX failure
+  kTimeout = 7,       // a control call did not finish within its deadline
+};
+
+// Kind of an operation submitted from JS (descriptor byte 0).
+enum OpKind : uint8_t {
+  kOpRead = 1,
+  kOpWrite = 2,
+  kOpWriteImm = 3,
+  kOpSend = 4,
+  kOpFlush = 5,
+};
+
+// Kind of an event delivered to JS (event record word 0).
+enum EventKind : uint32_t {
+  kEvOpDone = 1,     // opId finished with status
+  kEvConnected = 2,  // connect opId finished; ep is ready (or status says why not)
+  kEvAccepted = 3,   // a peer connected to us; ep is ready
+  kEvPeerLost = 4,   // ep failed; its pending operations fail with kPeerLost
+  kEvMessage = 5,    // message on ep; arg = type; value = index into payload array
+  kEvImm = 6,        // writeWithImm notification on ep; arg = immediate
+};
+
+}  // namespace nova

@@ -1,0 +1,45 @@
+/**
+ * Errors with a stable code. Every failure Nova reports to a caller is a NovaError whose
+ * `code` says what kind of failure it is, so callers branch on codes, never on messages.
+ */
+
+export type ErrorCode =
+  | 'PEER_LOST' // the peer died or the connection broke
+  | 'OUT_OF_BOUNDS' // an access outside a local or remote region
+  | 'BAD_REMOTE_KEY' // a remote key that is garbled, of another version, or not for this endpoint
+  | 'CLOSED' // the fabric, endpoint or region was closed
+  | 'BAD_ARGUMENT' // a call that cannot be valid
+  | 'TRANSPORT' // any other failure inside UCX
+  | 'TIMEOUT' // a control call to the native layer missed its deadline
+  | 'DEADLINE_EXCEEDED' // an RPC or connect did not finish by its deadline
+  | 'UNKNOWN_METHOD' // an RPC named a method the peer does not serve
+  | 'REMOTE' // an RPC handler failed without a code of its own
+  | 'CORRUPTION'; // bytes that fail a checksum or a length check
+
+export class NovaError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'NovaError';
+    this.code = code;
+  }
+}
+
+/** An error raised by an RPC handler on another process, carried back with its code. */
+export class RemoteError extends NovaError {
+  readonly remoteCode: string;
+  constructor(remoteCode: string, message: string) {
+    super(isErrorCode(remoteCode) ? remoteCode : 'REMOTE', message);
+    this.name = 'RemoteError';
+    this.remoteCode = remoteCode;
+  }
+}
+
+const CODES: ReadonlySet<string> = new Set<ErrorCode>([
+  'PEER_LOST', 'OUT_OF_BOUNDS', 'BAD_REMOTE_KEY', 'CLOSED', 'BAD_ARGUMENT', 'TRANSPORT',
+  'TIMEOUT', 'DEADLINE_EXCEEDED', 'UNKNOWN_METHOD', 'REMOTE', 'CORRUPTION',
+]);
+
+export function isErrorCode(code: string): code is ErrorCode {
+  return CODES.has(code);
+}

@@ -1,0 +1,650 @@
+/**
+ * The RDMA-style transport, as JS sees it (DESIGN.md §2).
+ *
+ * A Fabric is one UCX context + worker with its own native progress thread (the "RNIC").
+ * It hands out MemoryRegions (UCX-allocated, registered, seen as Buffers without copying)
+ * and Endpoints to peers, on which READ, WRITE, WRITE-with-immediate, flush and messages
+ * are posted.
+ *
+ * Contracts:
+ *  - Every operation's promise settles exactly once: on its native completion event, or
+ *    with CLOSED when the fabric closes. Nothing is posted that fails a bounds check.
+ *  - A resolved `write` is visible in the target's memory (writes of one batch are followed
+ *    by one endpoint flush, and resolve when it finishes). A `writeWithImm` notification is
+ *    delivered only after its data is visible.
+ *  - Operations posted in one JS turn are handed to native code in one call (a batch);
+ *    completions come back in batches, one thread-safe-function call per batch.
+ *  - A region's Buffer is detached (length 0) when the region closes, so JS can never touch
+ *    unmapped memory. The memory itself is unmapped once no operation on it is pending.
+ *  - When a peer dies, its endpoint's pending operations fail with PEER_LOST and `onLost`
+ *    listeners run; UCX keepalive finds a silent death within about a second.
+ *
+ * Not thread-safe: use a Fabric from the thread that opened it.
+ */
+import { NovaError } from '../common/errors.js';
+import { EVENT_BYTES, EventKind, OP_DESC_BYTES, OpKind, Status, errorCodeOf } from './codes.js';
+import { loadAddon, type NativeFabric, type NativeStats } from './native.js';
+import { RemoteKey } from './remote-key.js';
+
+export interface FabricOptions {
+  /** Microseconds the progress thread spins after its last work before it sleeps. */
+  spinUs?: number;
+  /** Deadline for control calls into the progress thread (allocate, connect, importKey). */
+  controlTimeoutMs?: number;
+  /** Largest message payload accepted by `send` (bytes). */
+  maxMessageBytes?: number;
+}
+
+export interface ConnectOptions {
+  /** Deadline for the connection to be wired up and acknowledged by the peer. */
+  timeoutMs?: number;
+}
+
+export type MessageHandler = (payload: Buffer, from: Endpoint) => void;
+export type ImmediateHandler = (imm: number, from: Endpoint) => void;
+
+export interface FabricStats extends NativeStats {
+  unhandledMessages: number;
+  handlerErrors: number;
+}
+
+const STAGE_OPS = 4096;
+const EVENT_BATCH = 1024;
+const DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024;
+const TWO_32 = 0x1_0000_0000;
+
+function failure(status: number, what: string): NovaError {
+  return new NovaError(errorCodeOf(status), `${what} failed: ${errorCodeOf(status)}`);
+}
+
+/** Converts a failed native control call (an Error with a numeric `status`) to a NovaError. */
+function controlError(err: unknown, what: string): NovaError {
+  if (err instanceof NovaError) return err;
+  const status = (err as { status?: unknown } | null)?.status;
+  if (typeof status === 'number') return failure(status, what);
+  return new NovaError('TRANSPORT', `${what}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+}
+
+function checkRange(what: string, offset: number, length: number, size: number): NovaError | undefined {
+  if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 ||
+      offset + length > size) {
+    return new NovaError('OUT_OF_BOUNDS',
+      `${what} [${offset}, ${offset}+${length}) is outside its ${size}-byte region`);
+  }
+  return undefined;
+}
+
+export class Fabric {
+  /** The worker address that peers pass to `connect`. */
+  readonly address: Buffer;
+  private readonly native: NativeFabric;
+  private readonly maxMessageBytes: number;
+  private closed = false;
+
+  private readonly endpoints = new Map<number, Endpoint>();
+  private readonly regions = new Set<MemoryRegion>();
+  private readonly messageHandlers = new Map<number, MessageHandler>();
+  private immediateHandler: ImmediateHandler | undefined;
+  private connectionHandler: ((ep: Endpoint) => void) | undefined;
+  private unhandledMessages = 0;
+  private handlerErrors = 0;
+
+  // Pending operations: op id = slot + 1. A slot is reused only after its one event.
+  private readonly resolvers: Array<(() => void) | undefined> = [];
+  private readonly rejecters: Array<((e: NovaError) => void) | undefined> = [];
+  private readonly whats: Array<string | undefined> = [];
+  private readonly freeSlots: number[] = [];
+
+  // Staged descriptors and message bytes, handed to native code once per JS turn.
+  private readonly stage = Buffer.alloc(STAGE_OPS * OP_DESC_BYTES);
+  private readonly stageU32 = new Uint32Array(this.stage.buffer, this.stage.byteOffset, this.stage.length / 4);
+  private staged = 0;
+  private messages = Buffer.alloc(64 * 1024);
+  private messagesLength = 0;
+  private flushQueued = false;
+
+  private readonly eventBuffer = Buffer.alloc(EVENT_BATCH * EVENT_BYTES);
+  private readonly eventU32 = new Uint32Array(this.eventBuffer.buffer, this.eventBuffer.byteOffset, this.eventBuffer.length / 4);
+  private readonly eventI32 = new Int32Array(this.eventBuffer.buffer, this.eventBuffer.byteOffset, this.eventBuffer.length / 4);
+  private readonly payloads: Buffer[] = [];
+
+  private constructor(options: FabricOptions) {
+    const addon = loadAddon();
+    this.native = new addon.NativeFabric(
+      { spinUs: options.spinUs ?? 50, controlTimeoutMs: options.controlTimeoutMs ?? 5000 },
+      () => this.onEvents(),
+    );
+    this.address = this.native.address();
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
+  }
+
+  /** Opens a fabric. UCX reads its UCX_* environment now (e.g. UCX_TLS=sm or tcp). */
+  static open(options: FabricOptions = {}): Fabric {
+    return new Fabric(options);
+  }
+
+  static ucxVersion(): string {
+    return loadAddon().ucxVersion();
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Allocates and registers `length` bytes that peers may READ and WRITE. */
+  allocate(length: number): MemoryRegion {
+    this.assertOpen('allocate');
+    if (!Number.isSafeInteger(length) || length < 1) {
+      throw new NovaError('BAD_ARGUMENT', `region length must be a positive integer, not ${length}`);
+    }
+    let r;
+    try {
+      r = this.native.mapRegion(length);
+    } catch (err) {
+      throw controlError(err, `allocate(${length})`);
+    }
+    const region = new MemoryRegion(this, r.id, length, r.memory, new RemoteKey(r.address, length, r.rkey));
+    this.regions.add(region);
+    return region;
+  }
+
+  /** Connects to the fabric whose worker address is `address`. */
+  connect(address: Uint8Array, options: ConnectOptions = {}): Promise<Endpoint> {
+    if (this.closed) return Promise.reject(new NovaError('CLOSED', 'connect: fabric is closed'));
+    const timeoutMs = options.timeoutMs ?? 5000;
+    return new Promise<Endpoint>((resolve, reject) => {
+      let ep: Endpoint | undefined;
+      let settled = false;
+      const timer = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        reject(new NovaError('DEADLINE_EXCEEDED', `connect: no answer from the peer within ${timeoutMs} ms`));
+        ep?.close();
+      }, timeoutMs);
+      const slot = this.takeSlot('connect',
+        () => {
+          clearTimeout(timer);
+          if (settled || !ep) return;
+          settled = true;
+          ep.state = 'ready';
+          resolve(ep);
+        },
+        (e) => {
+          clearTimeout(timer);
+          if (ep) this.endpoints.delete(ep.id);
+          if (settled) return;
+          settled = true;
+          reject(e);
+        });
+      try {
+        const id = this.native.connect(Buffer.from(address.buffer, address.byteOffset, address.byteLength), slot + 1);
+        ep = new Endpoint(this, id, 'connecting');
+        this.endpoints.set(id, ep);
+      } catch (err) {
+        clearTimeout(timer);
+        this.releaseSlot(slot);
+        settled = true;
+        reject(controlError(err, 'connect'));
+      }
+    });
+  }
+
+  /** Called with each endpoint a peer opens to us, once it is ready. */
+  onConnection(handler: (ep: Endpoint) => void): void {
+    this.connectionHandler = handler;
+  }
+
+  /** Routes messages of `type` (a non-negative 32-bit number) to `handler`. */
+  onMessage(type: number, handler: MessageHandler): void {
+    if (!Number.isInteger(type) || type < 0 || type >= TWO_32) {
+      throw new NovaError('BAD_ARGUMENT', `message type must be a 32-bit unsigned integer, not ${type}`);
+    }
+    this.messageHandlers.set(type, handler);
+  }
+
+  /** Called with each writeWithImm notification, after its data is visible. */
+  onImmediate(handler: ImmediateHandler): void {
+    this.immediateHandler = handler;
+  }
+
+  stats(): FabricStats {
+    return { ...this.native.stats(), unhandledMessages: this.unhandledMessages, handlerErrors: this.handlerErrors };
+  }
+
+  /** Lets the process exit while this fabric is open (it keeps the event loop alive by default). */
+  unref(): void {
+    this.native.unref();
+  }
+
+  ref(): void {
+    this.native.ref();
+  }
+
+  /**
+   * Closes the fabric: every pending operation fails with CLOSED, endpoints close, regions
+   * are detached and unmapped. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    for (const region of this.regions) region.detach();
+    this.regions.clear();
+    this.native.close();
+    this.onEvents();
+    const closed = new NovaError('CLOSED', 'the fabric was closed');
+    for (let slot = 0; slot < this.rejecters.length; slot++) {
+      const reject = this.rejecters[slot];
+      if (reject) {
+        this.releaseSlot(slot);
+        reject(closed);
+      }
+    }
+    for (const ep of [...this.endpoints.values()]) ep.markLost('CLOSED');
+    this.endpoints.clear();
+  }
+
+  // ---- internal: used by Endpoint and MemoryRegion ----
+
+  /** @internal */
+  post(kind: number, ep: number, region: number, localOffset: number, length: number,
+       rkey: number, imm: number, remoteOffset: number, what: string): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const slot = this.takeSlot(what, resolve, reject);
+      this.stageOp(kind, slot + 1, ep, region, localOffset, length, rkey, imm, remoteOffset);
+    });
+  }
+
+  /** @internal */
+  postSend(ep: number, type: number, payload: Uint8Array): Promise<void> {
+    if (payload.byteLength > this.maxMessageBytes) {
+      return Promise.reject(new NovaError('BAD_ARGUMENT',
+        `message of ${payload.byteLength} bytes exceeds maxMessageBytes (${this.maxMessageBytes})`));
+    }
+    if (this.messagesLength + payload.byteLength > this.messages.length) {
+      if (this.messagesLength > 0) this.flush();
+      if (payload.byteLength > this.messages.length) {
+        this.messages = Buffer.alloc(Math.max(payload.byteLength, this.messages.length * 2));
+      }
+    }
+    const offset = this.messagesLength;
+    this.messages.set(payload, offset);
+    this.messagesLength += payload.byteLength;
+    return this.post(OpKind.Send, ep, 0, offset, payload.byteLength, 0, type, 0, 'send');
+  }
+
+  /** @internal */
+  importKey(ep: Endpoint, key: RemoteKey): RemoteRegion {
+    this.assertOpen('importKey');
+    try {
+      const id = this.native.importRkey(ep.id, key.packed, key.address, key.length);
+      return new RemoteRegion(this, ep, id, key.length);
+    } catch (err) {
+      throw controlError(err, 'importKey');
+    }
+  }
+
+  /** @internal */
+  dropKey(id: number): void {
+    if (this.closed) return;
+    try {
+      this.native.dropRkey(id);
+    } catch {
+      // The endpoint is gone and took its keys with it.
+    }
+  }
+
+  /** @internal */
+  closeEndpoint(ep: Endpoint): void {
+    this.endpoints.delete(ep.id);
+    if (this.closed) return;
+    this.flush();
+    try {
+      this.native.closeEndpoint(ep.id);
+    } catch {
+      // Already gone on the native side (peer lost).
+    }
+  }
+
+  /** @internal */
+  closeRegion(region: MemoryRegion): Promise<void> {
+    this.regions.delete(region);
+    if (this.closed) return Promise.resolve();
+    this.flush(); // staged operations on the region go first; close waits for them
+    return new Promise<void>((resolve, reject) => {
+      const slot = this.takeSlot('close region', resolve, reject);
+      try {
+        this.native.closeRegion(region.id, slot + 1);
+      } catch (err) {
+        this.releaseSlot(slot);
+        reject(controlError(err, 'close region'));
+      }
+    });
+  }
+
+  /** @internal */
+  assertOpen(what: string): void {
+    if (this.closed) throw new NovaError('CLOSED', `${what}: fabric is closed`);
+  }
+
+  // ---- private ----
+
+  private takeSlot(what: string, resolve: () => void, reject: (e: NovaError) => void): number {
+    const slot = this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.resolvers.length;
+    this.resolvers[slot] = resolve;
+    this.rejecters[slot] = reject;
+    this.whats[slot] = what;
+    return slot;
+  }
+
+  private releaseSlot(slot: number): void {
+    this.resolvers[slot] = undefined;
+    this.rejecters[slot] = undefined;
+    this.whats[slot] = undefined;
+    this.freeSlots.push(slot);
+  }
+
+  private stageOp(kind: number, opId: number, ep: number, region: number, localOffset: number,
+                  length: number, rkey: number, imm: number, remoteOffset: number): void {
+    if (this.closed) {
+      this.complete(opId, Status.Closed);
+      return;
+    }
+    const u = this.stageU32;
+    const i = this.staged * (OP_DESC_BYTES / 4);
+    u[i] = kind;
+    u[i + 1] = opId;
+    u[i + 2] = ep;
+    u[i + 3] = region;
+    u[i + 4] = localOffset >>> 0;
+    u[i + 5] = Math.floor(localOffset / TWO_32);
+    u[i + 6] = length >>> 0;
+    u[i + 7] = Math.floor(length / TWO_32);
+    u[i + 8] = rkey;
+    u[i + 9] = imm >>> 0;
+    u[i + 10] = remoteOffset >>> 0;
+    u[i + 11] = Math.floor(remoteOffset / TWO_32);
+    if (++this.staged === STAGE_OPS) {
+      this.flush();
+    } else if (!this.flushQueued) {
+      this.flushQueued = true;
+      queueMicrotask(this.flushTask);
+    }
+  }
+
+  private readonly flushTask = (): void => {
+    this.flushQueued = false;
+    this.flush();
+  };
+
+  private flush(): void {
+    if (this.staged === 0 || this.closed) return;
+    const count = this.staged;
+    this.staged = 0;
+    const messagesLength = this.messagesLength;
+    this.messagesLength = 0;
+    this.native.submit(this.stage, count, this.messages, messagesLength);
+  }
+
+  private complete(opId: number, status: number): void {
+    const slot = opId - 1;
+    const resolve = this.resolvers[slot];
+    const reject = this.rejecters[slot];
+    if (!resolve || !reject) return;
+    const what = this.whats[slot] ?? 'operation';
+    this.releaseSlot(slot);
+    if (status === Status.Ok) resolve();
+    else reject(failure(status, what));
+  }
+
+  private onEvents(): void {
+    const u = this.eventU32;
+    const s = this.eventI32;
+    for (;;) {
+      this.payloads.length = 0;
+      const n = this.native.drain(this.eventBuffer, this.payloads);
+      for (let k = 0; k < n; k++) {
+        const i = k * (EVENT_BYTES / 4);
+        const kind = u[i];
+        switch (kind) {
+          case EventKind.OpDone:
+          case EventKind.Connected:
+            this.complete(u[i + 1], s[i + 2]);
+            break;
+          case EventKind.Accepted:
+            this.accepted(u[i + 3]);
+            break;
+          case EventKind.PeerLost:
+            this.lost(u[i + 3], s[i + 2]);
+            break;
+          case EventKind.Message:
+            this.message(u[i + 3], u[i + 6], this.payloads[u[i + 4]]);
+            break;
+          case EventKind.Imm:
+            this.immediate(u[i + 3], u[i + 6]);
+            break;
+        }
+      }
+      if (n < EVENT_BATCH) break;
+    }
+  }
+
+  private accepted(id: number): void {
+    const ep = new Endpoint(this, id, 'ready');
+    this.endpoints.set(id, ep);
+    this.guard(() => this.connectionHandler?.(ep));
+  }
+
+  private lost(id: number, status: number): void {
+    const ep = this.endpoints.get(id);
+    if (!ep) return;
+    this.endpoints.delete(id);
+    ep.markLost(errorCodeOf(status) === 'CLOSED' ? 'CLOSED' : 'PEER_LOST');
+  }
+
+  private message(id: number, type: number, payload: Buffer): void {
+    const ep = this.endpoints.get(id);
+    const handler = this.messageHandlers.get(type);
+    if (!ep || !handler) {
+      this.unhandledMessages++;
+      return;
+    }
+    this.guard(() => handler(payload, ep));
+  }
+
+  private immediate(id: number, imm: number): void {
+    const ep = this.endpoints.get(id);
+    if (!ep || !this.immediateHandler) {
+      this.unhandledMessages++;
+      return;
+    }
+    const handler = this.immediateHandler;
+    this.guard(() => handler(imm, ep));
+  }
+
+  /** A throwing handler must not stop event delivery; it is counted and reported. */
+  private guard(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.handlerErrors++;
+      process.emitWarning(`nova transport handler threw: ${(err as Error)?.stack ?? String(err)}`);
+    }
+  }
+}
+
+/** A region of local memory, registered for one-sided access by peers. */
+export class MemoryRegion {
+  /** The region's bytes. Length 0 once the region is closed. */
+  readonly buffer: Buffer;
+  private closing: Promise<void> | undefined;
+
+  /** @internal */
+  constructor(
+    private readonly fabric: Fabric,
+    /** @internal */ readonly id: number,
+    readonly length: number,
+    private readonly memory: ArrayBuffer,
+    /** The key a peer needs to reach the whole region; narrow it with `key.slice`. */
+    readonly key: RemoteKey,
+  ) {
+    this.buffer = Buffer.from(memory, 0, length);
+  }
+
+  get isClosed(): boolean {
+    return this.closing !== undefined || this.fabric.isClosed;
+  }
+
+  /** Closes the region once no operation on it is pending. Idempotent. */
+  close(): Promise<void> {
+    if (!this.closing) {
+      this.detach();
+      this.closing = this.fabric.closeRegion(this);
+    }
+    return this.closing;
+  }
+
+  /** @internal */
+  detach(): void {
+    loadAddon().detach(this.memory);
+  }
+}
+
+/** A peer's region, imported on one endpoint. */
+export class RemoteRegion {
+  private dropped = false;
+
+  /** @internal */
+  constructor(
+    private readonly fabric: Fabric,
+    readonly endpoint: Endpoint,
+    /** @internal */ readonly id: number,
+    readonly length: number,
+  ) {}
+
+  get isDropped(): boolean {
+    return this.dropped;
+  }
+
+  /** Releases the unpacked key. Later operations through it fail with BAD_REMOTE_KEY. */
+  drop(): void {
+    if (this.dropped) return;
+    this.dropped = true;
+    this.fabric.dropKey(this.id);
+  }
+}
+
+export type EndpointState = 'connecting' | 'ready' | 'lost' | 'closed';
+
+/** A connection to one peer's fabric. */
+export class Endpoint {
+  private readonly lostListeners: Array<(code: 'PEER_LOST' | 'CLOSED') => void> = [];
+
+  /** @internal */
+  constructor(
+    private readonly fabric: Fabric,
+    /** @internal */ readonly id: number,
+    /** @internal */ public state: EndpointState,
+  ) {}
+
+  get isReady(): boolean {
+    return this.state === 'ready';
+  }
+
+  /** Unpacks a peer's remote key (or its serialised bytes) for use on this endpoint. */
+  importKey(key: RemoteKey | Uint8Array): RemoteRegion {
+    const parsed = key instanceof RemoteKey ? key : RemoteKey.parse(key);
+    this.assertReady('importKey');
+    return this.fabric.importKey(this, parsed);
+  }
+
+  /** RDMA READ: copies remote[remoteOffset, +length) into local[localOffset, +length). */
+  read(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number,
+       length: number): Promise<void> {
+    const bad = this.check(local, localOffset, remote, remoteOffset, length, 'read');
+    if (bad) return Promise.reject(bad);
+    return this.fabric.post(OpKind.Read, this.id, local.id, localOffset, length, remote.id, 0, remoteOffset, 'read');
+  }
+
+  /** RDMA WRITE: copies local[localOffset, +length) to remote[remoteOffset, +length). */
+  write(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number,
+        length: number): Promise<void> {
+    const bad = this.check(local, localOffset, remote, remoteOffset, length, 'write');
+    if (bad) return Promise.reject(bad);
+    return this.fabric.post(OpKind.Write, this.id, local.id, localOffset, length, remote.id, 0, remoteOffset, 'write');
+  }
+
+  /** WRITE, then a notification carrying `imm` that the peer receives after the data is visible. */
+  writeWithImm(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number,
+               length: number, imm: number): Promise<void> {
+    const bad = this.check(local, localOffset, remote, remoteOffset, length, 'writeWithImm') ??
+      (Number.isInteger(imm) && imm >= 0 && imm < TWO_32 ? undefined
+        : new NovaError('BAD_ARGUMENT', `immediate must be a 32-bit unsigned integer, not ${imm}`));
+    if (bad) return Promise.reject(bad);
+    return this.fabric.post(OpKind.WriteImm, this.id, local.id, localOffset, length, remote.id, imm, remoteOffset, 'writeWithImm');
+  }
+
+  /** Sends a message of `type` to the peer's handler for that type. Payload is copied. */
+  send(type: number, payload: Uint8Array): Promise<void> {
+    if (!Number.isInteger(type) || type < 0 || type >= TWO_32) {
+      return Promise.reject(new NovaError('BAD_ARGUMENT', `message type must be a 32-bit unsigned integer, not ${type}`));
+    }
+    const bad = this.stateError('send');
+    if (bad) return Promise.reject(bad);
+    return this.fabric.postSend(this.id, type, payload);
+  }
+
+  /** Resolves when every operation posted before it on this endpoint is complete at the peer. */
+  flush(): Promise<void> {
+    const bad = this.stateError('flush');
+    if (bad) return Promise.reject(bad);
+    return this.fabric.post(OpKind.Flush, this.id, 0, 0, 0, 0, 0, 0, 'flush');
+  }
+
+  /** Called once if the peer is lost or the endpoint closes. */
+  onLost(listener: (code: 'PEER_LOST' | 'CLOSED') => void): void {
+    if (this.state === 'lost' || this.state === 'closed') {
+      queueMicrotask(() => listener(this.state === 'lost' ? 'PEER_LOST' : 'CLOSED'));
+      return;
+    }
+    this.lostListeners.push(listener);
+  }
+
+  /** Closes the endpoint; operations still in flight finish or fail on their own. */
+  close(): void {
+    if (this.state === 'closed' || this.state === 'lost') return;
+    this.fabric.closeEndpoint(this);
+    this.markLost('CLOSED');
+  }
+
+  /** @internal */
+  markLost(code: 'PEER_LOST' | 'CLOSED'): void {
+    if (this.state === 'lost' || this.state === 'closed') return;
+    this.state = code === 'PEER_LOST' ? 'lost' : 'closed';
+    for (const listener of this.lostListeners.splice(0)) listener(code);
+  }
+
+  private stateError(what: string): NovaError | undefined {
+    if (this.fabric.isClosed) return new NovaError('CLOSED', `${what}: fabric is closed`);
+    if (this.state === 'lost') return new NovaError('PEER_LOST', `${what}: the peer is lost`);
+    if (this.state !== 'ready') return new NovaError('CLOSED', `${what}: endpoint is ${this.state}`);
+    return undefined;
+  }
+
+  private assertReady(what: string): void {
+    const bad = this.stateError(what);
+    if (bad) throw bad;
+  }
+
+  private check(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number,
+                length: number, what: string): NovaError | undefined {
+    const state = this.stateError(what);
+    if (state) return state;
+    if (local.isClosed) return new NovaError('CLOSED', `${what}: local region is closed`);
+    if (remote.endpoint !== this || remote.isDropped) {
+      return new NovaError('BAD_REMOTE_KEY', `${what}: remote region was not imported on this endpoint`);
+    }
+    return checkRange(`${what}: local`, localOffset, length, local.length) ??
+      checkRange(`${what}: remote`, remoteOffset, length, remote.length);
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * Loads the native transport addon (native/, built by cmake-js into build/Release) and
+ * types its surface. Nothing but src/transport/fabric.ts should import this file.
+ */
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface NativeRegion {
+  id: number;
+  memory: ArrayBuffer;
+  address: bigint;
+  rkey: Buffer;
+}
+
+export interface NativeStats {
+  opsPosted: number;
+  events: number;
+  wakeups: number;
+  malformedFrames: number;
+  unknownEndpointFrames: number;
+}
+
+export interface NativeFabric {
+  address(): Buffer;
+  mapRegion(length: number): NativeRegion;
+  connect(address: Buffer, opId: number): number;
+  importRkey(ep: number, rkey: Buffer, address: bigint, length: number): number;
+  dropRkey(id: number): void;
+  closeRegion(id: number, opId: number): void;
+  closeEndpoint(id: number): void;
+  submit(descriptors: Buffer, count: number, messages: Buffer, messagesLength: number): void;
+  drain(out: Buffer, payloads: Buffer[]): number;
+  close(): void;
+  stats(): NativeStats;
+  ref(): void;
+  unref(): void;
+}
+
+export interface NativeAddon {
+  NativeFabric: new (
+    options: { spinUs?: number; controlTimeoutMs?: number },
+    onEvents: () => void,
+  ) => NativeFabric;
+  detach(memory: ArrayBuffer): void;
+  ucxVersion(): string;
+}
+
+function findRoot(): string {
+  // Works from src/transport (vitest) and dist/src/transport (compiled).
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    dir = dirname(dir);
+  }
+  throw new Error('cannot find the Nova package root');
+}
+
+let addon: NativeAddon | undefined;
+
+/**
+ * UCX defaults that DESIGN.md §2 found necessary. Some are read when libucs loads, so they
+ * are set before the addon is; a value the user already set wins.
+ */
+const UCX_DEFAULTS: Record<string, string> = {
+  UCX_TCP_CM_REUSEADDR: 'y',
+  // Without these, UCX will not use shared memory for endpoints with peer-failure handling.
+  UCX_POSIX_ERROR_HANDLING: 'y',
+  UCX_SYSV_ERROR_HANDLING: 'y',
+  // Dead peers are found well within the 2 s the transport promises.
+  UCX_KEEPALIVE_INTERVAL: '300ms',
+  // Leave fatal signals to Node; keep UCX's own log lines off stdout (a CLI's data channel).
+  UCX_HANDLE_ERRORS: 'none',
+  UCX_ERROR_SIGNALS: '',
+  UCX_LOG_FILE: 'stderr',
+  UCX_WARN_UNUSED_ENV_VARS: 'n',
+};
+
+export function loadAddon(): NativeAddon {
+  if (addon) return addon;
+  const path = join(findRoot(), 'build', 'Release', 'nova_transport.node');
+  if (!existsSync(path)) {
+    throw new Error(`native transport not built (${path} is missing): run scripts/setup.sh`);
+  }
+  for (const [name, value] of Object.entries(UCX_DEFAULTS)) {
+    if (process.env[name] === undefined) process.env[name] = value;
+  }
+  addon = createRequire(import.meta.url)(path) as NativeAddon;
+  return addon;
+}
