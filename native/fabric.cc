@@ -23,6 +23,7 @@ enum FrameKind : uint16_t {
   kFrameHelloAck = 2,  // dst = initiator's endpoint id, arg = acceptor's endpoint id
   kFrameMessage = 3,   // dst = receiver's endpoint id, arg = message type, data = payload
   kFrameImm = 4,       // dst = receiver's endpoint id, arg = immediate
+  kFrameBye = 5,       // dst = receiver's endpoint id: the sender closed its endpoint
 };
 
 struct FrameHeader {
@@ -94,6 +95,7 @@ struct Fabric::SendCtx {
   std::unique_ptr<uint8_t[]> data;
   uint32_t op_id;      // 0 for internal frames
   uint32_t region_id;  // 0 unless the send completes a writeWithImm
+  uint32_t close_ep = 0;  // a bye frame: destroy this endpoint once it is sent
 };
 
 struct Fabric::RecvCtx {
@@ -253,7 +255,7 @@ Status Fabric::Connect(const std::string& peer_address, uint32_t op_id, uint32_t
   return RunControl([this, &peer_address, op_id, ep_id]() -> Status {
     std::string error;
     Endpoint* ep = CreateEndpoint(peer_address.data(), peer_address.size(), &error);
-    if (ep == nullptr) return kBadArgument;
+    if (ep == nullptr) return kPeerLost;  // well-formed (JS checked its seal) but unreachable
     ep->outbound = true;
     ep->connect_op = op_id;
     std::string hello(4 + address_.size(), '\0');
@@ -327,7 +329,7 @@ Status Fabric::CloseEndpoint(uint32_t ep_id) {
   return RunControl([=]() -> Status {
     auto it = endpoints_.find(ep_id);
     if (it == endpoints_.end()) return kBadArgument;
-    DestroyEndpoint(it->second.get());
+    SayBye(it->second.get());
     return kOk;
   });
 }
@@ -802,6 +804,32 @@ void Fabric::ReapEndpoints() {
   }
 }
 
+// Tells the peer we are closing (UCX does not, for endpoints made from worker addresses),
+// then destroys the endpoint once the frame is out. Returns true if a frame is in flight.
+bool Fabric::SayBye(Endpoint* ep) {
+  if (ep->state != Endpoint::kReady) {
+    DestroyEndpoint(ep);
+    return false;
+  }
+  ep->state = Endpoint::kClosed;
+  auto ctx = new SendCtx();
+  ctx->header = {kFrameMagic, kFrameVersion, kFrameBye, ep->remote_id, 0};
+  ctx->op_id = 0;
+  ctx->region_id = 0;
+  ctx->close_ep = ep->id;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = &Fabric::OnSendDone;
+  p.user_data = ctx;
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep->ep, kAmId, &ctx->header, sizeof ctx->header, nullptr, 0, &p);
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+    delete ctx;
+    DestroyEndpoint(ep);
+    return false;
+  }
+  return true;
+}
+
 void Fabric::DestroyEndpoint(Endpoint* ep) {
   for (uint32_t id : ep->rkeys) {
     auto it = rkeys_.find(id);
@@ -874,6 +902,10 @@ void Fabric::HandleFrame(const void* header, size_t header_length, const void* d
   }
   Endpoint* ep = it->second.get();
   switch (h.kind) {
+    case kFrameBye:
+      if (owned) free(const_cast<void*>(data));
+      FailEndpoint(ep, kPeerLost);
+      return;
     case kFrameHelloAck:
       if (owned) free(const_cast<void*>(data));
       ep->remote_id = h.arg;
@@ -912,14 +944,25 @@ void Fabric::Shutdown() {
   for (auto& e : endpoints_) ids.push_back(e.first);
   for (uint32_t id : ids) {
     auto it = endpoints_.find(id);
+    if (it != endpoints_.end()) SayBye(it->second.get());
+  }
+  // Give bye frames a moment to leave (bounded), then force-close what is left; its
+  // cancelled requests run their callbacks during the last progress calls.
+  using Clock = std::chrono::steady_clock;
+  auto until = Clock::now() + std::chrono::milliseconds(200);
+  while (!endpoints_.empty() && Clock::now() < until) {
+    ucp_worker_progress(worker_);
+    ReapEndpoints();
+  }
+  ids.clear();
+  for (auto& e : endpoints_) ids.push_back(e.first);
+  for (uint32_t id : ids) {
+    auto it = endpoints_.find(id);
     if (it != endpoints_.end()) DestroyEndpoint(it->second.get());
   }
-  // Let force-closes and cancellations run their callbacks (bounded).
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-  while (std::chrono::steady_clock::now() < until) {
-    if (ucp_worker_progress(worker_) == 0) {
-      if (std::chrono::steady_clock::now() + std::chrono::milliseconds(450) > until) break;
-    }
+  until = Clock::now() + std::chrono::milliseconds(100);
+  while (Clock::now() < until) {
+    if (ucp_worker_progress(worker_) == 0) break;
   }
   std::vector<Batch> batches;
   std::vector<std::shared_ptr<Control>> controls;
@@ -1008,6 +1051,10 @@ void Fabric::OnSendDone(void* request, ucs_status_t status, void* user_data) {
   auto ctx = static_cast<SendCtx*>(user_data);
   Fabric* f = tls_fabric;
   if (ctx->op_id != 0) f->OpDone(ctx->op_id, ctx->region_id, f->MapStatus(status, nullptr));
+  if (ctx->close_ep != 0) {
+    auto it = f->endpoints_.find(ctx->close_ep);
+    if (it != f->endpoints_.end()) f->DestroyEndpoint(it->second.get());
+  }
   delete ctx;
   if (request != nullptr) ucp_request_free(request);
 }

@@ -162,6 +162,7 @@ class Fabric {
   Endpoint* CreateEndpoint(const void* address, size_t length, std::string* error);
   void FailEndpoint(Endpoint* ep, Status status);
   void DestroyEndpoint(Endpoint* ep);
+  bool SayBye(Endpoint* ep);
   void ReapEndpoints();
   bool SendControl(Endpoint* ep, uint16_t kind, uint32_t dst, uint32_t arg, const void* data,
                    size_t length);

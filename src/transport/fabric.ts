@@ -25,6 +25,7 @@ import { NovaError } from '../common/errors.js';
 import { EVENT_BYTES, EventKind, OP_DESC_BYTES, OpKind, Status, errorCodeOf } from './codes.js';
 import { loadAddon, type NativeFabric, type NativeStats } from './native.js';
 import { RemoteKey } from './remote-key.js';
+import { openWorkerAddress, sealWorkerAddress } from './worker-address.js';
 
 export interface FabricOptions {
   /** Microseconds the progress thread spins after its last work before it sleeps. */
@@ -75,7 +76,7 @@ function checkRange(what: string, offset: number, length: number, size: number):
 }
 
 export class Fabric {
-  /** The worker address that peers pass to `connect`. */
+  /** The (sealed) worker address that peers pass to `connect`. */
   readonly address: Buffer;
   private readonly native: NativeFabric;
   private readonly maxMessageBytes: number;
@@ -114,7 +115,7 @@ export class Fabric {
       { spinUs: options.spinUs ?? 50, controlTimeoutMs: options.controlTimeoutMs ?? 5000 },
       () => this.onEvents(),
     );
-    this.address = this.native.address();
+    this.address = sealWorkerAddress(this.native.address());
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
   }
 
@@ -151,6 +152,12 @@ export class Fabric {
   /** Connects to the fabric whose worker address is `address`. */
   connect(address: Uint8Array, options: ConnectOptions = {}): Promise<Endpoint> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'connect: fabric is closed'));
+    let ucxAddress: Buffer;
+    try {
+      ucxAddress = openWorkerAddress(address);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const timeoutMs = options.timeoutMs ?? 5000;
     return new Promise<Endpoint>((resolve, reject) => {
       let ep: Endpoint | undefined;
@@ -177,7 +184,7 @@ export class Fabric {
           reject(e);
         });
       try {
-        const id = this.native.connect(Buffer.from(address.buffer, address.byteOffset, address.byteLength), slot + 1);
+        const id = this.native.connect(ucxAddress, slot + 1);
         ep = new Endpoint(this, id, 'connecting');
         this.endpoints.set(id, ep);
       } catch (err) {

@@ -1,0 +1,210 @@
+/**
+ * RPC over transport messages: request ids, msgpackr payloads, a deadline per call, and
+ * typed remote errors (doc/format/wire.md, "RPC").
+ *
+ *   request  = msgpack [1, id, method, args]        message type RPC_REQUEST
+ *   response = msgpack [1, id, 1, result]            message type RPC_RESPONSE
+ *            | msgpack [1, id, 0, [code, message]]
+ *
+ * Contracts:
+ *  - Every call settles exactly once: with the result, a RemoteError carrying the handler's
+ *    code, UNKNOWN_METHOD, DEADLINE_EXCEEDED, PEER_LOST (the endpoint was lost) or CLOSED.
+ *  - Deadlines are checked by one sweeper timer for all calls (granularity SWEEP_MS), not a
+ *    timer per call.
+ *  - A malformed request is answered with BAD_ARGUMENT when its id can be read, and counted.
+ */
+import { Packr } from 'msgpackr';
+import { NovaError, RemoteError } from '../common/errors.js';
+import type { Endpoint, Fabric } from './fabric.js';
+
+/** Message types used by the RPC layer. Types below 16 are reserved for the transport. */
+export const RPC_REQUEST = 1;
+export const RPC_RESPONSE = 2;
+const RPC_VERSION = 1;
+const SWEEP_MS = 20;
+
+export type RpcHandler = (args: unknown, from: Endpoint) => unknown;
+
+export interface CallOptions {
+  /** Milliseconds before the call fails with DEADLINE_EXCEEDED. */
+  timeoutMs?: number;
+}
+
+interface PendingCall {
+  resolve: (value: unknown) => void;
+  reject: (error: NovaError) => void;
+  deadline: number;
+  ep: Endpoint;
+  method: string;
+}
+
+export interface RpcStats {
+  malformed: number;
+  lateResponses: number;
+}
+
+export class Rpc {
+  private readonly packr = new Packr({ useRecords: false, moreTypes: false });
+  private readonly handlers = new Map<string, RpcHandler>();
+  private readonly pending = new Map<number, PendingCall>();
+  private readonly watched = new WeakSet<Endpoint>();
+  private nextId = 1;
+  private sweeper: NodeJS.Timeout | undefined;
+  private readonly defaultTimeoutMs: number;
+  private readonly counters: RpcStats = { malformed: 0, lateResponses: 0 };
+  private closed = false;
+
+  constructor(private readonly fabric: Fabric, options: { defaultTimeoutMs?: number } = {}) {
+    this.defaultTimeoutMs = options.defaultTimeoutMs ?? 10_000;
+    fabric.onMessage(RPC_REQUEST, (payload, ep) => this.onRequest(payload, ep));
+    fabric.onMessage(RPC_RESPONSE, (payload) => this.onResponse(payload));
+  }
+
+  /** Serves `method`; the handler's return value (or promise) is the response. */
+  serve(method: string, handler: RpcHandler): void {
+    this.handlers.set(method, handler);
+  }
+
+  call<T = unknown>(ep: Endpoint, method: string, args: unknown = null, options: CallOptions = {}): Promise<T> {
+    if (this.closed) return Promise.reject(new NovaError('CLOSED', `rpc ${method}: closed`));
+    const id = this.nextId;
+    this.nextId = this.nextId === 0x7fffffff ? 1 : this.nextId + 1;
+    let bytes: Buffer;
+    try {
+      bytes = this.packr.pack([RPC_VERSION, id, method, args]);
+    } catch (err) {
+      return Promise.reject(new NovaError('BAD_ARGUMENT', `rpc ${method}: arguments cannot be encoded`, { cause: err }));
+    }
+    this.watch(ep);
+    return new Promise<T>((resolve, reject) => {
+      const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, ep, method });
+      this.armSweeper();
+      ep.send(RPC_REQUEST, bytes).catch((err: NovaError) => this.fail(id, err));
+    });
+  }
+
+  stats(): RpcStats {
+    return { ...this.counters };
+  }
+
+  /** Fails every pending call with CLOSED and stops serving. */
+  close(): void {
+    this.closed = true;
+    for (const id of [...this.pending.keys()]) this.fail(id, new NovaError('CLOSED', 'rpc closed'));
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+  }
+
+  private watch(ep: Endpoint): void {
+    if (this.watched.has(ep)) return;
+    this.watched.add(ep);
+    ep.onLost((code) => {
+      for (const [id, call] of this.pending) {
+        if (call.ep === ep) {
+          this.fail(id, new NovaError(code, `rpc ${call.method}: ${code === 'PEER_LOST' ? 'the peer was lost' : 'endpoint closed'}`));
+        }
+      }
+    });
+  }
+
+  private fail(id: number, error: NovaError): void {
+    const call = this.pending.get(id);
+    if (!call) return;
+    this.pending.delete(id);
+    call.reject(error);
+  }
+
+  private armSweeper(): void {
+    if (this.sweeper) return;
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const [id, call] of this.pending) {
+        if (call.deadline <= now) {
+          this.fail(id, new NovaError('DEADLINE_EXCEEDED', `rpc ${call.method}: no response by its deadline`));
+        }
+      }
+      if (this.pending.size === 0 && this.sweeper) {
+        clearInterval(this.sweeper);
+        this.sweeper = undefined;
+      }
+    }, SWEEP_MS);
+  }
+
+  private decode(payload: Buffer): unknown[] | undefined {
+    try {
+      const v: unknown = this.packr.unpack(payload);
+      if (Array.isArray(v) && v.length === 4 && v[0] === RPC_VERSION && Number.isInteger(v[1])) return v;
+    } catch {
+      // fall through: malformed
+    }
+    this.counters.malformed++;
+    return undefined;
+  }
+
+  private onRequest(payload: Buffer, ep: Endpoint): void {
+    const msg = this.decode(payload);
+    if (!msg) return;
+    const [, id, method, args] = msg as [number, number, unknown, unknown];
+    if (typeof method !== 'string') {
+      this.respondError(ep, id, 'BAD_ARGUMENT', 'method name must be a string');
+      return;
+    }
+    const handler = this.handlers.get(method);
+    if (!handler || this.closed) {
+      this.respondError(ep, id, 'UNKNOWN_METHOD', `no handler for method "${method}"`);
+      return;
+    }
+    let result: unknown;
+    try {
+      result = handler(args, ep);
+    } catch (err) {
+      this.respondFailure(ep, id, err);
+      return;
+    }
+    if (result instanceof Promise) {
+      result.then((value) => this.respond(ep, [RPC_VERSION, id, 1, value]), (err) => this.respondFailure(ep, id, err));
+    } else {
+      this.respond(ep, [RPC_VERSION, id, 1, result]);
+    }
+  }
+
+  private respondFailure(ep: Endpoint, id: number, err: unknown): void {
+    const code = typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : 'REMOTE';
+    this.respondError(ep, id, code, (err as Error)?.message ?? String(err));
+  }
+
+  private respondError(ep: Endpoint, id: number, code: string, message: string): void {
+    this.respond(ep, [RPC_VERSION, id, 0, [code, message]]);
+  }
+
+  private respond(ep: Endpoint, response: unknown[]): void {
+    let bytes: Buffer;
+    try {
+      bytes = this.packr.pack(response);
+    } catch (err) {
+      bytes = this.packr.pack([RPC_VERSION, response[1], 0, ['BAD_ARGUMENT', `result cannot be encoded: ${(err as Error).message}`]]);
+    }
+    // The caller may be gone; its own deadline or peer-loss handles that side.
+    ep.send(RPC_RESPONSE, bytes).catch(() => undefined);
+  }
+
+  private onResponse(payload: Buffer): void {
+    const msg = this.decode(payload);
+    if (!msg) return;
+    const [, id, ok, value] = msg as [number, number, unknown, unknown];
+    const call = this.pending.get(id);
+    if (!call) {
+      this.counters.lateResponses++;
+      return;
+    }
+    this.pending.delete(id);
+    if (ok === 1) {
+      call.resolve(value);
+    } else if (Array.isArray(value) && typeof value[0] === 'string') {
+      call.reject(new RemoteError(value[0], `rpc ${call.method}: ${String(value[1])}`));
+    } else {
+      call.reject(new RemoteError('REMOTE', `rpc ${call.method}: malformed error response`));
+    }
+  }
+}
