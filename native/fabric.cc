@@ -454,14 +454,6 @@ bool Fabric::DrainInbox() {
       if (!c->abandoned) c->running = true;
     }
   }
-  for (auto& c : controls) {
-    if (c->abandoned) continue;
-    Status result = c->fn();
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    c->result = result;
-    c->done = true;
-  }
-  if (!controls.empty()) control_cv_.notify_all();
   uint64_t posted = 0;
   for (Batch& b : batches) {
     std::unordered_map<uint32_t, WriteGroup*> groups;
@@ -475,12 +467,22 @@ bool Fabric::DrainInbox() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.ops_posted += posted;
   }
+  // Controls after batches: a control's caller blocks until it runs, so every batch queued
+  // now was submitted before it (e.g. reads on a region, then that region's close).
+  for (auto& c : controls) {
+    if (c->abandoned) continue;
+    Status result = c->fn();
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    c->result = result;
+    c->done = true;
+  }
+  if (!controls.empty()) control_cv_.notify_all();
   return true;
 }
 
 Status Fabric::CheckLocal(const OpDesc& op, Region** region) {
   auto it = regions_.find(op.region);
-  if (it == regions_.end()) return kBadArgument;
+  if (it == regions_.end()) return kClosed;  // ids are never reused: it was closed
   Region* r = it->second.get();
   if (r->closing) return kClosed;
   if (op.local_off > r->length || op.length > r->length - op.local_off) return kOutOfBounds;

@@ -1,0 +1,79 @@
+/**
+ * `nova`: the program's one command. Subcommands are added here as the components land.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportReports } from '../../bench/transport.js';
+import { textTable } from '../../bench/report.js';
+import { Fabric } from '../transport/fabric.js';
+
+const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+function intList(value: string): number[] {
+  return value.split(',').map((v) => positiveInt(v.trim()));
+}
+
+export function buildProgram(): Command {
+  const program = new Command('nova')
+    .description('Nova: a distributed, component-based LSM-tree key-value store over an RDMA-style transport (UCX)')
+    .version(pkg.version, '-V, --version', 'print the Nova version')
+    .showHelpAfterError('(run with --help for usage)');
+
+  program.command('info')
+    .description('print the versions of Nova, UCX and Node')
+    .action(() => {
+      console.log(`nova ${pkg.version}\nucx  ${Fabric.ucxVersion()}\nnode ${process.version}`);
+    });
+
+  const bench = program.command('bench').description('run benchmarks (results as a table, JSON or HTML)');
+  bench.command('transport')
+    .description('READ/WRITE/RPC over UCX shared memory and TCP, beside a plain Node net baseline, in one run')
+    .option('--duration <ms>', 'measured milliseconds per row, after a warm-up', positiveInt, 1000)
+    .addOption(new Option('--transports <list>', 'UCX transports to measure').default('sm,tcp'))
+    .option('--sizes <bytes,...>', 'READ/WRITE sizes in bytes', intList, [64, 4096, 1024 * 1024])
+    .option('--outstanding <n,...>', 'operations in flight per row', intList, [1, 64])
+    .option('--spin-us <us>', 'progress-thread spin before sleeping, in microseconds', positiveInt, 50)
+    .option('--json <file>', 'also write the rows as a JSON array to <file>')
+    .option('--html <file>', 'also write an HTML report to <file>')
+    .action(async (opts: { duration: number; transports: string; sizes: number[]; outstanding: number[];
+      spinUs: number; json?: string; html?: string }) => {
+      const transports = opts.transports.split(',').map((t) => t.trim());
+      for (const t of transports) {
+        if (t !== 'sm' && t !== 'tcp') throw new InvalidArgumentError(`unknown transport "${t}" (expected sm or tcp)`);
+      }
+      const rows = await runTransportBench({
+        durationMs: opts.duration,
+        transports: transports as Array<'sm' | 'tcp'>,
+        sizes: opts.sizes,
+        outstanding: opts.outstanding,
+        spinUs: opts.spinUs,
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      console.log(textTable(rows, TRANSPORT_COLUMNS));
+      console.log('');
+      for (const line of judgeTargets(rows)) console.log(line);
+      writeTransportReports(rows, opts.json, opts.html);
+      if (opts.json) console.log(`rows written to ${opts.json}`);
+      if (opts.html) console.log(`report written to ${opts.html}`);
+    });
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    process.stderr.write(`nova: ${e.code ? `${e.code}: ` : ''}${e.message}\n`);
+    process.exitCode = 1;
+  }
+}

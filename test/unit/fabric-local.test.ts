@@ -1,0 +1,111 @@
+/**
+ * Fabric behaviour that needs no second process: two fabrics in this process, over
+ * shared memory. Lifetimes, closing, and malformed RPC frames.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { Fabric } from '../../src/transport/fabric.js';
+import { Rpc, RPC_REQUEST } from '../../src/transport/rpc.js';
+import { useTls } from '../helpers/peer-process.js';
+
+const opened: Fabric[] = [];
+function open(): Fabric {
+  useTls('sm');
+  const f = Fabric.open();
+  opened.push(f);
+  return f;
+}
+afterEach(async () => {
+  for (const f of opened.splice(0)) await f.close();
+});
+
+async function pair() {
+  const a = open();
+  const b = open();
+  const accepted = new Promise<import('../../src/transport/fabric.js').Endpoint>((r) => b.onConnection(r));
+  const ep = await a.connect(b.address);
+  return { a, b, ep, back: await accepted };
+}
+
+describe('Fabric in one process', () => {
+  it('allocates regions whose buffers are detached when closed', async () => {
+    const f = open();
+    const r = f.allocate(1 << 20);
+    expect(r.buffer.length).toBe(1 << 20);
+    r.buffer[12345] = 7;
+    expect(r.buffer[12345]).toBe(7);
+    await r.close();
+    expect(r.buffer.length).toBe(0);
+    expect(r.isClosed).toBe(true);
+    await r.close(); // idempotent
+    expect(() => f.allocate(0)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+    expect(() => f.allocate(1.5)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+  });
+
+  it('a region closes only after the operations on it finish', async () => {
+    const { a, b, ep } = await pair();
+    const local = a.allocate(8 << 20);
+    const remoteRegion = b.allocate(8 << 20);
+    remoteRegion.buffer.fill(3);
+    const remote = ep.importKey(remoteRegion.key.serialize());
+    const reads = Array.from({ length: 32 }, () => ep.read(local, 0, remote, 0, 8 << 20));
+    const closed = local.close();
+    await expect(Promise.all(reads)).resolves.toBeDefined();
+    await closed;
+    await expect(ep.read(local, 0, remote, 0, 1)).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+
+  it('closing the fabric fails everything in flight with CLOSED', async () => {
+    const { a, b, ep } = await pair();
+    const local = a.allocate(1 << 20);
+    const remote = ep.importKey(b.allocate(1 << 20).key);
+    const rpc = new Rpc(a);
+    const inflight = [
+      ...Array.from({ length: 200 }, () => ep.read(local, 0, remote, 0, 1 << 20)),
+      rpc.call(ep, 'nothing-serves-this', null, { timeoutMs: 60_000 }),
+      ep.flush(),
+    ];
+    const outcomes = Promise.allSettled(inflight);
+    await a.close();
+    const results = await outcomes;
+    for (const r of results) {
+      if (r.status === 'rejected') expect(['CLOSED', 'UNKNOWN_METHOD']).toContain((r.reason as { code: string }).code);
+    }
+    expect(results.some((r) => r.status === 'rejected' && (r.reason as { code: string }).code === 'CLOSED')).toBe(true);
+    expect(local.buffer.length).toBe(0);
+    await expect(ep.read(local, 0, remote, 0, 1)).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(() => a.allocate(10)).toThrow(expect.objectContaining({ code: 'CLOSED' }));
+    await expect(a.connect(b.address)).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+
+  it('messages route by type; unknown types and throwing handlers are counted, not fatal', async () => {
+    const { b, ep } = await pair();
+    const got: string[] = [];
+    b.onMessage(200, (p) => got.push(p.toString()));
+    b.onMessage(201, () => { throw new Error('handler bug'); });
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    await ep.send(201, Buffer.from('boom'));
+    await ep.send(999, Buffer.from('nobody'));
+    await ep.send(200, Buffer.from('hello'));
+    await ep.send(200, Buffer.alloc(0));
+    await ep.flush();
+    await new Promise((r) => setTimeout(r, 100));
+    process.off('warning', onWarning);
+    expect(got).toEqual(['hello', '']);
+    expect(b.stats().unhandledMessages).toBe(1);
+    expect(b.stats().handlerErrors).toBe(1);
+    await expect(ep.send(200, Buffer.alloc(65 * 1024 * 1024))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+  });
+
+  it('malformed RPC requests are answered or counted, never fatal', async () => {
+    const { a, b, ep } = await pair();
+    const server = new Rpc(b);
+    server.serve('echo', (x) => x);
+    const client = new Rpc(a);
+    await ep.send(RPC_REQUEST, Buffer.from([0xc1])); // not msgpack
+    await ep.send(RPC_REQUEST, Buffer.from([0x93, 1, 2, 3])); // wrong shape
+    await expect(client.call(ep, 'echo', 'still works')).resolves.toBe('still works');
+    expect(server.stats().malformed).toBe(2);
+  });
+});
