@@ -36,7 +36,9 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
 # --- npm dependencies (only when the lockfile changed) ----------------------------------
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing npm dependencies"
-  npm ci --no-audit --no-fund --loglevel=error
+  # Not `npm ci`: npm 11 leaves other platforms' optional packages (msgpackr-extract-*) out of
+  # the lockfile and then refuses it. --no-save installs the locked versions, writes nothing.
+  npm install --no-save --no-audit --no-fund --loglevel=error
 fi
 
 # --- build -------------------------------------------------------------------------------
