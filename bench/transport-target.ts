@@ -7,7 +7,7 @@ import { Fabric } from '../src/transport/fabric.js';
 import { Rpc } from '../src/transport/rpc.js';
 
 const size = Number(process.argv[2] ?? 64 * 1024 * 1024);
-const fabric = Fabric.open({ spinUs: Number(process.env.NOVA_SPIN_US ?? 50) });
+const fabric = Fabric.open({ spinUs: Number(process.env.NOVA_SPIN_US ?? 200) });
 const region = fabric.allocate(size);
 region.buffer.fill(0x5a);
 new Rpc(fabric).serve('echo', (args) => args);

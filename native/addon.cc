@@ -268,7 +268,9 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
     if (!fabric_) return o;
     nova::FabricStats s = fabric_->stats();
     o.Set("opsPosted", Napi::Number::New(env, static_cast<double>(s.ops_posted)));
+    o.Set("batches", Napi::Number::New(env, static_cast<double>(s.batches)));
     o.Set("events", Napi::Number::New(env, static_cast<double>(s.events)));
+    o.Set("notifications", Napi::Number::New(env, static_cast<double>(s.notifications)));
     o.Set("wakeups", Napi::Number::New(env, static_cast<double>(s.wakeups)));
     o.Set("malformedFrames", Napi::Number::New(env, static_cast<double>(s.malformed_frames)));
     o.Set("unknownEndpointFrames",

@@ -463,9 +463,10 @@ bool Fabric::DrainInbox() {
     for (auto& g : groups) FlushGroup(g.second);
     posted += b.ops.size();
   }
-  if (posted > 0) {
+  if (!batches.empty()) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.ops_posted += posted;
+    stats_.batches += batches.size();
   }
   // Controls after batches: a control's caller blocks until it runs, so every batch queued
   // now was submitted before it (e.g. reads on a region, then that region's close).
@@ -737,6 +738,7 @@ void Fabric::Publish() {
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.events += n;
+    if (notify) stats_.notifications++;
   }
   if (notify && notify_) notify_();
 }

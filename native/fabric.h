@@ -79,13 +79,15 @@ struct RegionInfo {
 };
 
 struct FabricOptions {
-  uint32_t spin_us = 50;
+  uint32_t spin_us = 200;
   uint32_t control_timeout_ms = 5000;
 };
 
 struct FabricStats {
   uint64_t ops_posted = 0;
+  uint64_t batches = 0;        // Submit calls from JS
   uint64_t events = 0;
+  uint64_t notifications = 0;  // calls to Notify (one per batch of events)
   uint64_t wakeups = 0;
   uint64_t malformed_frames = 0;
   uint64_t unknown_endpoint_frames = 0;

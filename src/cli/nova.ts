@@ -41,7 +41,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--transports <list>', 'UCX transports to measure').default('sm,tcp'))
     .option('--sizes <bytes,...>', 'READ/WRITE sizes in bytes', intList, [64, 4096, 1024 * 1024])
     .option('--outstanding <n,...>', 'operations in flight per row', intList, [1, 64])
-    .option('--spin-us <us>', 'progress-thread spin before sleeping, in microseconds', positiveInt, 50)
+    .option('--spin-us <us>', 'progress-thread spin before sleeping, in microseconds', positiveInt, 200)
     .option('--json <file>', 'also write the rows as a JSON array to <file>')
     .option('--html <file>', 'also write an HTML report to <file>')
     .action(async (opts: { duration: number; transports: string; sizes: number[]; outstanding: number[];

@@ -112,7 +112,7 @@ export class Fabric {
   private constructor(options: FabricOptions) {
     const addon = loadAddon();
     this.native = new addon.NativeFabric(
-      { spinUs: options.spinUs ?? 50, controlTimeoutMs: options.controlTimeoutMs ?? 5000 },
+      { spinUs: options.spinUs ?? 200, controlTimeoutMs: options.controlTimeoutMs ?? 5000 },
       () => this.onEvents(),
     );
     this.address = sealWorkerAddress(this.native.address());

@@ -15,8 +15,14 @@ export interface NativeRegion {
 }
 
 export interface NativeStats {
+  /** Operations handed to the progress thread. */
   opsPosted: number;
+  /** Native submit calls that carried them (one per JS turn with work). */
+  batches: number;
+  /** Events delivered to JS. */
   events: number;
+  /** Thread-safe-function calls that delivered them. */
+  notifications: number;
   wakeups: number;
   malformedFrames: number;
   unknownEndpointFrames: number;

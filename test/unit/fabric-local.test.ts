@@ -98,6 +98,28 @@ describe('Fabric in one process', () => {
     await expect(ep.send(200, Buffer.alloc(65 * 1024 * 1024))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
   });
 
+  it('hands operations over and completions back in batches, not one crossing per op', async () => {
+    const { a, b, ep } = await pair();
+    const local = a.allocate(64 * 64);
+    const remote = ep.importKey(b.allocate(64 * 64).key);
+    const before = a.stats();
+    const N = 20_000;
+    let issued = 0;
+    const loop = async (slot: number) => {
+      while (issued < N) {
+        issued++;
+        await ep.read(local, slot * 64, remote, slot * 64, 64);
+      }
+    };
+    await Promise.all(Array.from({ length: 64 }, (_, slot) => loop(slot)));
+    const after = a.stats();
+    const ops = after.opsPosted - before.opsPosted;
+    expect(ops).toBeGreaterThanOrEqual(N);
+    // With 64 in flight, each crossing should carry many operations/completions.
+    expect(after.batches - before.batches).toBeLessThan(ops / 8);
+    expect(after.notifications - before.notifications).toBeLessThan(ops / 8);
+  });
+
   it('malformed RPC requests are answered or counted, never fatal', async () => {
     const { a, b, ep } = await pair();
     const server = new Rpc(b);
