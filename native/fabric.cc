@@ -413,7 +413,10 @@ void Fabric::Loop() {
       last_work = Clock::now();
       continue;
     }
-    if (Clock::now() - last_work < spin) continue;
+    if (Clock::now() - last_work < spin) {
+      std::this_thread::yield();  // 2 cores, 4+ busy threads: let a runnable JS thread in
+      continue;
+    }
     // About to sleep. Announce it before the final look at the inbox, so a producer that
     // queues after that look sees `sleeping_` and writes the eventfd.
     sleeping_.store(true);
