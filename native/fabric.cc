@@ -507,7 +507,7 @@ void Fabric::Execute(const OpDesc& op, const uint8_t* messages, size_t messages_
                      std::unordered_map<uint32_t, WriteGroup*>* groups) {
   auto it = endpoints_.find(op.ep);
   if (it == endpoints_.end()) {
-    OpDone(op.op_id, 0, kClosed);
+    OpDone(op.op_id, 0, lost_endpoints_.count(op.ep) ? kPeerLost : kClosed);
     return;
   }
   Endpoint* ep = it->second.get();
@@ -789,6 +789,7 @@ void Fabric::FailEndpoint(Endpoint* ep, Status status) {
   if (ep->state == Endpoint::kFailed || ep->state == Endpoint::kClosed) return;
   bool was_connecting = ep->state == Endpoint::kConnecting;
   ep->state = Endpoint::kFailed;
+  lost_endpoints_.insert(ep->id);
   for (auto& q : ep->early) free(q.payload.data);
   ep->early.clear();
   if (was_connecting && ep->outbound) {

@@ -32,6 +32,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "codes.h"
@@ -232,6 +233,7 @@ class Fabric {
   std::unordered_map<uint32_t, std::unique_ptr<Endpoint>> endpoints_;
   std::unordered_map<uint32_t, std::unique_ptr<RemoteKey>> rkeys_;
   std::vector<uint32_t> doomed_endpoints_;
+  std::unordered_set<uint32_t> lost_endpoints_;  // failed ids: later ops fail kPeerLost
   FabricStats stats_;
   std::mutex stats_mu_;
 };

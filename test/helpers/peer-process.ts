@@ -2,7 +2,7 @@
  * Spawns test/fixtures/peer.ts (compiled to dist/) as a real child process and talks to
  * it over JSON lines. Every request has a deadline; every child is killed at the end.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -40,6 +40,13 @@ export class PeerProcess {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     this.child.stderr!.on('data', (d: Buffer) => { this.stderr += d.toString(); });
+    this.child.once('exit', (code, signal) => {
+      // A peer that dies fails what is waiting on it at once, saying how it died.
+      for (const [id, settle] of this.waiting) {
+        settle({ id, error: 'PEER_EXITED', message: `exit code ${code}, signal ${signal}; stderr: ${this.stderr}` });
+      }
+      this.waiting.clear();
+    });
     createInterface({ input: this.child.stdout! }).on('line', (line) => {
       const msg = JSON.parse(line) as Reply;
       if (msg.event !== undefined) {
@@ -61,7 +68,7 @@ export class PeerProcess {
     return new Promise<Reply>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiting.delete(id);
-        reject(new Error(`peer ${op} timed out after ${timeoutMs} ms; stderr: ${this.stderr}`));
+        reject(new Error(`peer ${op} timed out after ${timeoutMs} ms; stderr: ${this.stderr}\n${this.diagnose()}`));
       }, timeoutMs);
       this.waiting.set(id, (r) => {
         clearTimeout(timer);
@@ -80,6 +87,23 @@ export class PeerProcess {
       const timer = setTimeout(() => reject(new Error(`no matching event within ${timeoutMs} ms; stderr: ${this.stderr}`)), timeoutMs);
       this.eventWaiters.push({ match, resolve: (e) => { clearTimeout(timer); resolve(e); } });
     });
+  }
+
+  /** What a stuck peer is doing: its state and, where gdb is installed, its threads' stacks. */
+  diagnose(): string {
+    const pid = this.child.pid;
+    if (pid === undefined || this.child.exitCode !== null || this.child.signalCode !== null) {
+      return `peer exited: code ${this.child.exitCode}, signal ${this.child.signalCode}`;
+    }
+    const lines = [`peer ${pid} is alive`];
+    try {
+      lines.push(execFileSync('gdb', ['-p', String(pid), '-batch', '-ex', 'thread apply all bt'],
+        { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'ignore'] })
+        .split('\n').filter((l) => /^(#|Thread)/.test(l)).slice(0, 120).join('\n'));
+    } catch {
+      lines.push('(no gdb stacks)');
+    }
+    return lines.join('\n');
   }
 
   kill9(): void {
