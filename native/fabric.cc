@@ -1059,10 +1059,8 @@ void Fabric::OnSendDone(void* request, ucs_status_t status, void* user_data) {
   auto ctx = static_cast<SendCtx*>(user_data);
   Fabric* f = tls_fabric;
   if (ctx->op_id != 0) f->OpDone(ctx->op_id, ctx->region_id, f->MapStatus(status, nullptr));
-  if (ctx->close_ep != 0) {
-    auto it = f->endpoints_.find(ctx->close_ep);
-    if (it != f->endpoints_.end()) f->DestroyEndpoint(it->second.get());
-  }
+  // Not from inside this callback: reaped after ucp_worker_progress returns.
+  if (ctx->close_ep != 0) f->doomed_endpoints_.push_back(ctx->close_ep);
   delete ctx;
   if (request != nullptr) ucp_request_free(request);
 }

@@ -81,6 +81,14 @@ const UCX_DEFAULTS: Record<string, string> = {
   UCX_ERROR_SIGNALS: '',
   UCX_LOG_FILE: 'stderr',
   UCX_WARN_UNUSED_ENV_VARS: 'n',
+  // No memory hooks. By default UCX patches mmap/munmap/brk in place ("bistro") when it
+  // initialises, while V8's threads may be running them: a peer crashed in V8's GC about
+  // once in 200 starts. Nova registers only UCX-allocated regions and passes their handles,
+  // so it needs no registration cache and no hooks.
+  UCX_MEM_EVENTS: 'n',
+  UCX_MEM_MMAP_HOOK_MODE: 'none',
+  UCX_MEM_MALLOC_HOOKS: 'n',
+  UCX_MEM_MALLOC_RELOC: 'n',
 };
 
 export function loadAddon(): NativeAddon {
