@@ -279,6 +279,7 @@ Status Fabric::ImportRkey(uint32_t ep_id, const std::string& packed, uint64_t re
     if (ep->state == Endpoint::kFailed) return kPeerLost;
     if (ep->state != Endpoint::kReady) return kClosed;
     ucp_rkey_h rkey = nullptr;
+    if (packed.empty()) return kBadRemoteKey;
     if (ucp_ep_rkey_unpack(ep->ep, packed.data(), &rkey) != UCS_OK) return kBadRemoteKey;
     auto key = std::make_unique<RemoteKey>();
     key->ep = ep_id;
