@@ -6,6 +6,8 @@
 // per operation. Every method catches C++ exceptions so none crosses into JS unhandled.
 #include <napi.h>
 
+#include <algorithm>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -232,28 +234,31 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
     });
   }
 
-  // drain(out: Buffer, payloads: Array) -> number of 32-byte event records written
+  // drain(out: Buffer, arena: Buffer, large: Array) -> 2 * events written + (more ? 1 : 0)
   Napi::Value Drain(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     return Guard(env, [&]() -> Napi::Value {
-      if (!info[0].IsBuffer() || !info[1].IsArray()) {
-        throw Napi::TypeError::New(env, "drain(out, payloads)");
+      if (!info[0].IsBuffer() || !info[1].IsBuffer() || !info[2].IsArray()) {
+        throw Napi::TypeError::New(env, "drain(out, arena, large)");
       }
       if (!fabric_) return Napi::Number::New(env, 0);
       auto out = info[0].As<Napi::Buffer<uint8_t>>();
-      Napi::Array payloads = info[1].As<Napi::Array>();
+      auto arena = info[1].As<Napi::Buffer<uint8_t>>();
+      Napi::Array large = info[2].As<Napi::Array>();
       size_t max = out.Length() / sizeof(nova::Event);
-      std::vector<nova::Event> events(max);
+      static thread_local std::vector<nova::Event> events;
+      if (events.size() < max) events.resize(max);
       std::vector<nova::Payload> taken;
-      size_t n = fabric_->DrainEvents(events.data(), max, &taken);
+      bool more = false;
+      size_t n = fabric_->DrainEvents(events.data(), max, arena.Data(), arena.Length(), &taken, &more);
       memcpy(out.Data(), events.data(), n * sizeof(nova::Event));
-      uint32_t base = payloads.Length();
+      uint32_t base = large.Length();
       for (size_t i = 0; i < taken.size(); ++i) {
-        payloads.Set(base + i, Napi::Buffer<uint8_t>::New(
-                                   env, taken[i].data, taken[i].length,
-                                   [](Napi::Env, uint8_t* data) { free(data); }));
+        large.Set(base + i, Napi::Buffer<uint8_t>::New(
+                                env, taken[i].data, taken[i].length,
+                                [](Napi::Env, uint8_t* data) { free(data); }));
       }
-      return Napi::Number::New(env, static_cast<double>(n));
+      return Napi::Number::New(env, static_cast<double>(n * 2 + (more ? 1 : 0)));
     });
   }
 

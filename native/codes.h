@@ -33,7 +33,7 @@ enum EventKind : uint32_t {
   kEvConnected = 2,  // connect opId finished; ep is ready (or status says why not)
   kEvAccepted = 3,   // a peer connected to us; ep is ready
   kEvPeerLost = 4,   // ep failed; its pending operations fail with kPeerLost
-  kEvMessage = 5,    // message on ep; arg = type; value = index into payload array
+  kEvMessage = 5,    // message on ep; arg = type; payload: see Fabric::DrainEvents
   kEvImm = 6,        // writeWithImm notification on ep; arg = immediate
 };
 

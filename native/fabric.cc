@@ -32,8 +32,9 @@ struct FrameHeader {
   uint16_t kind;
   uint32_t dst;
   uint32_t arg;
+  uint32_t seq;  // per endpoint and direction, for MESSAGE, IMM and BYE; 0 otherwise
 };
-static_assert(sizeof(FrameHeader) == 16, "FrameHeader is a wire format");
+static_assert(sizeof(FrameHeader) == 20, "FrameHeader is a wire format");
 
 // Each Fabric has its own progress thread; UCX invokes callbacks only from inside
 // ucp_worker_progress on that thread, so the owning Fabric is found here.
@@ -69,6 +70,11 @@ struct Fabric::Endpoint {
   bool acked = false;
   std::vector<uint32_t> rkeys;
   std::vector<Queued> early;  // frames that arrived before the endpoint was ready
+  // Ordering: UCX may deliver a rendezvous (large) message after a later eager one, so
+  // sequenced frames carry a number and wait here until the ones before them arrive.
+  uint32_t send_seq = 0;
+  uint32_t recv_seq = 0;
+  std::unordered_map<uint32_t, Queued> reorder;
 };
 
 struct Fabric::RemoteKey {
@@ -359,20 +365,36 @@ void Fabric::Submit(const OpDesc* ops, size_t count, const uint8_t* messages,
   Wake();
 }
 
-size_t Fabric::DrainEvents(Event* out, size_t max, std::vector<Payload>* payloads) {
+size_t Fabric::DrainEvents(Event* out, size_t max, uint8_t* arena, size_t arena_len,
+                           std::vector<Payload>* large, bool* more) {
   std::lock_guard<std::mutex> lock(outbox_mu_);
   size_t n = 0;
+  size_t used = 0;
   while (n < max && !outbox_.empty()) {
     Queued& q = outbox_.front();
-    out[n] = q.event;
-    if (q.event.kind == kEvMessage) {
-      out[n].value = payloads->size();
-      payloads->push_back(q.payload);
+    Event e = q.event;
+    if (e.kind == kEvMessage) {
+      size_t len = q.payload.length;
+      e.pad = static_cast<uint32_t>(len);
+      if (len > kArenaMessageMax) {
+        e.op_id = 0;  // handed over whole, zero-copy
+        e.value = large->size();
+        large->push_back(q.payload);
+      } else if (len <= arena_len - used) {
+        e.op_id = 1;  // copied into the arena
+        e.value = used;
+        if (len > 0) memcpy(arena + used, q.payload.data, len);
+        used += len;
+        free(q.payload.data);
+      } else {
+        break;  // arena full: the rest next call
+      }
     }
+    out[n++] = e;
     outbox_.pop_front();
-    ++n;
   }
-  if (outbox_.empty()) notified_ = false;
+  *more = !outbox_.empty();
+  if (!*more) notified_ = false;
   return n;
 }
 
@@ -616,7 +638,7 @@ void Fabric::FinishGroup(WriteGroup* group) {
   Status s = group->status == UCS_OK ? kOk : MapStatus(group->status, ep);
   if (group->imm && s == kOk && ep != nullptr && ep->state == Endpoint::kReady) {
     auto ctx = new SendCtx();
-    ctx->header = {kFrameMagic, kFrameVersion, kFrameImm, ep->remote_id, group->imm_value};
+    ctx->header = {kFrameMagic, kFrameVersion, kFrameImm, ep->remote_id, group->imm_value, ep->send_seq++};
     ctx->op_id = group->ops[0].first;
     ctx->region_id = group->ops[0].second;
     ucp_request_param_t p{};
@@ -642,7 +664,7 @@ void Fabric::PostSend(const OpDesc& op, Endpoint* ep, const uint8_t* messages,
     return OpDone(op.op_id, 0, kBadArgument);
   }
   auto ctx = new SendCtx();
-  ctx->header = {kFrameMagic, kFrameVersion, kFrameMessage, ep->remote_id, op.imm};
+  ctx->header = {kFrameMagic, kFrameVersion, kFrameMessage, ep->remote_id, op.imm, ep->send_seq++};
   ctx->op_id = op.op_id;
   ctx->region_id = 0;
   if (op.length > 0) {
@@ -670,7 +692,7 @@ void Fabric::PostFlush(const OpDesc& op, Endpoint* ep) {
 bool Fabric::SendControl(Endpoint* ep, uint16_t kind, uint32_t dst, uint32_t arg,
                          const void* data, size_t length) {
   auto ctx = new SendCtx();
-  ctx->header = {kFrameMagic, kFrameVersion, kind, dst, arg};
+  ctx->header = {kFrameMagic, kFrameVersion, kind, dst, arg, 0};
   ctx->op_id = 0;
   ctx->region_id = 0;
   if (length > 0) {
@@ -793,6 +815,8 @@ void Fabric::FailEndpoint(Endpoint* ep, Status status) {
   lost_endpoints_.insert(ep->id);
   for (auto& q : ep->early) free(q.payload.data);
   ep->early.clear();
+  for (auto& q : ep->reorder) free(q.second.payload.data);
+  ep->reorder.clear();
   if (was_connecting && ep->outbound) {
     Emit(Event{kEvConnected, ep->connect_op, status, ep->id, 0, 0, 0});
   } else if (!was_connecting) {
@@ -822,7 +846,7 @@ bool Fabric::SayBye(Endpoint* ep) {
   }
   ep->state = Endpoint::kClosed;
   auto ctx = new SendCtx();
-  ctx->header = {kFrameMagic, kFrameVersion, kFrameBye, ep->remote_id, 0};
+  ctx->header = {kFrameMagic, kFrameVersion, kFrameBye, ep->remote_id, 0, ep->send_seq++};
   ctx->op_id = 0;
   ctx->region_id = 0;
   ctx->close_ep = ep->id;
@@ -850,6 +874,8 @@ void Fabric::DestroyEndpoint(Endpoint* ep) {
   ep->rkeys.clear();
   for (auto& q : ep->early) free(q.payload.data);
   ep->early.clear();
+  for (auto& q : ep->reorder) free(q.second.payload.data);
+  ep->reorder.clear();
   if (ep->state == Endpoint::kConnecting && ep->outbound) {
     Emit(Event{kEvConnected, ep->connect_op, kClosed, ep->id, 0, 0, 0});
   }
@@ -911,16 +937,13 @@ void Fabric::HandleFrame(const void* header, size_t header_length, const void* d
   }
   Endpoint* ep = it->second.get();
   switch (h.kind) {
-    case kFrameBye:
-      if (owned) free(const_cast<void*>(data));
-      FailEndpoint(ep, kPeerLost);
-      return;
     case kFrameHelloAck:
       if (owned) free(const_cast<void*>(data));
       ep->remote_id = h.arg;
       ep->acked = true;
       MaybeReady(ep);
       return;
+    case kFrameBye:
     case kFrameMessage:
     case kFrameImm: {
       Payload payload{nullptr, 0};
@@ -935,16 +958,45 @@ void Fabric::HandleFrame(const void* header, size_t header_length, const void* d
       } else if (owned) {
         free(const_cast<void*>(data));
       }
-      Event e{h.kind == kFrameMessage ? kEvMessage : kEvImm, 0, kOk, ep->id, 0, h.arg, 0};
-      if (ep->state == Endpoint::kReady) {
-        Emit(e, payload);
-      } else {
-        ep->early.push_back({e, payload});
-      }
+      // Event kind 0 stands for BYE until it is delivered in order.
+      uint32_t kind = h.kind == kFrameMessage ? uint32_t{kEvMessage}
+                      : h.kind == kFrameImm     ? uint32_t{kEvImm}
+                                                : 0u;
+      Sequence(ep, h.seq, Queued{Event{kind, 0, kOk, ep->id, 0, h.arg, 0}, payload});
       return;
     }
     default:
       return drop();
+  }
+}
+
+// Delivers sequenced frames of `ep` in the order they were sent.
+void Fabric::Sequence(Endpoint* ep, uint32_t seq, Queued frame) {
+  if (seq != ep->recv_seq) {
+    if (static_cast<int32_t>(seq - ep->recv_seq) < 0 || ep->reorder.count(seq)) {
+      free(frame.payload.data);  // a duplicate: cannot happen on a reliable transport
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      stats_.malformed_frames++;
+      return;
+    }
+    ep->reorder.emplace(seq, frame);
+    return;
+  }
+  for (;;) {
+    ep->recv_seq++;
+    if (frame.event.kind == 0) {
+      FailEndpoint(ep, kPeerLost);  // the peer closed; nothing it sent is still missing
+      return;
+    }
+    if (ep->state == Endpoint::kReady) {
+      Emit(frame.event, frame.payload);
+    } else {
+      ep->early.push_back(frame);
+    }
+    auto next = ep->reorder.find(ep->recv_seq);
+    if (next == ep->reorder.end()) return;
+    frame = next->second;
+    ep->reorder.erase(next);
   }
 }
 

@@ -54,7 +54,7 @@ struct OpDesc {
 };
 static_assert(sizeof(OpDesc) == 48, "OpDesc is a wire format");
 
-// An event record as JS reads it (32 bytes).
+// An event record as JS reads it (32 bytes). For kEvMessage, see DrainEvents.
 struct Event {
   uint32_t kind;
   uint32_t op_id;
@@ -120,8 +120,13 @@ class Fabric {
   // Data path: queue operations; `messages` holds the payload bytes of kOpSend descriptors.
   void Submit(const OpDesc* ops, size_t count, const uint8_t* messages, size_t messages_len);
 
-  // Moves up to `max` events out. Message events take their payload into `payloads`.
-  size_t DrainEvents(Event* out, size_t max, std::vector<Payload>* payloads);
+  // Moves up to `max` events out. A message payload of at most kArenaMessageMax bytes is
+  // copied into `arena` (event: op_id 1, value = offset, pad = length); a larger one moves
+  // into `large` with its ownership (op_id 0, value = index, pad = length). Sets *more
+  // when events remain (out or arena full).
+  static constexpr size_t kArenaMessageMax = 16 * 1024;
+  size_t DrainEvents(Event* out, size_t max, uint8_t* arena, size_t arena_len,
+                     std::vector<Payload>* large, bool* more);
 
   // Stops the thread, fails everything pending with kClosed, releases UCX resources.
   void Close();
@@ -135,6 +140,10 @@ class Fabric {
   struct WriteGroup;
   struct SendCtx;
   struct RecvCtx;
+  struct Queued {
+    Event event;
+    Payload payload;  // message events only
+  };
 
   Fabric(const FabricOptions& options, Notify notify);
   bool Init(std::string* error);
@@ -173,6 +182,7 @@ class Fabric {
   void MaybeReady(Endpoint* ep);
   void HandleFrame(const void* header, size_t header_length, const void* data, size_t length,
                    bool owned);
+  void Sequence(Endpoint* ep, uint32_t seq, Queued frame);
   void Shutdown();
   Status MapStatus(ucs_status_t status, Endpoint* ep) const;
 
@@ -218,10 +228,6 @@ class Fabric {
   std::vector<std::shared_ptr<Control>> controls_;
 
   // Progress thread -> JS.
-  struct Queued {
-    Event event;
-    Payload payload;  // message events only
-  };
   std::mutex outbox_mu_;
   std::deque<Queued> outbox_;
   bool notified_ = false;

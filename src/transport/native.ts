@@ -37,7 +37,8 @@ export interface NativeFabric {
   closeRegion(id: number, opId: number): void;
   closeEndpoint(id: number): void;
   submit(descriptors: Buffer, count: number, messages: Buffer, messagesLength: number): void;
-  drain(out: Buffer, payloads: Buffer[]): number;
+  /** Returns 2 * events written + 1 if more remain. See native/fabric.h DrainEvents. */
+  drain(out: Buffer, arena: Buffer, large: Buffer[]): number;
   close(): void;
   stats(): NativeStats;
   ref(): void;

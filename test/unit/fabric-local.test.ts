@@ -98,6 +98,19 @@ describe('Fabric in one process', () => {
     await expect(ep.send(200, Buffer.alloc(65 * 1024 * 1024))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
   });
 
+  it('delivers bursts larger than the drain arena intact and in order', async () => {
+    const { b, ep } = await pair();
+    const got: Buffer[] = [];
+    const all = new Promise<void>((resolve) => b.onMessage(300, (p) => { got.push(p); if (got.length === 3000) resolve(); }));
+    const sizes = Array.from({ length: 3000 }, (_, i) => [0, 1, 1000, 16 * 1024, 16 * 1024 + 1, 40_000][i % 6]);
+    await Promise.all(sizes.map((n, i) => ep.send(300, Buffer.alloc(n, i & 0xff))));
+    await all;
+    got.forEach((p, i) => {
+      expect(p.length).toBe(sizes[i]);
+      if (p.length > 0) expect(p[0] === (i & 0xff) && p[p.length - 1] === (i & 0xff)).toBe(true);
+    });
+  });
+
   it('hands operations over and completions back in batches, not one crossing per op', async () => {
     const { a, b, ep } = await pair();
     const local = a.allocate(64 * 64);

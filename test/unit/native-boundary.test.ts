@@ -18,8 +18,8 @@ class Raw {
   }
   drain(): void {
     const out = Buffer.alloc(64 * EVENT_BYTES);
-    const payloads: Buffer[] = [];
-    const n = this.native.drain(out, payloads);
+    const large: Buffer[] = [];
+    const n = this.native.drain(out, Buffer.alloc(1 << 16), large) >>> 1;
     for (let i = 0; i < n; i++) {
       const at = i * EVENT_BYTES;
       this.events.push({ kind: out.readUInt32LE(at), opId: out.readUInt32LE(at + 4), status: out.readInt32LE(at + 8), ep: out.readUInt32LE(at + 12) });
