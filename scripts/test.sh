@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+npx tsc -p tsconfig.check.json
 npx vitest run "$@"

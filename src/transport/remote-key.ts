@@ -8,13 +8,18 @@
  * A key may be narrowed (`slice`) before it is handed out, so a peer can only reach part of
  * a region; bounds are checked against the key's own length before anything is posted.
  */
-import { checksum32 } from '../common/checksum.js';
 import { NovaError } from '../common/errors.js';
+import { openSeal, stampSeal, type SealedFormat } from '../common/sealed.js';
 
-const MAGIC = 0x4b52564e; // "NVRK" read little-endian
-/** Version 1: address, length, packed rkey, xxh32 checksum. */
-const VERSION = 1;
-const HEADER = 24;
+const FORMAT: SealedFormat = {
+  what: 'remote key',
+  code: 'BAD_REMOTE_KEY',
+  magic: 0x4b52564e, // "NVRK" read little-endian
+  version: 1, // 1: address, length, packed rkey, xxh32 checksum
+  header: 24,
+  lengthOffset: 6,
+  bodyLength: (b) => b.readUInt16LE(6),
+};
 
 export class RemoteKey {
   constructor(
@@ -34,35 +39,23 @@ export class RemoteKey {
   }
 
   serialize(): Buffer {
-    const out = Buffer.alloc(HEADER + this.packed.length + 4);
-    out.writeUInt32LE(MAGIC, 0);
-    out.writeUInt8(VERSION, 4);
+    const out = Buffer.alloc(FORMAT.header + this.packed.length + 4);
+    out.writeUInt32LE(FORMAT.magic, 0);
+    out.writeUInt8(FORMAT.version, 4);
     out.writeUInt16LE(this.packed.length, 6);
     out.writeBigUInt64LE(this.address, 8);
     out.writeBigUInt64LE(BigInt(this.length), 16);
-    this.packed.copy(out, HEADER);
-    out.writeUInt32LE(checksum32(out.subarray(0, HEADER + this.packed.length)), HEADER + this.packed.length);
-    return out;
+    this.packed.copy(out, FORMAT.header);
+    return stampSeal(out);
   }
 
   /** Parses a serialised key; throws BAD_REMOTE_KEY naming the offset of the first fault. */
   static parse(bytes: Uint8Array): RemoteKey {
-    const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const bad = (offset: number, what: string): never => {
-      throw new NovaError('BAD_REMOTE_KEY', `remote key: ${what} at offset ${offset}`);
-    };
-    if (b.length < HEADER + 4) bad(0, `${b.length} bytes is too short`);
-    if (b.readUInt32LE(0) !== MAGIC) bad(0, 'bad magic');
-    if (b.readUInt8(4) !== VERSION) bad(4, `unsupported version ${b.readUInt8(4)}`);
-    const rkeyLength = b.readUInt16LE(6);
-    if (b.length !== HEADER + rkeyLength + 4) {
-      bad(6, `rkey length ${rkeyLength} does not match a key of ${b.length} bytes`);
-    }
-    const sum = b.readUInt32LE(HEADER + rkeyLength);
-    if (checksum32(b.subarray(0, HEADER + rkeyLength)) !== sum) bad(HEADER + rkeyLength, 'checksum mismatch');
+    const b = openSeal(bytes, FORMAT);
     const length = b.readBigUInt64LE(16);
-    if (length > BigInt(Number.MAX_SAFE_INTEGER)) bad(16, 'length too large');
-    return new RemoteKey(b.readBigUInt64LE(8), Number(length),
-      Buffer.from(b.subarray(HEADER, HEADER + rkeyLength)));
+    if (length > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new NovaError('BAD_REMOTE_KEY', 'remote key: length too large at offset 16');
+    }
+    return new RemoteKey(b.readBigUInt64LE(8), Number(length), Buffer.from(b.subarray(FORMAT.header, b.length - 4)));
   }
 }

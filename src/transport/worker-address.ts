@@ -5,37 +5,29 @@
  *   u32 magic "NVWA" | u8 version | u8 reserved | u16 reserved | u32 length | UCX address
  *   | u32 xxh32 of everything before it          (little-endian)
  */
-import { checksum32 } from '../common/checksum.js';
-import { NovaError } from '../common/errors.js';
+import { openSeal, stampSeal, type SealedFormat } from '../common/sealed.js';
 
-const MAGIC = 0x4157564e; // "NVWA" read little-endian
-/** Version 1: UCX worker address and xxh32 checksum. */
-const VERSION = 1;
-const HEADER = 12;
+const FORMAT: SealedFormat = {
+  what: 'worker address',
+  code: 'BAD_ARGUMENT',
+  magic: 0x4157564e, // "NVWA" read little-endian
+  version: 1, // 1: UCX worker address and xxh32 checksum
+  header: 12,
+  lengthOffset: 8,
+  bodyLength: (b) => b.readUInt32LE(8),
+};
 
 export function sealWorkerAddress(ucx: Uint8Array): Buffer {
-  const out = Buffer.alloc(HEADER + ucx.length + 4);
-  out.writeUInt32LE(MAGIC, 0);
-  out.writeUInt8(VERSION, 4);
+  const out = Buffer.alloc(FORMAT.header + ucx.length + 4);
+  out.writeUInt32LE(FORMAT.magic, 0);
+  out.writeUInt8(FORMAT.version, 4);
   out.writeUInt32LE(ucx.length, 8);
-  out.set(ucx, HEADER);
-  out.writeUInt32LE(checksum32(out.subarray(0, HEADER + ucx.length)), HEADER + ucx.length);
-  return out;
+  out.set(ucx, FORMAT.header);
+  return stampSeal(out);
 }
 
 /** Returns the UCX address inside a sealed one; throws BAD_ARGUMENT naming the fault's offset. */
 export function openWorkerAddress(sealed: Uint8Array): Buffer {
-  const b = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
-  const bad = (offset: number, what: string): never => {
-    throw new NovaError('BAD_ARGUMENT', `worker address: ${what} at offset ${offset}`);
-  };
-  if (b.length < HEADER + 4) bad(0, `${b.length} bytes is too short`);
-  if (b.readUInt32LE(0) !== MAGIC) bad(0, 'bad magic');
-  if (b.readUInt8(4) !== VERSION) bad(4, `unsupported version ${b.readUInt8(4)}`);
-  const length = b.readUInt32LE(8);
-  if (b.length !== HEADER + length + 4) bad(8, `length ${length} does not match ${b.length} bytes`);
-  if (checksum32(b.subarray(0, HEADER + length)) !== b.readUInt32LE(HEADER + length)) {
-    bad(HEADER + length, 'checksum mismatch');
-  }
-  return Buffer.from(b.subarray(HEADER, HEADER + length));
+  const b = openSeal(sealed, FORMAT);
+  return Buffer.from(b.subarray(FORMAT.header, b.length - 4));
 }

@@ -188,16 +188,26 @@ describe.each(['sm', 'tcp'] as Tls[])('transport over %s', (tls) => {
   });
 });
 
+/** Runs `body` with a fresh fabric here and a fresh peer process; both are torn down after. */
+async function withPeer(tls: Tls, body: (fabric: Fabric, peer: PeerProcess, address: Buffer) => Promise<void>): Promise<void> {
+  useTls(tls);
+  const fabric = Fabric.open();
+  const peer = new PeerProcess(tls);
+  try {
+    const hello = await peer.request('hello');
+    await body(fabric, peer, Buffer.from(hello.address as string, 'hex'));
+  } finally {
+    peer.kill9();
+    await fabric.close();
+  }
+}
+
 describe.each(['sm', 'tcp'] as Tls[])('faults over %s', (tls) => {
-  it('kill -9 of the peer mid-stream fails everything pending on it within 2 s', async () => {
-    useTls(tls);
-    const fabric = Fabric.open();
-    const rpc = new Rpc(fabric);
-    const peer = new PeerProcess(tls);
-    try {
-      const hello = await peer.request('hello');
+  it('kill -9 of the peer mid-stream fails everything pending on it within 2 s', () =>
+    withPeer(tls, async (fabric, peer, address) => {
+      const rpc = new Rpc(fabric);
       const region = await peer.request('alloc', { size: 4 * MiB });
-      const ep = await fabric.connect(Buffer.from(hello.address as string, 'hex'));
+      const ep = await fabric.connect(address);
       const remote = ep.importKey(Buffer.from(region.key as string, 'hex'));
       const local = fabric.allocate(4 * MiB);
       const lost = new Promise<string>((resolve) => ep.onLost(resolve));
@@ -230,51 +240,32 @@ describe.each(['sm', 'tcp'] as Tls[])('faults over %s', (tls) => {
       expect(outcomes.filter((c) => c !== 'PEER_LOST')).toEqual([]);
       await expect(ep.read(local, 0, remote, 0, 8)).rejects.toMatchObject({ code: 'PEER_LOST' });
       await expect(ep.send(100, Buffer.alloc(8))).rejects.toMatchObject({ code: 'PEER_LOST' });
-    } finally {
-      peer.kill9();
-      await fabric.close();
-    }
-  });
+    }));
 
-  it('a message to a closed endpoint fails; the peer sees the close', async () => {
-    useTls(tls);
-    const fabric = Fabric.open();
-    const peer = new PeerProcess(tls);
-    try {
-      const hello = await peer.request('hello');
-      const ep = await fabric.connect(Buffer.from(hello.address as string, 'hex'));
+  it('a message to a closed endpoint fails; the peer sees the close', () =>
+    withPeer(tls, async (fabric, peer, address) => {
+      const ep = await fabric.connect(address);
       await ep.send(100, Buffer.from('before close'));
       ep.close();
       await expect(ep.send(100, Buffer.from('after close'))).rejects.toMatchObject({ code: 'CLOSED' });
       await expect(ep.flush()).rejects.toMatchObject({ code: 'CLOSED' });
       // And when the peer closes its whole fabric, our new endpoint to it is lost.
-      const again = await fabric.connect(Buffer.from(hello.address as string, 'hex'));
+      const again = await fabric.connect(address);
       const lost = new Promise<string>((resolve) => again.onLost(resolve));
       await peer.request('closeFabric');
       expect(await lost).toBe('PEER_LOST');
       await expect(again.send(100, Buffer.alloc(4))).rejects.toMatchObject({ code: 'PEER_LOST' });
-    } finally {
-      await peer.stop();
-      await fabric.close();
-    }
-  });
+    }));
 
-  it('connect to a dead address fails by its deadline, not a hang', async () => {
-    useTls(tls);
-    const fabric = Fabric.open();
-    const peer = new PeerProcess(tls);
-    try {
-      const hello = await peer.request('hello');
+  it('connect to a dead address fails by its deadline, not a hang', () =>
+    withPeer(tls, async (fabric, peer, address) => {
       peer.kill9();
       await new Promise((r) => setTimeout(r, 100));
       const t = Date.now();
-      const outcome = await fabric.connect(Buffer.from(hello.address as string, 'hex'), { timeoutMs: 1500 })
+      const outcome = await fabric.connect(address, { timeoutMs: 1500 })
         .then(() => 'connected', (e: NovaError) => e.code);
       expect(['PEER_LOST', 'DEADLINE_EXCEEDED']).toContain(outcome);
       expect(Date.now() - t).toBeLessThan(3000);
       await expect(fabric.connect(Buffer.from('not an address'), { timeoutMs: 1500 })).rejects.toBeInstanceOf(NovaError);
-    } finally {
-      await fabric.close();
-    }
-  });
+    }));
 });
