@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 
 namespace nova {
@@ -82,6 +83,8 @@ struct Fabric::RemoteKey {
   ucp_rkey_h rkey;
   uint64_t address;
   uint64_t length;
+  uint32_t pending = 0;   // operations posted with it; UCX reads the key until they finish
+  bool dropped = false;   // refused for new operations; destroyed when pending reaches 0
 };
 
 // WRITEs posted to one endpoint in one batch; they finish together when the endpoint flush
@@ -89,7 +92,7 @@ struct Fabric::RemoteKey {
 // the group holds a single writeWithImm whose notification is sent after the flush.
 struct Fabric::WriteGroup {
   uint32_t ep;
-  std::vector<std::pair<uint32_t, uint32_t>> ops;  // (op id, region id)
+  std::vector<OpRef> ops;
   int pending = 0;
   ucs_status_t status = UCS_OK;
   bool imm = false;
@@ -99,9 +102,7 @@ struct Fabric::WriteGroup {
 struct Fabric::SendCtx {
   FrameHeader header;
   std::unique_ptr<uint8_t[]> data;
-  uint32_t op_id;      // 0 for internal frames
-  uint32_t region_id;  // 0 unless the send completes a writeWithImm
-  uint32_t close_ep = 0;  // a bye frame: destroy this endpoint once it is sent
+  OpRef ref;  // op_id 0 for internal frames; region and rkey set for a writeWithImm
 };
 
 struct Fabric::RecvCtx {
@@ -262,12 +263,16 @@ Status Fabric::Connect(const std::string& peer_address, uint32_t op_id, uint32_t
     std::string error;
     Endpoint* ep = CreateEndpoint(peer_address.data(), peer_address.size(), &error);
     if (ep == nullptr) return kPeerLost;  // well-formed (JS checked its seal) but unreachable
-    ep->outbound = true;
-    ep->connect_op = op_id;
     std::string hello(4 + address_.size(), '\0');
     memcpy(&hello[0], &ep->id, 4);
     memcpy(&hello[4], address_.data(), address_.size());
+    // Outbound only once HELLO is on its way: a failure here is reported by this call's
+    // status alone, never also by a kEvConnected event.
+    ep->outbound = true;
+    ep->connect_op = op_id;
     if (!SendControl(ep, kFrameHello, 0, ep->id, hello.data(), hello.size())) {
+      ep->outbound = false;
+      ep->connect_op = 0;
       DestroyEndpoint(ep);
       return kPeerLost;
     }
@@ -303,20 +308,9 @@ Status Fabric::ImportRkey(uint32_t ep_id, const std::string& packed, uint64_t re
 Status Fabric::DropRkey(uint32_t rkey_id) {
   return RunControl([=]() -> Status {
     auto it = rkeys_.find(rkey_id);
-    if (it == rkeys_.end()) return kBadArgument;
-    auto ep = endpoints_.find(it->second->ep);
-    if (ep != endpoints_.end()) {
-      auto& v = ep->second->rkeys;
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] == rkey_id) {
-          v[i] = v.back();
-          v.pop_back();
-          break;
-        }
-      }
-    }
-    ucp_rkey_destroy(it->second->rkey);
-    rkeys_.erase(it);
+    if (it == rkeys_.end() || it->second->dropped) return kBadArgument;
+    it->second->dropped = true;  // CheckRemote refuses it from now on
+    if (it->second->pending == 0) DestroyRkey(rkey_id);
     return kOk;
   });
 }
@@ -519,7 +513,7 @@ Status Fabric::CheckLocal(const OpDesc& op, Region** region) {
 
 Status Fabric::CheckRemote(const OpDesc& op, Endpoint* ep, RemoteKey** rkey) {
   auto it = rkeys_.find(op.rkey);
-  if (it == rkeys_.end() || it->second->ep != ep->id) return kBadRemoteKey;
+  if (it == rkeys_.end() || it->second->ep != ep->id || it->second->dropped) return kBadRemoteKey;
   RemoteKey* k = it->second.get();
   if (op.remote_off > k->length || op.length > k->length - op.remote_off) return kOutOfBounds;
   *rkey = k;
@@ -530,12 +524,12 @@ void Fabric::Execute(const OpDesc& op, const uint8_t* messages, size_t messages_
                      std::unordered_map<uint32_t, WriteGroup*>* groups) {
   auto it = endpoints_.find(op.ep);
   if (it == endpoints_.end()) {
-    OpDone(op.op_id, 0, lost_endpoints_.count(op.ep) ? kPeerLost : kClosed);
+    Finish(OpRef{op.op_id, 0, 0, op.ep}, lost_endpoints_.count(op.ep) ? kPeerLost : kClosed);
     return;
   }
   Endpoint* ep = it->second.get();
   if (ep->state != Endpoint::kReady) {
-    OpDone(op.op_id, 0, ep->state == Endpoint::kFailed ? kPeerLost : kClosed);
+    Finish(OpRef{op.op_id, 0, 0, op.ep}, ep->state == Endpoint::kFailed ? kPeerLost : kClosed);
     return;
   }
   switch (op.kind) {
@@ -544,7 +538,7 @@ void Fabric::Execute(const OpDesc& op, const uint8_t* messages, size_t messages_
     case kOpWriteImm: PostWriteImm(op, ep); break;
     case kOpSend: PostSend(op, ep, messages, messages_len); break;
     case kOpFlush: PostFlush(op, ep); break;
-    default: OpDone(op.op_id, 0, kBadArgument);
+    default: Finish(OpRef{op.op_id, 0, 0, op.ep}, kBadArgument);
   }
 }
 
@@ -553,18 +547,22 @@ void Fabric::PostRead(const OpDesc& op, Endpoint* ep) {
   RemoteKey* rkey = nullptr;
   Status s = CheckLocal(op, &region);
   if (s == kOk) s = CheckRemote(op, ep, &rkey);
-  if (s != kOk) return OpDone(op.op_id, 0, s);
+  if (s != kOk) return Finish(OpRef{op.op_id, 0, 0, ep->id}, s);
   region->pending++;
+  rkey->pending++;
+  OpRef ref{op.op_id, region->id, op.rkey, ep->id};
+  uint32_t slot = TakeSlot(ref);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                    UCP_OP_ATTR_FIELD_MEMH;
   p.cb.send = &Fabric::OnReadDone;
-  p.user_data = PackIds(region->id, op.op_id);
+  p.user_data = reinterpret_cast<void*>(static_cast<uintptr_t>(slot));
   p.memh = region->memh;
   ucs_status_ptr_t r = ucp_get_nbx(ep->ep, region->address + op.local_off, op.length,
                                    rkey->address + op.remote_off, rkey->rkey, &p);
-  if (r == nullptr) return OpDone(op.op_id, region->id, kOk);
-  if (UCS_PTR_IS_ERR(r)) return OpDone(op.op_id, region->id, MapStatus(UCS_PTR_STATUS(r), ep));
+  if (Track(r)) return;  // OnReadDone finishes it
+  op_free_.push_back(slot);
+  Finish(ref, r == nullptr ? kOk : OpStatus(UCS_PTR_STATUS(r), ep->id));
 }
 
 void Fabric::PostWrite(const OpDesc& op, Endpoint* ep,
@@ -573,14 +571,15 @@ void Fabric::PostWrite(const OpDesc& op, Endpoint* ep,
   RemoteKey* rkey = nullptr;
   Status s = CheckLocal(op, &region);
   if (s == kOk) s = CheckRemote(op, ep, &rkey);
-  if (s != kOk) return OpDone(op.op_id, 0, s);
+  if (s != kOk) return Finish(OpRef{op.op_id, 0, 0, ep->id}, s);
   WriteGroup*& group = (*groups)[ep->id];
   if (group == nullptr) {
     group = new WriteGroup();
     group->ep = ep->id;
   }
   region->pending++;
-  group->ops.emplace_back(op.op_id, region->id);
+  rkey->pending++;
+  group->ops.push_back(OpRef{op.op_id, region->id, op.rkey, ep->id});
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                    UCP_OP_ATTR_FIELD_MEMH;
@@ -589,10 +588,10 @@ void Fabric::PostWrite(const OpDesc& op, Endpoint* ep,
   p.memh = region->memh;
   ucs_status_ptr_t r = ucp_put_nbx(ep->ep, region->address + op.local_off, op.length,
                                    rkey->address + op.remote_off, rkey->rkey, &p);
-  if (UCS_PTR_IS_ERR(r)) {
-    group->status = UCS_PTR_STATUS(r);
-  } else if (r != nullptr) {
+  if (Track(r)) {
     group->pending++;
+  } else if (UCS_PTR_IS_ERR(r)) {
+    group->status = UCS_PTR_STATUS(r);
   }
 }
 
@@ -616,12 +615,11 @@ void Fabric::FlushGroup(WriteGroup* group) {
     p.cb.send = &Fabric::OnWriteDone;
     p.user_data = group;
     ucs_status_ptr_t r = ucp_ep_flush_nbx(it->second->ep, &p);
-    if (UCS_PTR_IS_ERR(r)) {
-      group->status = UCS_PTR_STATUS(r);
-    } else if (r != nullptr) {
+    if (Track(r)) {
       group->pending++;
       return;
     }
+    if (UCS_PTR_IS_ERR(r)) group->status = UCS_PTR_STATUS(r);
   }
   // No flush in flight: finish now, or let the outstanding puts' callbacks finish it.
   if (group->pending == 0) FinishGroup(group);
@@ -635,57 +633,58 @@ void Fabric::GroupStep(WriteGroup* group, ucs_status_t status) {
 void Fabric::FinishGroup(WriteGroup* group) {
   auto it = endpoints_.find(group->ep);
   Endpoint* ep = it == endpoints_.end() ? nullptr : it->second.get();
-  Status s = group->status == UCS_OK ? kOk : MapStatus(group->status, ep);
-  if (group->imm && s == kOk && ep != nullptr && ep->state == Endpoint::kReady) {
-    auto ctx = new SendCtx();
-    ctx->header = {kFrameMagic, kFrameVersion, kFrameImm, ep->remote_id, group->imm_value, ep->send_seq++};
-    ctx->op_id = group->ops[0].first;
-    ctx->region_id = group->ops[0].second;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = &Fabric::OnSendDone;
-    p.user_data = ctx;
-    ucs_status_ptr_t r =
-        ucp_am_send_nbx(ep->ep, kAmId, &ctx->header, sizeof ctx->header, nullptr, 0, &p);
-    if (r == nullptr || UCS_PTR_IS_ERR(r)) {
-      OnSendDone(nullptr, r == nullptr ? UCS_OK : UCS_PTR_STATUS(r), ctx);
+  Status s = group->status == UCS_OK ? kOk : OpStatus(group->status, group->ep);
+  if (group->imm && s == kOk) {
+    if (ep != nullptr && ep->state == Endpoint::kReady) {
+      auto ctx = new SendCtx();
+      ctx->header = {kFrameMagic, kFrameVersion, kFrameImm, ep->remote_id, group->imm_value,
+                     ep->send_seq++};
+      ctx->ref = group->ops[0];
+      PostFrame(ep, ctx, 0);  // the op finishes when its notification is sent
+      delete group;
+      return;
     }
-    delete group;
-    return;
+    s = OpStatus(UCS_ERR_CANCELED, group->ep);
   }
-  if (group->imm && s == kOk) s = kPeerLost;
-  for (auto& op : group->ops) OpDone(op.first, op.second, s);
+  for (const OpRef& ref : group->ops) Finish(ref, s);
   delete group;
 }
 
 void Fabric::PostSend(const OpDesc& op, Endpoint* ep, const uint8_t* messages,
                       size_t messages_len) {
   if (op.local_off > messages_len || op.length > messages_len - op.local_off) {
-    return OpDone(op.op_id, 0, kBadArgument);
+    return Finish(OpRef{op.op_id, 0, 0, ep->id}, kBadArgument);
   }
   auto ctx = new SendCtx();
   ctx->header = {kFrameMagic, kFrameVersion, kFrameMessage, ep->remote_id, op.imm, ep->send_seq++};
-  ctx->op_id = op.op_id;
-  ctx->region_id = 0;
+  ctx->ref = OpRef{op.op_id, 0, 0, ep->id};
   if (op.length > 0) {
     ctx->data.reset(new uint8_t[op.length]);
     memcpy(ctx->data.get(), messages + op.local_off, op.length);
   }
+  PostFrame(ep, ctx, op.length);
+}
+
+// Sends a frame whose header (and data, if any) `ctx` owns; OnSendDone finishes it.
+// Returns false if UCX refused it at once (already finished with that status).
+bool Fabric::PostFrame(Endpoint* ep, SendCtx* ctx, size_t length) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = &Fabric::OnSendDone;
   p.user_data = ctx;
   ucs_status_ptr_t r = ucp_am_send_nbx(ep->ep, kAmId, &ctx->header, sizeof ctx->header,
-                                       ctx->data.get(), op.length, &p);
-  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
-    OnSendDone(nullptr, r == nullptr ? UCS_OK : UCS_PTR_STATUS(r), ctx);
-  }
+                                       ctx->data.get(), length, &p);
+  if (Track(r)) return true;
+  ucs_status_t st = r == nullptr ? UCS_OK : UCS_PTR_STATUS(r);
+  outstanding_++;  // OnSendDone counts one down
+  OnSendDone(nullptr, st, ctx);
+  return st == UCS_OK;
 }
 
 void Fabric::PostFlush(const OpDesc& op, Endpoint* ep) {
   auto group = new WriteGroup();
   group->ep = ep->id;
-  group->ops.emplace_back(op.op_id, 0);
+  group->ops.push_back(OpRef{op.op_id, 0, 0, ep->id});
   FlushGroup(group);
 }
 
@@ -693,41 +692,82 @@ bool Fabric::SendControl(Endpoint* ep, uint16_t kind, uint32_t dst, uint32_t arg
                          const void* data, size_t length) {
   auto ctx = new SendCtx();
   ctx->header = {kFrameMagic, kFrameVersion, kind, dst, arg, 0};
-  ctx->op_id = 0;
-  ctx->region_id = 0;
   if (length > 0) {
     ctx->data.reset(new uint8_t[length]);
     memcpy(ctx->data.get(), data, length);
   }
+  if (!PostFrame(ep, ctx, length)) return false;
+  // Wire-up is complete once a flush after the first frame finishes (DESIGN.md §2).
+  return FlushEndpoint(ep, &Fabric::OnEpFlushed);
+}
+
+// Posts an endpoint flush whose callback gets the endpoint id. False if UCX refused it.
+bool Fabric::FlushEndpoint(Endpoint* ep, ucp_send_nbx_callback_t cb) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  p.cb.send = &Fabric::OnSendDone;
-  p.user_data = ctx;
-  ucs_status_ptr_t r =
-      ucp_am_send_nbx(ep->ep, kAmId, &ctx->header, sizeof ctx->header, ctx->data.get(), length, &p);
-  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
-    delete ctx;
-    if (UCS_PTR_IS_ERR(r)) return false;
-  }
-  // Wire-up is complete once a flush after the first frame finishes (DESIGN.md §2).
-  ucp_request_param_t fp{};
-  fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  fp.cb.send = &Fabric::OnEpFlushed;
-  fp.user_data = PackIds(0, ep->id);
-  if (ep->flushed || kind == kFrameMessage) return true;
-  ucs_status_ptr_t f = ucp_ep_flush_nbx(ep->ep, &fp);
-  if (f == nullptr) {
-    EpFlushed(ep, UCS_OK);
-  } else if (UCS_PTR_IS_ERR(f)) {
-    return false;
-  }
+  p.cb.send = cb;
+  p.user_data = PackIds(0, ep->id);
+  ucs_status_ptr_t r = ucp_ep_flush_nbx(ep->ep, &p);
+  if (Track(r)) return true;
+  if (UCS_PTR_IS_ERR(r)) return false;
+  outstanding_++;  // the callback counts one down
+  cb(nullptr, UCS_OK, p.user_data);
   return true;
 }
 
-void Fabric::OpDone(uint32_t op_id, uint32_t region_id, Status status) {
+void Fabric::Finish(const OpRef& ref, Status status) {
   if (status != kOk && stop_.load()) status = kClosed;
-  Emit(Event{kEvOpDone, op_id, status, 0, 0, 0, 0});
-  if (region_id != 0) Release(region_id);
+  if (ref.op_id != 0) Emit(Event{kEvOpDone, ref.op_id, status, ref.ep, 0, 0, 0});
+  if (ref.region != 0) Release(ref.region);
+  if (ref.rkey != 0) ReleaseRkey(ref.rkey);
+}
+
+// The status of an operation that UCX finished with `st` on endpoint `ep_id`: an endpoint
+// that failed says PEER_LOST, one we closed (or a closing fabric) says CLOSED.
+Status Fabric::OpStatus(ucs_status_t st, uint32_t ep_id) const {
+  if (st == UCS_OK) return kOk;
+  if (stop_.load()) return kClosed;
+  if (lost_endpoints_.count(ep_id)) return kPeerLost;
+  auto it = endpoints_.find(ep_id);
+  if (it == endpoints_.end() || it->second->state == Endpoint::kClosed) return kClosed;
+  return MapStatus(st, it->second.get());
+}
+
+uint32_t Fabric::TakeSlot(const OpRef& ref) {
+  if (op_free_.empty()) {
+    op_slots_.push_back(ref);
+    return static_cast<uint32_t>(op_slots_.size() - 1);
+  }
+  uint32_t slot = op_free_.back();
+  op_free_.pop_back();
+  op_slots_[slot] = ref;
+  return slot;
+}
+
+bool Fabric::Track(ucs_status_ptr_t r) {
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) return false;
+  outstanding_++;
+  return true;
+}
+
+void Fabric::ReleaseRkey(uint32_t rkey_id) {
+  auto it = rkeys_.find(rkey_id);
+  if (it == rkeys_.end()) return;
+  RemoteKey* k = it->second.get();
+  if (k->pending > 0) k->pending--;
+  if (k->dropped && k->pending == 0) DestroyRkey(rkey_id);
+}
+
+void Fabric::DestroyRkey(uint32_t rkey_id) {
+  auto it = rkeys_.find(rkey_id);
+  if (it == rkeys_.end()) return;
+  auto ep = endpoints_.find(it->second->ep);
+  if (ep != endpoints_.end()) {
+    auto& v = ep->second->rkeys;
+    v.erase(std::remove(v.begin(), v.end(), rkey_id), v.end());
+  }
+  ucp_rkey_destroy(it->second->rkey);
+  rkeys_.erase(it);
 }
 
 // Drops the reference an operation held on its region.
@@ -837,8 +877,9 @@ void Fabric::ReapEndpoints() {
   }
 }
 
-// Tells the peer we are closing (UCX does not, for endpoints made from worker addresses),
-// then destroys the endpoint once the frame is out. Returns true if a frame is in flight.
+// Tells the peer we are closing (UCX does not, for endpoints made from worker addresses):
+// sends BYE, flushes (so BYE and everything before it reach the peer), then closes.
+// Returns true if that is under way.
 bool Fabric::SayBye(Endpoint* ep) {
   if (ep->state != Endpoint::kReady) {
     DestroyEndpoint(ep);
@@ -847,45 +888,41 @@ bool Fabric::SayBye(Endpoint* ep) {
   ep->state = Endpoint::kClosed;
   auto ctx = new SendCtx();
   ctx->header = {kFrameMagic, kFrameVersion, kFrameBye, ep->remote_id, 0, ep->send_seq++};
-  ctx->op_id = 0;
-  ctx->region_id = 0;
-  ctx->close_ep = ep->id;
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  p.cb.send = &Fabric::OnSendDone;
-  p.user_data = ctx;
-  ucs_status_ptr_t r = ucp_am_send_nbx(ep->ep, kAmId, &ctx->header, sizeof ctx->header, nullptr, 0, &p);
-  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
-    delete ctx;
-    DestroyEndpoint(ep);
+  if (!PostFrame(ep, ctx, 0) || !FlushEndpoint(ep, &Fabric::OnByeFlushed)) {
+    doomed_endpoints_.push_back(ep->id);
     return false;
   }
   return true;
 }
 
+// Force-closes an endpoint. It leaves the map first, so callbacks that UCX runs while
+// purging its requests (possibly inside ucp_ep_close_nbx) find no endpoint to act on.
 void Fabric::DestroyEndpoint(Endpoint* ep) {
-  for (uint32_t id : ep->rkeys) {
-    auto it = rkeys_.find(id);
-    if (it != rkeys_.end()) {
-      ucp_rkey_destroy(it->second->rkey);
-      rkeys_.erase(it);
+  auto it = endpoints_.find(ep->id);
+  if (it == endpoints_.end()) return;
+  std::unique_ptr<Endpoint> owned = std::move(it->second);
+  endpoints_.erase(it);
+  for (uint32_t id : owned->rkeys) {
+    auto k = rkeys_.find(id);
+    if (k != rkeys_.end()) {
+      ucp_rkey_destroy(k->second->rkey);
+      rkeys_.erase(k);
     }
   }
-  ep->rkeys.clear();
-  for (auto& q : ep->early) free(q.payload.data);
-  ep->early.clear();
-  for (auto& q : ep->reorder) free(q.second.payload.data);
-  ep->reorder.clear();
-  if (ep->state == Endpoint::kConnecting && ep->outbound) {
-    Emit(Event{kEvConnected, ep->connect_op, kClosed, ep->id, 0, 0, 0});
+  owned->rkeys.clear();
+  for (auto& q : owned->early) free(q.payload.data);
+  owned->early.clear();
+  for (auto& q : owned->reorder) free(q.second.payload.data);
+  owned->reorder.clear();
+  if (owned->state == Endpoint::kConnecting && owned->outbound) {
+    Emit(Event{kEvConnected, owned->connect_op, kClosed, owned->id, 0, 0, 0});
   }
+  if (owned->state != Endpoint::kFailed) owned->state = Endpoint::kClosed;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK;
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
   p.cb.send = &Fabric::OnEpClosed;
-  ucs_status_ptr_t r = ucp_ep_close_nbx(ep->ep, &p);
-  (void)r;  // the request, if any, is freed by OnEpClosed
-  endpoints_.erase(ep->id);
+  Track(ucp_ep_close_nbx(owned->ep, &p));  // OnEpClosed frees the request
 }
 
 Status Fabric::MapStatus(ucs_status_t status, Endpoint* ep) const {
@@ -953,6 +990,7 @@ void Fabric::HandleFrame(const void* header, size_t header_length, const void* d
           payload.data = static_cast<uint8_t*>(const_cast<void*>(data));
         } else {
           payload.data = static_cast<uint8_t*>(malloc(length > 0 ? length : 1));
+          if (payload.data == nullptr) return drop();
           if (length > 0) memcpy(payload.data, data, length);
         }
       } else if (owned) {
@@ -1021,9 +1059,12 @@ void Fabric::Shutdown() {
     auto it = endpoints_.find(id);
     if (it != endpoints_.end()) DestroyEndpoint(it->second.get());
   }
-  until = Clock::now() + std::chrono::milliseconds(100);
-  while (Clock::now() < until) {
-    if (ucp_worker_progress(worker_) == 0) break;
+  // Every request UCX handed back must finish (cancelled ones too) before regions are
+  // unmapped and the worker destroyed; bounded, in case UCX holds one back.
+  until = Clock::now() + std::chrono::milliseconds(1000);
+  while (outstanding_ > 0 && Clock::now() < until) {
+    ucp_worker_progress(worker_);
+    ReapEndpoints();
   }
   std::vector<Batch> batches;
   std::vector<std::shared_ptr<Control>> controls;
@@ -1060,19 +1101,25 @@ ucs_status_t Fabric::OnAm(void* arg, const void* header, size_t header_length, v
       f->stats_.malformed_frames++;
       return UCS_OK;
     }
+    uint8_t* buffer = static_cast<uint8_t*>(malloc(length > 0 ? length : 1));
+    if (buffer == nullptr) {
+      ucp_am_data_release(f->worker_, data);
+      std::lock_guard<std::mutex> lock(f->stats_mu_);
+      f->stats_.malformed_frames++;  // dropped: no memory to receive it
+      return UCS_OK;
+    }
     auto ctx = new RecvCtx();
     memcpy(&ctx->header, header, sizeof ctx->header);
-    ctx->data = static_cast<uint8_t*>(malloc(length > 0 ? length : 1));
+    ctx->data = buffer;
     ctx->length = length;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = &Fabric::OnAmData;
     p.user_data = ctx;
     ucs_status_ptr_t r = ucp_am_recv_data_nbx(f->worker_, data, ctx->data, length, &p);
-    if (r == nullptr) {
-      OnAmData(nullptr, UCS_OK, length, ctx);
-    } else if (UCS_PTR_IS_ERR(r)) {
-      OnAmData(nullptr, UCS_PTR_STATUS(r), 0, ctx);
+    if (!f->Track(r)) {
+      f->outstanding_++;  // OnAmData counts one down
+      OnAmData(nullptr, r == nullptr ? UCS_OK : UCS_PTR_STATUS(r), length, ctx);
     }
     return UCS_OK;
   }
@@ -1081,6 +1128,7 @@ ucs_status_t Fabric::OnAm(void* arg, const void* header, size_t header_length, v
 }
 
 void Fabric::OnAmData(void* request, ucs_status_t status, size_t length, void* user_data) {
+  tls_fabric->outstanding_--;
   auto ctx = static_cast<RecvCtx*>(user_data);
   if (status == UCS_OK) {
     tls_fabric->HandleFrame(&ctx->header, sizeof ctx->header, ctx->data, length, true);
@@ -1099,11 +1147,16 @@ void Fabric::OnEpError(void* arg, ucp_ep_h, ucs_status_t status) {
 
 void Fabric::OnReadDone(void* request, ucs_status_t status, void* user_data) {
   Fabric* f = tls_fabric;
-  f->OpDone(LoId(user_data), HiId(user_data), f->MapStatus(status, nullptr));
+  f->outstanding_--;
+  uint32_t slot = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(user_data));
+  OpRef ref = f->op_slots_[slot];
+  f->op_free_.push_back(slot);
+  f->Finish(ref, f->OpStatus(status, ref.ep));
   ucp_request_free(request);
 }
 
 void Fabric::OnWriteDone(void* request, ucs_status_t status, void* user_data) {
+  tls_fabric->outstanding_--;
   tls_fabric->GroupStep(static_cast<WriteGroup*>(user_data), status);
   ucp_request_free(request);
 }
@@ -1111,21 +1164,30 @@ void Fabric::OnWriteDone(void* request, ucs_status_t status, void* user_data) {
 void Fabric::OnSendDone(void* request, ucs_status_t status, void* user_data) {
   auto ctx = static_cast<SendCtx*>(user_data);
   Fabric* f = tls_fabric;
-  if (ctx->op_id != 0) f->OpDone(ctx->op_id, ctx->region_id, f->MapStatus(status, nullptr));
-  // Not from inside this callback: reaped after ucp_worker_progress returns.
-  if (ctx->close_ep != 0) f->doomed_endpoints_.push_back(ctx->close_ep);
+  f->outstanding_--;
+  f->Finish(ctx->ref, f->OpStatus(status, ctx->ref.ep));
   delete ctx;
   if (request != nullptr) ucp_request_free(request);
 }
 
 void Fabric::OnEpFlushed(void* request, ucs_status_t status, void* user_data) {
   Fabric* f = tls_fabric;
+  f->outstanding_--;
   auto it = f->endpoints_.find(LoId(user_data));
   if (it != f->endpoints_.end()) f->EpFlushed(it->second.get(), status);
   if (request != nullptr) ucp_request_free(request);
 }
 
+void Fabric::OnByeFlushed(void* request, ucs_status_t, void* user_data) {
+  Fabric* f = tls_fabric;
+  f->outstanding_--;
+  // Not from inside this callback: reaped after ucp_worker_progress returns.
+  f->doomed_endpoints_.push_back(LoId(user_data));
+  if (request != nullptr) ucp_request_free(request);
+}
+
 void Fabric::OnEpClosed(void* request, ucs_status_t, void*) {
+  tls_fabric->outstanding_--;
   if (request != nullptr) ucp_request_free(request);
 }
 

@@ -134,6 +134,13 @@ class Fabric {
   FabricStats stats();
 
  private:
+  // What a finished operation gives back: its id for JS, and the references it held.
+  struct OpRef {
+    uint32_t op_id = 0;
+    uint32_t region = 0;  // local region whose pending count it holds, or 0
+    uint32_t rkey = 0;    // remote key whose pending count it holds, or 0
+    uint32_t ep = 0;
+  };
   struct Region;
   struct Endpoint;
   struct RemoteKey;
@@ -166,7 +173,14 @@ class Fabric {
   void FlushGroup(WriteGroup* group);
   void FinishGroup(WriteGroup* group);
   void GroupStep(WriteGroup* group, ucs_status_t status);
-  void OpDone(uint32_t op_id, uint32_t region_id, Status status);
+  void Finish(const OpRef& ref, Status status);
+  Status OpStatus(ucs_status_t status, uint32_t ep_id) const;
+  uint32_t TakeSlot(const OpRef& ref);
+  bool Track(ucs_status_ptr_t request);
+  void ReleaseRkey(uint32_t rkey_id);
+  void DestroyRkey(uint32_t rkey_id);
+  bool PostFrame(Endpoint* ep, SendCtx* ctx, size_t length);
+  bool FlushEndpoint(Endpoint* ep, ucp_send_nbx_callback_t cb);
   void Release(uint32_t region_id);
   void MaybeUnmap(Region* region);
   void Emit(const Event& event, Payload payload = {nullptr, 0});
@@ -195,6 +209,7 @@ class Fabric {
   static void OnWriteDone(void* request, ucs_status_t status, void* user_data);
   static void OnSendDone(void* request, ucs_status_t status, void* user_data);
   static void OnEpFlushed(void* request, ucs_status_t status, void* user_data);
+  static void OnByeFlushed(void* request, ucs_status_t status, void* user_data);
   static void OnEpClosed(void* request, ucs_status_t status, void* user_data);
 
   FabricOptions options_;
@@ -240,6 +255,9 @@ class Fabric {
   std::unordered_map<uint32_t, std::unique_ptr<RemoteKey>> rkeys_;
   std::vector<uint32_t> doomed_endpoints_;
   std::unordered_set<uint32_t> lost_endpoints_;  // failed ids: later ops fail kPeerLost
+  std::vector<OpRef> op_slots_;  // in-flight READs, indexed by the slot in their user_data
+  std::vector<uint32_t> op_free_;
+  int64_t outstanding_ = 0;  // UCX requests handed back and not yet called back
   FabricStats stats_;
   std::mutex stats_mu_;
 };

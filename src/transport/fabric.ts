@@ -298,6 +298,7 @@ export class Fabric {
   /** @internal */
   dropKey(id: number): void {
     if (this.closed) return;
+    this.flush(); // operations already staged with this key go first
     try {
       this.native.dropRkey(id);
     } catch {
@@ -641,7 +642,15 @@ export class Endpoint {
   markLost(code: 'PEER_LOST' | 'CLOSED'): void {
     if (this.state === 'lost' || this.state === 'closed') return;
     this.state = code === 'PEER_LOST' ? 'lost' : 'closed';
-    for (const listener of this.lostListeners.splice(0)) listener(code);
+    for (const listener of this.lostListeners.splice(0)) {
+      try {
+        listener(code);
+      } catch (err) {
+        // A listener's bug must not cut event delivery short (events already drained would
+        // never settle).
+        process.emitWarning(`nova transport onLost listener threw: ${(err as Error)?.stack ?? String(err)}`);
+      }
+    }
   }
 
   private stateError(what: string): NovaError | undefined {

@@ -133,6 +133,31 @@ describe('Fabric in one process', () => {
     expect(after.notifications - before.notifications).toBeLessThan(ops / 8);
   });
 
+  it('a dropped key waits for operations posted with it; later ones are refused', async () => {
+    const { a, b, ep } = await pair();
+    const local = a.allocate(16 << 20);
+    const remoteRegion = b.allocate(16 << 20);
+    remoteRegion.buffer.fill(5);
+    const remote = ep.importKey(remoteRegion.key);
+    const reads = Array.from({ length: 16 }, (_, i) => ep.read(local, i << 20, remote, i << 20, 1 << 20));
+    remote.drop(); // same turn: the staged reads must still run with the key
+    await Promise.all(reads);
+    expect(local.buffer.every((x) => x === 5)).toBe(true);
+    await expect(ep.read(local, 0, remote, 0, 8)).rejects.toMatchObject({ code: 'BAD_REMOTE_KEY' });
+  });
+
+  it('a throwing onLost listener does not stop event delivery', async () => {
+    const { a, b, ep } = await pair();
+    const other = await a.connect(b.address);
+    other.onLost(() => { throw new Error('listener bug'); });
+    const warned = new Promise<void>((resolve) => process.once('warning', () => resolve()));
+    other.close();
+    await warned;
+    const local = a.allocate(4096);
+    const remote = ep.importKey(b.allocate(4096).key);
+    await expect(Promise.all(Array.from({ length: 100 }, () => ep.read(local, 0, remote, 0, 64)))).resolves.toBeDefined();
+  });
+
   it('malformed RPC requests are answered or counted, never fatal', async () => {
     const { a, b, ep } = await pair();
     const server = new Rpc(b);
