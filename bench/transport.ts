@@ -37,6 +37,7 @@ export interface TransportBenchOptions {
   sizes: number[];
   outstanding: number[];
   spinUs: number;
+  inlineWaitUs: number;
   log: (line: string) => void;
 }
 
@@ -86,7 +87,7 @@ async function benchUcx(tls: 'sm' | 'tcp', o: TransportBenchOptions, rows: Trans
   Object.assign(process.env, ENV[tls]);
   if (tls === 'sm') delete process.env.UCX_NET_DEVICES;
   const { child, hello } = await startHelper('transport-target.js', [String(regionBytes)], { ...ENV[tls], NOVA_SPIN_US: String(o.spinUs) });
-  const fabric = Fabric.open({ spinUs: o.spinUs });
+  const fabric = Fabric.open({ spinUs: o.spinUs, inlineWaitUs: o.inlineWaitUs });
   try {
     const local: MemoryRegion = fabric.allocate(regionBytes);
     const ep: Endpoint = await fabric.connect(Buffer.from(hello.address as string, 'hex'));

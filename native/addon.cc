@@ -210,7 +210,7 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
     });
   }
 
-  // submit(descriptors: Buffer, count, messages: Buffer, messagesLength)
+  // submit(descriptors, count, messages, messagesLength, waitUs?) -> events ready to drain
   Napi::Value Submit(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     return Guard(env, [&]() -> Napi::Value {
@@ -230,7 +230,8 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
       memcpy(ops.get(), desc.Data(), count * sizeof(nova::OpDesc));
       if (!fabric_) throw StatusError(env, nova::kClosed, "submit");
       fabric_->Submit(ops.get(), count, msgs.Data(), msg_len);  // after close: kClosed events
-      return env.Undefined();
+      uint32_t wait_us = info.Length() > 4 && info[4].IsNumber() ? U32Arg(info[4], "waitUs") : 0;
+      return Napi::Boolean::New(env, wait_us > 0 && fabric_->AwaitEvents(wait_us));
     });
   }
 

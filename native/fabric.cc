@@ -359,6 +359,15 @@ void Fabric::Submit(const OpDesc* ops, size_t count, const uint8_t* messages,
   Wake();
 }
 
+bool Fabric::AwaitEvents(uint32_t wait_us) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(wait_us);
+  while (!has_events_.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 size_t Fabric::DrainEvents(Event* out, size_t max, uint8_t* arena, size_t arena_len,
                            std::vector<Payload>* large, bool* more) {
   std::lock_guard<std::mutex> lock(outbox_mu_);
@@ -388,6 +397,7 @@ size_t Fabric::DrainEvents(Event* out, size_t max, uint8_t* arena, size_t arena_
     outbox_.pop_front();
   }
   *more = !outbox_.empty();
+  if (!*more) has_events_.store(false, std::memory_order_relaxed);
   if (!*more) notified_ = false;
   return n;
 }
@@ -798,6 +808,7 @@ void Fabric::Publish() {
   {
     std::lock_guard<std::mutex> lock(outbox_mu_);
     for (auto& q : local_events_) outbox_.push_back(q);
+    has_events_.store(true, std::memory_order_release);
     if (!notified_) notified_ = notify = true;
   }
   local_events_.clear();

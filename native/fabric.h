@@ -125,6 +125,10 @@ class Fabric {
   // into `large` with its ownership (op_id 0, value = index, pad = length). Sets *more
   // when events remain (out or arena full).
   static constexpr size_t kArenaMessageMax = 16 * 1024;
+
+  // Waits up to `wait_us` for events to be drainable; true if there are some. Lets the JS
+  // thread take fast completions (shared memory) at once instead of sleeping until notified.
+  bool AwaitEvents(uint32_t wait_us);
   size_t DrainEvents(Event* out, size_t max, uint8_t* arena, size_t arena_len,
                      std::vector<Payload>* large, bool* more);
 
@@ -246,6 +250,7 @@ class Fabric {
   std::mutex outbox_mu_;
   std::deque<Queued> outbox_;
   bool notified_ = false;
+  std::atomic<bool> has_events_{false};  // outbox non-empty; polled by AwaitEvents
   std::vector<Queued> local_events_;  // progress thread only; published once per loop turn
 
   // Progress-thread-owned state.

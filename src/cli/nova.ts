@@ -18,6 +18,12 @@ function positiveInt(value: string): number {
   return n;
 }
 
+function nonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
+  return n;
+}
+
 function intList(value: string): number[] {
   return value.split(',').map((v) => positiveInt(v.trim()));
 }
@@ -42,10 +48,11 @@ export function buildProgram(): Command {
     .option('--sizes <bytes,...>', 'READ/WRITE sizes in bytes', intList, [64, 4096, 1024 * 1024])
     .option('--outstanding <n,...>', 'operations in flight per row', intList, [1, 64])
     .option('--spin-us <us>', 'progress-thread spin before sleeping, in microseconds', positiveInt, 200)
+    .option('--inline-wait-us <us>', 'wait this long for a batch\'s completions before sleeping (0: off)', nonNegativeInt, 30)
     .option('--json <file>', 'also write the rows as a JSON array to <file>')
     .option('--html <file>', 'also write an HTML report to <file>')
     .action(async (opts: { duration: number; transports: string; sizes: number[]; outstanding: number[];
-      spinUs: number; json?: string; html?: string }) => {
+      spinUs: number; inlineWaitUs: number; json?: string; html?: string }) => {
       const transports = opts.transports.split(',').map((t) => t.trim());
       for (const t of transports) {
         if (t !== 'sm' && t !== 'tcp') throw new InvalidArgumentError(`unknown transport "${t}" (expected sm or tcp)`);
@@ -56,6 +63,7 @@ export function buildProgram(): Command {
         sizes: opts.sizes,
         outstanding: opts.outstanding,
         spinUs: opts.spinUs,
+        inlineWaitUs: opts.inlineWaitUs,
         log: (line) => process.stderr.write(`${line}\n`),
       });
       console.log(textTable(rows, TRANSPORT_COLUMNS));

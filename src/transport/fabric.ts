@@ -34,6 +34,13 @@ export interface FabricOptions {
   controlTimeoutMs?: number;
   /** Largest message payload accepted by `send` (bytes). */
   maxMessageBytes?: number;
+  /**
+   * After handing a batch over, wait up to this many µs for its completions and take them at
+   * once, instead of sleeping until the progress thread's notification wakes this thread. A
+   * wake-up costs tens of µs on a small VM; a shared-memory batch completes in a few.
+   * 0 turns it off. Default 30; measured +8% (median, paired runs) on 64 B sm READs ×64.
+   */
+  inlineWaitUs?: number;
 }
 
 export interface ConnectOptions {
@@ -52,6 +59,13 @@ export interface FabricStats extends NativeStats {
 const STAGE_OPS = 4096;
 const EVENT_BATCH = 1024;
 const ARENA_BYTES = 256 * 1024;
+/**
+ * Inline completions (FabricOptions.inlineWaitUs): at most INLINE_PER_TURN times per
+ * event-loop turn, so timers and I/O still run; after a miss (a slow transport), not again
+ * for INLINE_BACKOFF batches.
+ */
+const INLINE_PER_TURN = 32;
+const INLINE_BACKOFF = 64;
 const DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024;
 const TWO_32 = 0x1_0000_0000;
 
@@ -81,6 +95,7 @@ export class Fabric {
   readonly address: Buffer;
   private readonly native: NativeFabric;
   private readonly maxMessageBytes: number;
+  private readonly inlineWaitUs: number;
   private closed = false;
 
   private readonly endpoints = new Map<number, Endpoint>();
@@ -104,6 +119,10 @@ export class Fabric {
   private messages = Buffer.alloc(64 * 1024);
   private messagesLength = 0;
   private flushQueued = false;
+  private inlineLeft = INLINE_PER_TURN;
+  private inlineRefillQueued = false;
+  private inlineSkip = 0;
+  private draining = false;
 
   private readonly eventBuffer = Buffer.alloc(EVENT_BATCH * EVENT_BYTES);
   private readonly eventU32 = new Uint32Array(this.eventBuffer.buffer, this.eventBuffer.byteOffset, this.eventBuffer.length / 4);
@@ -121,6 +140,7 @@ export class Fabric {
     );
     this.address = sealWorkerAddress(this.native.address());
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
+    this.inlineWaitUs = options.inlineWaitUs ?? 30;
   }
 
   /** Opens a fabric. UCX reads its UCX_* environment now (e.g. UCX_TLS=sm or tcp). */
@@ -386,16 +406,38 @@ export class Fabric {
 
   private readonly flushTask = (): void => {
     this.flushQueued = false;
-    this.flush();
+    this.flush(true);
   };
 
-  private flush(): void {
+  private readonly refillInline = (): void => {
+    this.inlineRefillQueued = false;
+    this.inlineLeft = INLINE_PER_TURN;
+  };
+
+  /** Hands staged operations to native code. `inline`: from the flush microtask only. */
+  private flush(inline = false): void {
     if (this.staged === 0 || this.closed) return;
     const count = this.staged;
     this.staged = 0;
     const messagesLength = this.messagesLength;
     this.messagesLength = 0;
-    this.native.submit(this.stage, count, this.messages, messagesLength);
+    let waitUs = 0;
+    if (inline && this.inlineWaitUs > 0 && this.inlineLeft > 0 && !this.draining) {
+      if (this.inlineSkip > 0) this.inlineSkip--;
+      else waitUs = this.inlineWaitUs;
+    }
+    const ready = this.native.submit(this.stage, count, this.messages, messagesLength, waitUs);
+    if (waitUs === 0) return;
+    if (!ready) {
+      this.inlineSkip = INLINE_BACKOFF;
+      return;
+    }
+    this.inlineLeft--;
+    if (!this.inlineRefillQueued) {
+      this.inlineRefillQueued = true;
+      setImmediate(this.refillInline);
+    }
+    this.onEvents();
   }
 
   private complete(opId: number, status: number): void {
@@ -410,6 +452,17 @@ export class Fabric {
   }
 
   private onEvents(): void {
+    // Not re-entrant: a handler that closes the fabric must not drain over this loop.
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      this.drainAll();
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private drainAll(): void {
     const u = this.eventU32;
     const s = this.eventI32;
     let more = true;

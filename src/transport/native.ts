@@ -36,7 +36,8 @@ export interface NativeFabric {
   dropRkey(id: number): void;
   closeRegion(id: number, opId: number): void;
   closeEndpoint(id: number): void;
-  submit(descriptors: Buffer, count: number, messages: Buffer, messagesLength: number): void;
+  /** Queues operations; with waitUs > 0, waits that long for events and says if any are ready. */
+  submit(descriptors: Buffer, count: number, messages: Buffer, messagesLength: number, waitUs?: number): boolean;
   /** Returns 2 * events written + 1 if more remain. See native/fabric.h DrainEvents. */
   drain(out: Buffer, arena: Buffer, large: Buffer[]): number;
   close(): void;

@@ -158,6 +158,23 @@ describe('Fabric in one process', () => {
     await expect(Promise.all(Array.from({ length: 100 }, () => ep.read(local, 0, remote, 0, 64)))).resolves.toBeDefined();
   });
 
+  it('inline completions do not starve timers', async () => {
+    const { a, b, ep } = await pair();
+    const local = a.allocate(64 * 64);
+    const remote = ep.importKey(b.allocate(64 * 64).key);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 5);
+    let stop = false;
+    const loops = Array.from({ length: 64 }, async (_, slot) => {
+      while (!stop) await ep.read(local, slot * 64, remote, slot * 64, 64);
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    stop = true;
+    await Promise.all(loops);
+    clearInterval(timer);
+    expect(ticks).toBeGreaterThan(20); // ~60 if the loop turns freely
+  });
+
   it('malformed RPC requests are answered or counted, never fatal', async () => {
     const { a, b, ep } = await pair();
     const server = new Rpc(b);
