@@ -41,11 +41,9 @@ static_assert(sizeof(FrameHeader) == 20, "FrameHeader is a wire format");
 // ucp_worker_progress on that thread, so the owning Fabric is found here.
 thread_local Fabric* tls_fabric = nullptr;
 
-inline void* PackIds(uint32_t hi, uint32_t lo) {
-  return reinterpret_cast<void*>((static_cast<uintptr_t>(hi) << 32) | lo);
-}
-inline uint32_t HiId(void* p) { return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) >> 32); }
-inline uint32_t LoId(void* p) { return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p)); }
+// Endpoint ids travel through UCX's void* user data.
+inline void* IdPtr(uint32_t id) { return reinterpret_cast<void*>(static_cast<uintptr_t>(id)); }
+inline uint32_t PtrId(void* p) { return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p)); }
 
 }  // namespace
 
@@ -108,7 +106,6 @@ struct Fabric::SendCtx {
 struct Fabric::RecvCtx {
   FrameHeader header;
   uint8_t* data;
-  size_t length;
 };
 
 std::unique_ptr<Fabric> Fabric::Create(const FabricOptions& options, Notify notify,
@@ -566,7 +563,7 @@ void Fabric::PostRead(const OpDesc& op, Endpoint* ep) {
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                    UCP_OP_ATTR_FIELD_MEMH;
   p.cb.send = &Fabric::OnReadDone;
-  p.user_data = reinterpret_cast<void*>(static_cast<uintptr_t>(slot));
+  p.user_data = IdPtr(slot);
   p.memh = region->memh;
   ucs_status_ptr_t r = ucp_get_nbx(ep->ep, region->address + op.local_off, op.length,
                                    rkey->address + op.remote_off, rkey->rkey, &p);
@@ -716,7 +713,7 @@ bool Fabric::FlushEndpoint(Endpoint* ep, ucp_send_nbx_callback_t cb) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = cb;
-  p.user_data = PackIds(0, ep->id);
+  p.user_data = IdPtr(ep->id);
   ucs_status_ptr_t r = ucp_ep_flush_nbx(ep->ep, &p);
   if (Track(r)) return true;
   if (UCS_PTR_IS_ERR(r)) return false;
@@ -829,7 +826,7 @@ Fabric::Endpoint* Fabric::CreateEndpoint(const void* address, size_t length, std
   params.address = static_cast<const ucp_address_t*>(address);
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = &Fabric::OnEpError;
-  params.err_handler.arg = PackIds(0, ep->id);
+  params.err_handler.arg = IdPtr(ep->id);
   (void)length;
   ucs_status_t st = ucp_ep_create(worker_, &params, &ep->ep);
   if (st != UCS_OK) {
@@ -1122,7 +1119,6 @@ ucs_status_t Fabric::OnAm(void* arg, const void* header, size_t header_length, v
     auto ctx = new RecvCtx();
     memcpy(&ctx->header, header, sizeof ctx->header);
     ctx->data = buffer;
-    ctx->length = length;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = &Fabric::OnAmData;
@@ -1152,14 +1148,14 @@ void Fabric::OnAmData(void* request, ucs_status_t status, size_t length, void* u
 
 void Fabric::OnEpError(void* arg, ucp_ep_h, ucs_status_t status) {
   Fabric* f = tls_fabric;
-  auto it = f->endpoints_.find(LoId(arg));
+  auto it = f->endpoints_.find(PtrId(arg));
   if (it != f->endpoints_.end()) f->FailEndpoint(it->second.get(), f->MapStatus(status, nullptr));
 }
 
 void Fabric::OnReadDone(void* request, ucs_status_t status, void* user_data) {
   Fabric* f = tls_fabric;
   f->outstanding_--;
-  uint32_t slot = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(user_data));
+  uint32_t slot = PtrId(user_data);
   OpRef ref = f->op_slots_[slot];
   f->op_free_.push_back(slot);
   f->Finish(ref, f->OpStatus(status, ref.ep));
@@ -1184,7 +1180,7 @@ void Fabric::OnSendDone(void* request, ucs_status_t status, void* user_data) {
 void Fabric::OnEpFlushed(void* request, ucs_status_t status, void* user_data) {
   Fabric* f = tls_fabric;
   f->outstanding_--;
-  auto it = f->endpoints_.find(LoId(user_data));
+  auto it = f->endpoints_.find(PtrId(user_data));
   if (it != f->endpoints_.end()) f->EpFlushed(it->second.get(), status);
   if (request != nullptr) ucp_request_free(request);
 }
@@ -1193,7 +1189,7 @@ void Fabric::OnByeFlushed(void* request, ucs_status_t, void* user_data) {
   Fabric* f = tls_fabric;
   f->outstanding_--;
   // Not from inside this callback: reaped after ucp_worker_progress returns.
-  f->doomed_endpoints_.push_back(LoId(user_data));
+  f->doomed_endpoints_.push_back(PtrId(user_data));
   if (request != nullptr) ucp_request_free(request);
 }
 
