@@ -1,0 +1,198 @@
+/**
+ * Blocks of sorted key/value entries with prefix-compressed keys and restart points
+ * (doc/format/sstable.md, "Block"). Pure: bytes in, bytes out.
+ *
+ *   entry    = varint shared | varint unshared | varint valueLength | key[shared..] | value
+ *   block    = entry* | u32 restart offset * n | u32 n
+ *
+ * Every `restartInterval`-th entry stores its whole key (shared = 0) and its offset is a
+ * restart point, so a seek binary-searches the restarts and then scans at most an interval.
+ */
+import { ByteBuilder, readU32, readVarint } from '../common/coding.js';
+import { NovaError } from '../common/errors.js';
+
+export type Compare = (a: Uint8Array, b: Uint8Array) => number;
+
+/** Builds one block. REQUIRES: keys are added in increasing order of the table's comparator. */
+export class BlockBuilder {
+  private readonly out = new ByteBuilder(8192);
+  private readonly restarts: number[] = [0];
+  private counter = 0;
+  private last: Buffer = Buffer.alloc(0);
+  private entries = 0;
+
+  constructor(private readonly restartInterval = 16) {}
+
+  get isEmpty(): boolean {
+    return this.entries === 0;
+  }
+
+  /** Bytes the block will take once finished. */
+  get estimatedSize(): number {
+    return this.out.length + this.restarts.length * 4 + 4;
+  }
+
+  add(key: Uint8Array, value: Uint8Array): void {
+    let shared = 0;
+    if (this.counter < this.restartInterval) {
+      const n = Math.min(this.last.length, key.length);
+      while (shared < n && this.last[shared] === key[shared]) shared++;
+    } else {
+      this.restarts.push(this.out.length);
+      this.counter = 0;
+    }
+    this.out.varint(shared);
+    this.out.varint(key.length - shared);
+    this.out.varint(value.length);
+    this.out.bytes(key.subarray(shared));
+    this.out.bytes(value);
+    this.last = Buffer.from(key);
+    this.counter++;
+    this.entries++;
+  }
+
+  finish(): Buffer {
+    for (const r of this.restarts) this.out.u32(r);
+    this.out.u32(this.restarts.length);
+    return this.out.finish();
+  }
+
+  reset(): void {
+    this.out.reset();
+    this.restarts.length = 1;
+    this.counter = 0;
+    this.last = Buffer.alloc(0);
+    this.entries = 0;
+  }
+}
+
+/**
+ * Reads a block. Construction validates the restart array; entries are validated as they
+ * are decoded, and any fault throws CORRUPTION with `where` and the offset in the block.
+ */
+export class Block {
+  readonly dataEnd: number;
+  private readonly restarts: number;
+  readonly restartCount: number;
+
+  constructor(readonly data: Buffer, private readonly where: string) {
+    if (data.length < 4) this.fail(0, 'block shorter than its restart count');
+    this.restartCount = readU32(data, data.length - 4);
+    const restartBytes = (this.restartCount + 1) * 4;
+    if (this.restartCount === 0 || restartBytes > data.length) {
+      this.fail(data.length - 4, `restart count ${this.restartCount} does not fit`);
+    }
+    this.restarts = data.length - restartBytes;
+    this.dataEnd = this.restarts;
+    let prev = -1;
+    for (let i = 0; i < this.restartCount; i++) {
+      const r = this.restartPoint(i);
+      if (r <= prev || r > this.dataEnd || (i === 0 && r !== 0)) this.fail(this.restarts + i * 4, `bad restart point ${r}`);
+      prev = r;
+    }
+  }
+
+  restartPoint(i: number): number {
+    return readU32(this.data, this.restarts + i * 4);
+  }
+
+  iterator(compare: Compare): BlockIterator {
+    return new BlockIterator(this, compare);
+  }
+
+  fail(offset: number, why: string): never {
+    throw new NovaError('CORRUPTION', `${this.where}: ${why} at block offset ${offset}`);
+  }
+}
+
+/**
+ * Iterates a block. `key` is a view into a buffer the iterator reuses: copy it to keep it
+ * past the next move. `value` is a view into the block.
+ */
+export class BlockIterator {
+  private keyBuf = Buffer.allocUnsafe(64);
+  private keyLen = 0;
+  private valueStart = 0;
+  private valueEnd = 0;
+  private next_ = 0; // offset of the entry after the current one
+  private current = -1; // offset of the current entry, -1 when not valid
+  private readonly cursor = { at: 0 };
+
+  constructor(private readonly block: Block, private readonly compare: Compare) {}
+
+  get valid(): boolean {
+    return this.current >= 0;
+  }
+
+  get key(): Buffer {
+    return this.keyBuf.subarray(0, this.keyLen);
+  }
+
+  get value(): Buffer {
+    return this.block.data.subarray(this.valueStart, this.valueEnd);
+  }
+
+  first(): void {
+    this.seekToRestart(0);
+    this.step();
+  }
+
+  next(): void {
+    this.step();
+  }
+
+  /** Positions at the first entry with key >= target (or not valid). */
+  seek(target: Uint8Array): void {
+    let lo = 0;
+    let hi = this.block.restartCount - 1;
+    // The last restart point whose key < target.
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1;
+      this.seekToRestart(mid);
+      this.step();
+      if (this.compare(this.key, target) < 0) lo = mid;
+      else hi = mid - 1;
+    }
+    this.seekToRestart(lo);
+    for (this.step(); this.valid; this.step()) {
+      if (this.compare(this.key, target) >= 0) return;
+    }
+  }
+
+  private seekToRestart(i: number): void {
+    this.keyLen = 0;
+    this.next_ = this.block.restartPoint(i);
+    this.current = -1;
+  }
+
+  /** Decodes the entry at next_, or becomes invalid at the end of the data. */
+  private step(): void {
+    const data = this.block.data;
+    const end = this.block.dataEnd;
+    const at = this.next_;
+    if (at >= end) {
+      this.current = -1;
+      return;
+    }
+    const c = this.cursor;
+    c.at = at;
+    const shared = readVarint(data, c, end);
+    const unshared = readVarint(data, c, end);
+    const valueLength = readVarint(data, c, end);
+    if (shared > this.keyLen || c.at + unshared + valueLength > end) {
+      this.block.fail(at, `entry (shared ${shared}, unshared ${unshared}, value ${valueLength}) overruns the block`);
+    }
+    const keyLength = shared + unshared;
+    if (keyLength > this.keyBuf.length) {
+      const grown = Buffer.allocUnsafe(Math.max(keyLength, this.keyBuf.length * 2));
+      this.keyBuf.copy(grown, 0, 0, shared);
+      this.keyBuf = grown;
+    }
+    data.copy(this.keyBuf, shared, c.at, c.at + unshared);
+    this.keyLen = keyLength;
+    this.valueStart = c.at + unshared;
+    this.valueEnd = this.valueStart + valueLength;
+    this.current = at;
+    this.next_ = this.valueEnd;
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * Reads an SSTable held in memory (doc/format/sstable.md). Opening checks the footer, the
+ * index block and the filter block; data blocks are checked when first read. Any fault
+ * throws CORRUPTION naming the table and the offset; bad bytes are never returned as data.
+ */
+import { NovaError } from '../common/errors.js';
+import {
+  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, checkInternalKey, compareBytes, compareInternalKeys,
+  makeInternalKey, typeOf,
+} from '../common/internal-key.js';
+import { Block, type BlockIterator } from './block.js';
+import { filterHash, filterMayContain } from './filter.js';
+import { decodeHandle, readBlock, readFooter, type Footer } from './format.js';
+
+export type GetResult = { type: 'put'; value: Buffer } | { type: 'delete' } | undefined;
+
+export class TableReader {
+  readonly footer: Footer;
+  private readonly index: Block;
+  private readonly filter: Buffer;
+  private readonly blocks = new Map<number, Block>();
+
+  constructor(private readonly bytes: Buffer, readonly name: string) {
+    this.footer = readFooter(bytes, name);
+    this.index = new Block(readBlock(bytes, this.footer.index, name, 'index'), `${name} index block`);
+    this.filter = readBlock(bytes, this.footer.filter, name, 'filter');
+  }
+
+  get entries(): number {
+    return this.footer.entries;
+  }
+
+  /** False only if no version of `userKey` can be in this table. */
+  mayContain(userKey: Uint8Array): boolean {
+    return filterMayContain(this.filter, filterHash(userKey));
+  }
+
+  /** The newest version of `userKey` with sequence <= `snapshot`, if this table has one. */
+  get(userKey: Uint8Array, snapshot: number): GetResult {
+    if (!this.mayContain(userKey)) return undefined;
+    const it = this.iterator();
+    it.seek(makeInternalKey(userKey, snapshot, SEEK_TYPE));
+    if (!it.valid) return undefined;
+    const k = it.key;
+    if (compareBytes(k, 0, k.length - KEY_TRAILER, userKey, 0, userKey.length) !== 0) return undefined;
+    return typeOf(k) === ValueType.Put ? { type: 'put', value: Buffer.from(it.value) } : { type: 'delete' };
+  }
+
+  iterator(): TableIterator {
+    return new TableIterator(this, this.index.iterator(compareInternalKeys));
+  }
+
+  /** @internal The data block at `handle` bytes, checked once and cached. */
+  dataBlock(handleBytes: Buffer): Block {
+    const h = decodeHandle(handleBytes, `${this.name} index entry`);
+    let b = this.blocks.get(h.offset);
+    if (!b) {
+      b = new Block(readBlock(this.bytes, h, this.name, 'data'), `${this.name} data block at offset ${h.offset}`);
+      this.blocks.set(h.offset, b);
+    }
+    return b;
+  }
+}
+
+/** Two-level iterator: index entries lead to data blocks. Keys are views; copy to keep. */
+export class TableIterator {
+  private data: BlockIterator | undefined;
+
+  constructor(private readonly table: TableReader, private readonly index: BlockIterator) {}
+
+  get valid(): boolean {
+    return this.data !== undefined && this.data.valid;
+  }
+
+  get key(): Buffer {
+    return this.data!.key;
+  }
+
+  get value(): Buffer {
+    return this.data!.value;
+  }
+
+  first(): void {
+    this.index.first();
+    this.openBlock();
+    this.data?.first();
+    this.skipEmpty();
+  }
+
+  seek(target: Uint8Array): void {
+    this.index.seek(target);
+    this.openBlock();
+    this.data?.seek(target);
+    this.skipEmpty();
+  }
+
+  next(): void {
+    this.data!.next();
+    this.skipEmpty();
+  }
+
+  private openBlock(): void {
+    this.data = this.index.valid ? this.table.dataBlock(this.index.value).iterator(compareInternalKeys) : undefined;
+  }
+
+  private skipEmpty(): void {
+    while (this.data && !this.data.valid) {
+      this.index.next();
+      this.openBlock();
+      this.data?.first();
+    }
+    if (this.data) checkInternalKey(this.data.key, `${this.table.name} entry`);
+  }
+}
+
+export function openTable(bytes: Buffer, name: string): TableReader {
+  if (!Buffer.isBuffer(bytes)) throw new NovaError('BAD_ARGUMENT', 'openTable: bytes must be a Buffer');
+  return new TableReader(bytes, name);
+}

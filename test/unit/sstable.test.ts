@@ -1,0 +1,183 @@
+/**
+ * SSTable format: blocks, filter, tables. Round trips with edge cases, reads under
+ * snapshots against a sorted oracle, and corruption of every byte of a small table.
+ */
+import { describe, expect, it } from 'vitest';
+import { NovaError } from '../../src/common/errors.js';
+import {
+  ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf,
+} from '../../src/common/internal-key.js';
+import { Block, BlockBuilder } from '../../src/sstable/block.js';
+import { buildFilter, filterHash, filterMayContain } from '../../src/sstable/filter.js';
+import { TableBuilder } from '../../src/sstable/table-builder.js';
+import { TableReader } from '../../src/sstable/table-reader.js';
+
+function rng(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    return x / 0x1_0000_0000;
+  };
+}
+
+type Entry = { key: Buffer; value: Buffer };
+
+/** Random entries (user keys with shared prefixes, several versions each), sorted. */
+function entries(seed: number, users: number, maxVersions = 3, valueSize = 20): Entry[] {
+  const r = rng(seed);
+  const out: Entry[] = [];
+  let seq = 1;
+  for (let u = 0; u < users; u++) {
+    const user = Buffer.from(`user-${'p'.repeat(Math.floor(r() * 40))}${String(Math.floor(r() * 1e9)).padStart(9, '0')}`);
+    const versions = 1 + Math.floor(r() * maxVersions);
+    for (let v = 0; v < versions; v++) {
+      const type = r() < 0.2 ? ValueType.Delete : ValueType.Put;
+      const value = type === ValueType.Put ? Buffer.alloc(Math.floor(r() * valueSize), seq & 0xff) : Buffer.alloc(0);
+      out.push({ key: makeInternalKey(user, seq++, type), value });
+    }
+  }
+  out.sort((a, b) => compareInternalKeys(a.key, b.key));
+  return out.filter((e, i) => i === 0 || compareInternalKeys(out[i - 1].key, e.key) !== 0);
+}
+
+function build(list: Entry[], blockSize = 4096): Buffer {
+  const b = new TableBuilder({ blockSize });
+  for (const e of list) b.add(e.key, e.value);
+  return b.finish().bytes;
+}
+
+function scan(t: TableReader): Entry[] {
+  const out: Entry[] = [];
+  const it = t.iterator();
+  for (it.first(); it.valid; it.next()) out.push({ key: Buffer.from(it.key), value: Buffer.from(it.value) });
+  return out;
+}
+
+describe('internal keys', () => {
+  it('order by user key, then newest first, and keep sequence and type', () => {
+    const a = makeInternalKey(Buffer.from('a'), 5, ValueType.Put);
+    const a9 = makeInternalKey(Buffer.from('a'), 9, ValueType.Delete);
+    const b = makeInternalKey(Buffer.from('b'), 1, ValueType.Put);
+    expect([b, a, a9].sort(compareInternalKeys)).toEqual([a9, a, b]);
+    const big = makeInternalKey(Buffer.from('k'), 2 ** 53 - 1, ValueType.Delete);
+    expect(sequenceOf(big)).toBe(2 ** 53 - 1);
+    expect(typeOf(big)).toBe(ValueType.Delete);
+    expect(userKeyOf(big).toString()).toBe('k');
+  });
+});
+
+describe('block', () => {
+  it('round-trips entries and seeks to every key and between keys', () => {
+    const list = entries(1, 300);
+    const builder = new BlockBuilder(16);
+    for (const e of list) builder.add(e.key, e.value);
+    const block = new Block(builder.finish(), 'test block');
+    const it = block.iterator(compareInternalKeys);
+    const got: Entry[] = [];
+    for (it.first(); it.valid; it.next()) got.push({ key: Buffer.from(it.key), value: Buffer.from(it.value) });
+    expect(got).toEqual(list);
+    for (let i = 0; i < list.length; i++) {
+      it.seek(list[i].key);
+      expect(it.valid && it.key.equals(list[i].key)).toBe(true);
+    }
+    it.seek(makeInternalKey(Buffer.from('zzzz'), 1, ValueType.Put));
+    expect(it.valid).toBe(false);
+    it.seek(makeInternalKey(Buffer.from(''), 1, ValueType.Put));
+    expect(it.valid && it.key.equals(list[0].key)).toBe(true);
+  });
+
+  it('refuses a malformed restart array', () => {
+    expect(() => new Block(Buffer.from([1, 0, 0]), 'b')).toThrow(expect.objectContaining({ code: 'CORRUPTION' }));
+    expect(() => new Block(Buffer.from([0, 0, 0, 0]), 'b')).toThrow(/restart count 0/);
+    expect(() => new Block(Buffer.from([9, 0, 0, 0, 1, 0, 0, 0]), 'b')).toThrow(/bad restart point/);
+  });
+});
+
+describe('bloom filter', () => {
+  it('has no false negatives and about 1% false positives at 10 bits per key', () => {
+    const keys = Array.from({ length: 10_000 }, (_, i) => Buffer.from(`key-${i}`));
+    const f = buildFilter(keys.map((k) => filterHash(k)), 10);
+    for (const k of keys) expect(filterMayContain(f, filterHash(k))).toBe(true);
+    let fp = 0;
+    for (let i = 0; i < 10_000; i++) if (filterMayContain(f, filterHash(Buffer.from(`other-${i}`)))) fp++;
+    expect(fp / 10_000).toBeLessThan(0.02);
+  });
+});
+
+describe('table', () => {
+  it('round-trips across many blocks and answers gets under every snapshot like the oracle', () => {
+    const list = entries(2, 2000);
+    const t = new TableReader(build(list, 1024), 'test.sst');
+    expect(t.entries).toBe(list.length);
+    expect(scan(t)).toEqual(list);
+    const r = rng(3);
+    for (let i = 0; i < 2000; i++) {
+      const e = list[Math.floor(r() * list.length)];
+      const user = userKeyOf(e.key);
+      const snapshot = Math.floor(r() * (list.length + 10));
+      // Oracle: newest version of `user` with sequence <= snapshot.
+      const versions = list.filter((x) => userKeyOf(x.key).equals(user) && sequenceOf(x.key) <= snapshot);
+      const want = versions[0];
+      const got = t.get(user, snapshot);
+      if (!want) expect(got).toBeUndefined();
+      else if (typeOf(want.key) === ValueType.Delete) expect(got).toEqual({ type: 'delete' });
+      else expect(got).toEqual({ type: 'put', value: want.value });
+    }
+    expect(t.get(Buffer.from('absent-key'), 1e9)).toBeUndefined();
+  });
+
+  it('handles an empty table, one key, huge values and long shared prefixes', () => {
+    const empty = new TableReader(build([]), 'empty.sst');
+    expect(empty.entries).toBe(0);
+    expect(scan(empty)).toEqual([]);
+    expect(empty.get(Buffer.from('x'), 10)).toBeUndefined();
+
+    const one = [{ key: makeInternalKey(Buffer.from('only'), 1, ValueType.Put), value: Buffer.from('v') }];
+    expect(scan(new TableReader(build(one), 'one.sst'))).toEqual(one);
+
+    const huge = [
+      { key: makeInternalKey(Buffer.from('a'), 1, ValueType.Put), value: Buffer.alloc(3 << 20, 7) },
+      { key: makeInternalKey(Buffer.from('b'), 2, ValueType.Put), value: Buffer.alloc(0) },
+    ];
+    const ht = new TableReader(build(huge), 'huge.sst');
+    expect(ht.get(Buffer.from('a'), 5)).toEqual({ type: 'put', value: huge[0].value });
+    expect(ht.get(Buffer.from('b'), 5)).toEqual({ type: 'put', value: Buffer.alloc(0) });
+
+    const prefix = 'x'.repeat(4000);
+    const shared = Array.from({ length: 50 }, (_, i) => ({
+      key: makeInternalKey(Buffer.from(prefix + String(i).padStart(3, '0')), i + 1, ValueType.Put),
+      value: Buffer.from(String(i)),
+    }));
+    const st = new TableReader(build(shared, 512), 'prefix.sst');
+    expect(scan(st)).toEqual(shared);
+    expect(st.get(Buffer.from(prefix + '017'), 100)).toEqual({ type: 'put', value: Buffer.from('17') });
+  });
+
+  it('refuses keys out of order', () => {
+    const b = new TableBuilder();
+    b.add(makeInternalKey(Buffer.from('b'), 1, ValueType.Put), Buffer.alloc(0));
+    expect(() => b.add(makeInternalKey(Buffer.from('a'), 2, ValueType.Put), Buffer.alloc(0)))
+      .toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+  });
+
+  it('detects corruption of every byte of a small table, naming table and offset', () => {
+    const list = entries(4, 12, 2, 12);
+    const good = build(list, 64); // several data blocks
+    const users = [...new Set(list.map((e) => userKeyOf(e.key).toString()))];
+    for (let at = 0; at < good.length; at++) {
+      const bad = Buffer.from(good);
+      bad[at] ^= 0x20;
+      let error: unknown;
+      try {
+        const t = new TableReader(bad, 'corrupt.sst');
+        scan(t);
+        for (const u of users) t.get(Buffer.from(u), 1e9);
+      } catch (err) {
+        error = err;
+      }
+      expect(error, `byte ${at} of ${good.length}`).toBeInstanceOf(NovaError);
+      expect((error as NovaError).code).toBe('CORRUPTION');
+      expect((error as NovaError).message).toMatch(/corrupt\.sst.*offset \d+/);
+    }
+  });
+});
