@@ -1,0 +1,90 @@
+/**
+ * Memtable against a sorted oracle: random inserts (several versions per key, puts and
+ * deletes), gets under random snapshots, ordered iteration, seeks, and iterators that keep
+ * working while inserts continue.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf,
+} from '../../src/common/internal-key.js';
+import { Memtable } from '../../src/ltc/memtable.js';
+
+function rng(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    return x / 0x1_0000_0000;
+  };
+}
+
+describe('memtable', () => {
+  it('matches a sorted oracle for gets under snapshots, iteration and seeks', () => {
+    const r = rng(11);
+    const m = new Memtable(7);
+    const oracle: Array<{ key: Buffer; value: Buffer }> = [];
+    const users = Array.from({ length: 500 }, (_, i) => Buffer.from(`k${String(Math.floor(r() * 1e6)).padStart(6, '0')}-${i % 7 ? '' : 'x'.repeat(50)}`));
+    for (let seq = 1; seq <= 5000; seq++) {
+      const user = users[Math.floor(r() * users.length)];
+      const type = r() < 0.25 ? ValueType.Delete : ValueType.Put;
+      const value = type === ValueType.Put ? Buffer.alloc(Math.floor(r() * (r() < 0.05 ? 5000 : 40)), seq & 0xff) : Buffer.alloc(0);
+      m.add(seq, type, user, value);
+      oracle.push({ key: makeInternalKey(user, seq, type), value });
+    }
+    oracle.sort((a, b) => compareInternalKeys(a.key, b.key));
+    expect(m.entries).toBe(5000);
+
+    const it = m.iterator();
+    const seen: Array<{ key: Buffer; value: Buffer }> = [];
+    for (it.first(); it.valid; it.next()) seen.push({ key: Buffer.from(it.key), value: Buffer.from(it.value) });
+    expect(seen).toEqual(oracle);
+
+    for (let i = 0; i < 3000; i++) {
+      const user = users[Math.floor(r() * users.length)];
+      const snapshot = Math.floor(r() * 5200);
+      const want = oracle.find((e) => userKeyOf(e.key).equals(user) && sequenceOf(e.key) <= snapshot);
+      const got = m.get(user, snapshot);
+      if (!want) expect(got).toBeUndefined();
+      else if (typeOf(want.key) === ValueType.Delete) expect(got).toEqual({ type: 'delete' });
+      else expect(got).toEqual({ type: 'put', value: want.value });
+    }
+    expect(m.get(Buffer.from('absent'), 1e9)).toBeUndefined();
+
+    for (let i = 0; i < 500; i++) {
+      const e = oracle[Math.floor(r() * oracle.length)];
+      it.seek(e.key);
+      expect(it.valid && it.key.equals(e.key)).toBe(true);
+    }
+    it.seek(makeInternalKey(Buffer.from('zzz'), 1, ValueType.Put));
+    expect(it.valid).toBe(false);
+  });
+
+  it('keeps iterators valid while inserts continue, and sees later inserts ahead of them', () => {
+    const m = new Memtable(1);
+    for (let i = 0; i < 1000; i += 2) m.add(i + 1, ValueType.Put, Buffer.from(String(i).padStart(5, '0')), Buffer.from('v'));
+    const it = m.iterator();
+    it.first();
+    const seen: string[] = [];
+    let seq = 10_000;
+    while (it.valid) {
+      const k = userKeyOf(Buffer.from(it.key)).toString();
+      seen.push(k);
+      const n = Number(k);
+      // Insert the odd key right after the current one, and one far ahead; both must be seen.
+      if (n % 2 === 0 && n + 1 < 1000) m.add(seq++, ValueType.Put, Buffer.from(String(n + 1).padStart(5, '0')), Buffer.from('w'));
+      it.next();
+    }
+    expect(seen).toEqual(Array.from({ length: 1000 }, (_, i) => String(i).padStart(5, '0')));
+    expect(m.entries).toBe(1000);
+  });
+
+  it('refuses a reused sequence for the same key, and grows past its first arena', () => {
+    const m = new Memtable(2);
+    m.add(5, ValueType.Put, Buffer.from('a'), Buffer.from('1'));
+    expect(() => m.add(5, ValueType.Put, Buffer.from('a'), Buffer.from('2'))).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+    const big = Buffer.alloc(3 << 20, 9);
+    m.add(6, ValueType.Put, Buffer.from('b'), big);
+    expect(m.get(Buffer.from('a'), 10)).toEqual({ type: 'put', value: Buffer.from('1') });
+    expect(m.get(Buffer.from('b'), 10)).toEqual({ type: 'put', value: big });
+    expect(m.approximateBytes).toBeGreaterThan(3 << 20);
+  });
+});
