@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportReports } from '../../bench/transport.js';
 import { textTable } from '../../bench/report.js';
+import { microTable, runMicroBench, writeMicroReports } from '../../bench/micro.js';
 import { Fabric } from '../transport/fabric.js';
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
@@ -70,6 +71,18 @@ export function buildProgram(): Command {
       console.log('');
       for (const line of judgeTargets(rows)) console.log(line);
       writeTransportReports(rows, opts.json, opts.html);
+      if (opts.json) console.log(`rows written to ${opts.json}`);
+      if (opts.html) console.log(`report written to ${opts.html}`);
+    });
+  bench.command('micro')
+    .description('single-thread costs of the engine\'s parts: memtable, SSTable build and lookup, merge, filtered misses')
+    .option('--entries <n>', 'memtable entries per run (tables use a quarter)', positiveInt, 200_000)
+    .option('--json <file>', 'also write the rows as a JSON array to <file>')
+    .option('--html <file>', 'also write an HTML report to <file>')
+    .action((opts: { entries: number; json?: string; html?: string }) => {
+      const rows = runMicroBench({ entries: opts.entries, log: (line) => process.stderr.write(`${line}\n`) });
+      console.log(microTable(rows));
+      writeMicroReports(rows, opts.json, opts.html);
       if (opts.json) console.log(`rows written to ${opts.json}`);
       if (opts.html) console.log(`report written to ${opts.html}`);
     });

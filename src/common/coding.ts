@@ -30,10 +30,18 @@ export class ByteBuilder {
     this.buf = next;
   }
 
-  bytes(data: Uint8Array): void {
-    this.reserve(data.length);
-    this.buf.set(data, this.len);
-    this.len += data.length;
+  bytes(data: Uint8Array, start = 0, end = data.length): void {
+    const n = end - start;
+    this.reserve(n);
+    if (n > 64) {
+      this.buf.set(start === 0 && end === data.length ? data : data.subarray(start, end), this.len);
+    } else {
+      // Short copies by hand: cheaper than a subarray view and a native copy.
+      const b = this.buf;
+      const at = this.len;
+      for (let i = 0; i < n; i++) b[at + i] = data[start + i];
+    }
+    this.len += n;
   }
 
   u8(v: number): void {
@@ -70,7 +78,8 @@ export class ByteBuilder {
     return Buffer.from(this.buf.subarray(0, this.len));
   }
 
-  /** The bytes written so far, without copying; valid until the next write or reset. */
+  /** The bytes written so far, without copying; valid until the next write or reset (or for
+   * good, if nothing more is written). */
   view(): Buffer {
     return this.buf.subarray(0, this.len);
   }

@@ -18,7 +18,8 @@ export class BlockBuilder {
   private readonly out = new ByteBuilder(8192);
   private readonly restarts: number[] = [0];
   private counter = 0;
-  private last: Buffer = Buffer.alloc(0);
+  private last = Buffer.allocUnsafe(64); // the previous key, reused
+  private lastLen = 0;
   private entries = 0;
 
   constructor(private readonly restartInterval = 16) {}
@@ -35,7 +36,7 @@ export class BlockBuilder {
   add(key: Uint8Array, value: Uint8Array): void {
     let shared = 0;
     if (this.counter < this.restartInterval) {
-      const n = Math.min(this.last.length, key.length);
+      const n = Math.min(this.lastLen, key.length);
       while (shared < n && this.last[shared] === key[shared]) shared++;
     } else {
       this.restarts.push(this.out.length);
@@ -44,24 +45,27 @@ export class BlockBuilder {
     this.out.varint(shared);
     this.out.varint(key.length - shared);
     this.out.varint(value.length);
-    this.out.bytes(key.subarray(shared));
+    this.out.bytes(key, shared);
     this.out.bytes(value);
-    this.last = Buffer.from(key);
+    if (key.length > this.last.length) this.last = Buffer.allocUnsafe(key.length * 2);
+    for (let i = shared; i < key.length; i++) this.last[i] = key[i];
+    this.lastLen = key.length;
     this.counter++;
     this.entries++;
   }
 
+  /** The finished block: a view valid until `reset` (copy it to keep it). */
   finish(): Buffer {
     for (const r of this.restarts) this.out.u32(r);
     this.out.u32(this.restarts.length);
-    return this.out.finish();
+    return this.out.view();
   }
 
   reset(): void {
     this.out.reset();
     this.restarts.length = 1;
     this.counter = 0;
-    this.last = Buffer.alloc(0);
+    this.lastLen = 0;
     this.entries = 0;
   }
 }

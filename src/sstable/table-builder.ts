@@ -17,6 +17,8 @@ export interface TableOptions {
   restartInterval?: number;
   /** Bloom filter bits per distinct user key. */
   bitsPerKey?: number;
+  /** Expected table size in bytes: the output buffer starts there instead of growing to it. */
+  expectedSize?: number;
 }
 
 export interface BuiltTable {
@@ -27,13 +29,14 @@ export interface BuiltTable {
 }
 
 export class TableBuilder {
-  private readonly out = new ByteBuilder(64 * 1024);
+  private readonly out: ByteBuilder;
   private readonly data: BlockBuilder;
   private readonly index = new BlockBuilder(1);
   private readonly hashes: number[] = [];
   private readonly blockSize: number;
   private readonly bitsPerKey: number;
-  private last: Buffer | undefined;
+  private last = Buffer.allocUnsafe(64); // the previous key, reused
+  private lastLen = 0;
   private smallest: Buffer | undefined;
   private entries = 0;
   private finished = false;
@@ -41,6 +44,7 @@ export class TableBuilder {
   constructor(options: TableOptions = {}) {
     this.blockSize = options.blockSize ?? 4096;
     this.bitsPerKey = options.bitsPerKey ?? 10;
+    this.out = new ByteBuilder(options.expectedSize ?? 64 * 1024);
     this.data = new BlockBuilder(options.restartInterval ?? 16);
   }
 
@@ -53,7 +57,7 @@ export class TableBuilder {
   add(internalKey: Uint8Array, value: Uint8Array): void {
     if (this.finished) throw new NovaError('BAD_ARGUMENT', 'table builder: add after finish');
     if (internalKey.length < KEY_TRAILER) throw new NovaError('BAD_ARGUMENT', 'table builder: key has no trailer');
-    const last = this.last;
+    const last = this.entries > 0 ? this.last.subarray(0, this.lastLen) : undefined;
     if (last && compareInternalKeys(last, internalKey) >= 0) {
       throw new NovaError('BAD_ARGUMENT', 'table builder: keys must be added in increasing order');
     }
@@ -62,8 +66,10 @@ export class TableBuilder {
       this.hashes.push(filterHash(internalKey, 0, userEnd));
     }
     this.data.add(internalKey, value);
-    this.last = Buffer.from(internalKey);
-    if (!this.smallest) this.smallest = this.last;
+    if (internalKey.length > this.last.length) this.last = Buffer.allocUnsafe(internalKey.length * 2);
+    this.last.set(internalKey, 0);
+    this.lastLen = internalKey.length;
+    if (!this.smallest) this.smallest = Buffer.from(internalKey);
     this.entries++;
     if (this.data.estimatedSize >= this.blockSize) this.flushBlock();
   }
@@ -75,7 +81,11 @@ export class TableBuilder {
     const filter = writeBlock(this.out, buildFilter(this.hashes, this.bitsPerKey));
     const index = writeBlock(this.out, this.index.finish());
     writeFooter(this.out, { index, filter, entries: this.entries, version: TABLE_FORMAT_VERSION });
-    return { bytes: this.out.finish(), entries: this.entries, smallest: this.smallest, largest: this.last };
+    const largest = this.entries > 0 ? Buffer.from(this.last.subarray(0, this.lastLen)) : undefined;
+    // The builder is done with its buffer: hand it over without a copy unless mostly slack.
+    const bytes = this.out.view();
+    const out = bytes.buffer.byteLength > bytes.length * 1.5 ? Buffer.from(bytes) : bytes;
+    return { bytes: out, entries: this.entries, smallest: this.smallest, largest };
   }
 
   private flushBlock(): void {
@@ -83,6 +93,7 @@ export class TableBuilder {
     this.data.reset();
     const h = new ByteBuilder(16);
     encodeHandle(h, handle);
-    this.index.add(this.last!, h.finish()); // the block's last key: seek lands in the right block
+    // The block's last key: a seek for k lands on the first block whose last key >= k.
+    this.index.add(this.last.subarray(0, this.lastLen), h.finish());
   }
 }

@@ -1,0 +1,141 @@
+/**
+ * `nova bench micro`: single-thread figures for the engine's building blocks (issue 3):
+ * memtable inserts and gets, SSTable build, point lookups on a table with warm filter and
+ * index, the merge that compactions run, and a get that misses through 10 SSTables.
+ * Everything is in memory: this measures CPU cost, not I/O.
+ */
+import { writeFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { ValueType, makeInternalKey } from '../src/common/internal-key.js';
+import { Memtable } from '../src/ltc/memtable.js';
+import { MergingIterator, VisibleIterator } from '../src/sstable/merging-iterator.js';
+import { TableBuilder } from '../src/sstable/table-builder.js';
+import { TableReader } from '../src/sstable/table-reader.js';
+import { htmlReport, textTable, type Column } from './report.js';
+
+export interface MicroRow {
+  name: string;
+  value: number;
+  unit: 'ops/s' | 'MB/s' | 'µs';
+  target?: string;
+  met?: boolean;
+}
+
+export interface MicroOptions {
+  entries: number;
+  log: (line: string) => void;
+}
+
+/** n distinct 16-byte keys, sorted or in random order (deterministic). */
+function keys16(n: number, seed: number, sorted: boolean): Buffer[] {
+  let x = seed >>> 0 || 1;
+  const out: Buffer[] = [];
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    // 8 hex digits of randomness, then 8 of the index: distinct, not sorted.
+    out.push(Buffer.from(x.toString(16).padStart(8, '0') + i.toString(16).padStart(8, '0')));
+  }
+  if (sorted) out.sort(Buffer.compare);
+  return out;
+}
+
+function time(fn: () => void): number {
+  const t = performance.now();
+  fn();
+  return (performance.now() - t) / 1000;
+}
+
+function internalKeys(keys: Buffer[], firstSeq: number): Buffer[] {
+  return keys.map((k, i) => makeInternalKey(k, firstSeq + i, ValueType.Put));
+}
+
+function buildTable(ikeys: Buffer[], value: Buffer): TableReader {
+  const b = new TableBuilder();
+  for (const k of ikeys) b.add(k, value);
+  return new TableReader(b.finish().bytes, 'bench.sst');
+}
+
+export function runMicroBench(o: MicroOptions): MicroRow[] {
+  const rows: MicroRow[] = [];
+  const n = o.entries;
+  for (const valueSize of [100, 1024]) {
+    o.log(`memtable, 16 B keys, ${valueSize} B values, ${n} entries`);
+    const keys = keys16(n, 7, false);
+    const value = Buffer.alloc(valueSize, 1);
+    let best = { ins: 0, get: 0 };
+    for (let round = 0; round < 3; round++) { // best of three: the first pays for JIT warm-up
+      const m = new Memtable(1);
+      const ins = n / time(() => { for (let i = 0; i < n; i++) m.add(i + 1, ValueType.Put, keys[i], value); });
+      const get = n / time(() => { for (let i = 0; i < n; i++) m.get(keys[i], n + 1); });
+      best = { ins: Math.max(best.ins, ins), get: Math.max(best.get, get) };
+    }
+    const insRow: MicroRow = { name: `memtable insert (16 B key, ${valueSize} B value)`, value: best.ins, unit: 'ops/s' };
+    if (valueSize === 100) Object.assign(insRow, { target: '>= 1,000,000', met: best.ins >= 1e6 });
+    rows.push(insRow, { name: `memtable get (16 B key, ${valueSize} B value)`, value: best.get, unit: 'ops/s' });
+  }
+
+  const kv = 16 + 8 + 1024;
+  const tableN = Math.max(1000, Math.floor(n / 4));
+  o.log(`SSTable build, ${tableN} entries of 1 KB`);
+  const sorted = keys16(tableN, 11, true);
+  const sortedInternal = internalKeys(sorted, 1);
+  const value = Buffer.alloc(1024, 2);
+  let buildMBs = 0;
+  let table: TableReader | undefined;
+  for (let round = 0; round < 3; round++) {
+    const s = time(() => { table = buildTable(sortedInternal, value); });
+    buildMBs = Math.max(buildMBs, (tableN * kv) / s / 1e6);
+  }
+  rows.push({ name: 'SSTable build (1 KB entries)', value: buildMBs, unit: 'MB/s', target: '>= 200', met: buildMBs >= 200 });
+
+  o.log('point lookups on one table, warm filter and index');
+  const t = table!;
+  for (const k of sorted) t.get(k, 1e9); // warm: every data block read and checked once
+  const lookups = Math.min(tableN, 100_000);
+  const lookupRate = lookups / time(() => { for (let i = 0; i < lookups; i++) t.get(sorted[(i * 7919) % tableN], 1e9); });
+  rows.push({ name: 'SSTable point lookup (hit, warm)', value: lookupRate, unit: 'ops/s' });
+
+  o.log('merge of 4 tables into one (the compaction loop)');
+  const parts = [0, 1, 2, 3].map((p) => buildTable(internalKeys(sorted.filter((_, i) => i % 4 === p), 1 + p * tableN), value));
+  let mergeMBs = 0;
+  for (let round = 0; round < 3; round++) {
+    const s = time(() => {
+      const it = new VisibleIterator(new MergingIterator(parts.map((x) => x.iterator())), 1e12);
+      const out = new TableBuilder();
+      let seq = 1;
+      for (it.first(); it.valid; it.next()) out.add(makeInternalKey(it.key, seq++, ValueType.Put), it.value);
+      out.finish();
+    });
+    mergeMBs = Math.max(mergeMBs, (tableN * kv) / s / 1e6);
+  }
+  rows.push({ name: 'merge 4 tables into one (1 KB entries)', value: mergeMBs, unit: 'MB/s', target: '>= 200', met: mergeMBs >= 200 });
+
+  o.log('get that misses through 10 SSTables');
+  const ten = Array.from({ length: 10 }, (_, i) => buildTable(internalKeys(keys16(2000, 100 + i, true), 1 + i * 2000), Buffer.alloc(100)));
+  const misses = keys16(50_000, 999, false).map((k) => Buffer.from('miss' + k.toString().slice(4)));
+  const missGet = (k: Buffer): boolean => {
+    for (const tb of ten) if (tb.get(k, 1e9) !== undefined) return true;
+    return false;
+  };
+  for (const k of misses.slice(0, 5000)) missGet(k);
+  const us = (time(() => { for (const k of misses) missGet(k); }) / misses.length) * 1e6;
+  rows.push({ name: 'get missing through 10 SSTables (filters)', value: us, unit: 'µs', target: '<= 10', met: us <= 10 });
+  return rows;
+}
+
+export const MICRO_COLUMNS: Column<MicroRow>[] = [
+  { title: 'measure', value: (r) => r.name, align: 'left' },
+  { title: 'value', value: (r) => (r.unit === 'ops/s' ? Math.round(r.value).toLocaleString('en-US') : r.value.toFixed(r.unit === 'µs' ? 2 : 1)) },
+  { title: 'unit', value: (r) => r.unit, align: 'left' },
+  { title: 'target', value: (r) => r.target ?? '', align: 'left' },
+  { title: '', value: (r) => (r.met === undefined ? '' : r.met ? 'met' : 'NOT met'), align: 'left' },
+];
+
+export function writeMicroReports(rows: MicroRow[], json: string | undefined, html: string | undefined): void {
+  if (json) writeFileSync(json, JSON.stringify(rows, null, 2) + '\n');
+  if (html) writeFileSync(html, htmlReport('nova bench micro', [`Measured ${new Date().toISOString()}, Node ${process.version}.`], rows, MICRO_COLUMNS));
+}
+
+export function microTable(rows: MicroRow[]): string {
+  return textTable(rows, MICRO_COLUMNS);
+}
