@@ -28,6 +28,9 @@ export class Memtable {
   private keyOff = new Uint32Array(1024);
   private keyLen = new Uint32Array(1024);
   private valLen = new Uint32Array(1024); // the value follows its key in the arena
+  // The first 6 bytes of each user key as a number (zero-padded): most comparisons end
+  // here, without touching the arena.
+  private abbr = new Float64Array(1024);
   private linkAt = new Uint32Array(1024); // first link of the node in `links`
   private links = new Int32Array(4096);
   private nodes = 1;
@@ -59,13 +62,14 @@ export class Memtable {
     writeTrailer(this.arena, koff + userKey.length, sequence, type);
     this.arena.set(value, koff + klen);
     // Search with the key where it now lies in the arena (not yet linked, not yet `used`).
+    const abbr = abbreviate(userKey, 0, userKey.length);
     const prev = this.prev;
     let x = HEAD;
     for (let level = this.height - 1; level >= 0; level--) {
       for (;;) {
         const next = this.links[this.linkAt[x] + level];
         if (next === NIL) break;
-        const c = this.compareNode(next, this.arena, koff, klen);
+        const c = this.compareNode(next, abbr, this.arena, koff, klen);
         if (c >= 0) {
           if (c === 0) throw new NovaError('BAD_ARGUMENT', `memtable ${this.id}: sequence ${sequence} reused for a key`);
           break;
@@ -80,6 +84,7 @@ export class Memtable {
       this.height = h;
     }
     const n = this.newNode(koff, klen, value.length, h);
+    this.abbr[n] = abbr;
     this.used += klen + value.length;
     for (let level = 0; level < h; level++) {
       const p = this.linkAt[prev[level]] + level;
@@ -108,11 +113,12 @@ export class Memtable {
 
   /** @internal The first node with key >= target[0, len), or NIL. */
   seekNode(target: Uint8Array, len = target.length): number {
+    const abbr = abbreviate(target, 0, len - TRAILER_BYTES);
     let x = HEAD;
     for (let level = this.height - 1; level >= 0; level--) {
       for (;;) {
         const next = this.links[this.linkAt[x] + level];
-        if (next === NIL || this.compareNode(next, target, 0, len) >= 0) break;
+        if (next === NIL || this.compareNode(next, abbr, target, 0, len) >= 0) break;
         x = next;
       }
     }
@@ -135,8 +141,11 @@ export class Memtable {
     return this.arena.subarray(start, start + this.valLen[n]);
   }
 
-  /** Compares node n's internal key with b[off, off+len) (an internal key). */
-  private compareNode(n: number, b: Uint8Array, off: number, len: number): number {
+  /** Compares node n's internal key with b[off, off+len) (an internal key), whose user key
+   * abbreviates to `abbr`. */
+  private compareNode(n: number, abbr: number, b: Uint8Array, off: number, len: number): number {
+    const na = this.abbr[n];
+    if (na !== abbr) return na < abbr ? -1 : 1;
     const a = this.arena;
     const ao = this.keyOff[n];
     const au = ao + this.keyLen[n] - TRAILER_BYTES;
@@ -169,6 +178,9 @@ export class Memtable {
       this.keyLen = grow(this.keyLen);
       this.valLen = grow(this.valLen);
       this.linkAt = grow(this.linkAt);
+      const abbr = new Float64Array(this.abbr.length * 2);
+      abbr.set(this.abbr);
+      this.abbr = abbr;
     }
     if (this.linksUsed + h > this.links.length) {
       const links = new Int32Array(this.links.length * 2);
@@ -195,6 +207,13 @@ export class Memtable {
     }
     return h;
   }
+}
+
+/** The first 6 bytes of b[start, end) as a number, zero-padded: orders like the bytes. */
+function abbreviate(b: Uint8Array, start: number, end: number): number {
+  let v = 0;
+  for (let i = 0; i < 6; i++) v = v * 256 + (start + i < end ? b[start + i] : 0);
+  return v;
 }
 
 function grow(a: Uint32Array): Uint32Array<ArrayBuffer> {
