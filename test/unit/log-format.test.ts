@@ -1,0 +1,80 @@
+/**
+ * Log framing: round trips across block boundaries, torn tails at every cut of the last
+ * record, and corruption before a valid record reported with file and offset.
+ */
+import { describe, expect, it } from 'vitest';
+import { LOG_BLOCK, LOG_HEADER, LogFramer, readLog } from '../../src/logc/log-format.js';
+
+function record(i: number, size: number): Buffer {
+  const b = Buffer.alloc(size);
+  for (let j = 0; j < size; j++) b[j] = (i * 31 + j) & 0xff;
+  return b;
+}
+
+function write(sizes: number[]): { file: Buffer; records: Buffer[]; ends: number[] } {
+  const f = new LogFramer();
+  const parts: Buffer[] = [];
+  const records: Buffer[] = [];
+  const ends: number[] = [];
+  let total = 0;
+  sizes.forEach((size, i) => {
+    const r = record(i, size);
+    records.push(r);
+    const bytes = Buffer.from(f.frame(r));
+    parts.push(bytes);
+    total += bytes.length;
+    ends.push(total);
+  });
+  return { file: Buffer.concat(parts), records, ends };
+}
+
+const SIZES = [0, 1, 100, LOG_BLOCK - LOG_HEADER, LOG_BLOCK - LOG_HEADER - 3, 10, 3 * LOG_BLOCK + 5, 7, 1000, 40_000];
+
+describe('log format', () => {
+  it('round-trips records of every shape, including ones spanning blocks and block padding', () => {
+    const { file, records } = write(SIZES);
+    const got = readLog(file, 'test.log');
+    expect(got.tornAt).toBeUndefined();
+    expect(got.validBytes).toBe(file.length);
+    expect(got.records).toEqual(records);
+  });
+
+  it('appends to an existing file from its size', () => {
+    const a = write([100, 200]);
+    const f = new LogFramer(a.file.length);
+    const more = Buffer.from(f.frame(record(9, 50_000)));
+    expect(readLog(Buffer.concat([a.file, more]), 'x.log').records).toEqual([...a.records, record(9, 50_000)]);
+  });
+
+  it('treats every cut of the last record as a torn tail, keeping the records before it', () => {
+    const { file, records, ends } = write([100, 5000, 3 * LOG_BLOCK]);
+    const lastStart = ends[1];
+    for (let cut = lastStart; cut < file.length; cut += 997) {
+      const got = readLog(file.subarray(0, cut), 'torn.log');
+      expect(got.records).toEqual(records.slice(0, 2));
+      if (cut > lastStart) expect(got.tornAt).toBe(lastStart);
+      expect(got.validBytes).toBe(lastStart);
+    }
+    // A garbled last fragment with nothing after it is torn too.
+    const garbled = Buffer.from(file);
+    garbled[file.length - 3] ^= 1;
+    expect(readLog(garbled, 'torn.log').tornAt).toBe(lastStart);
+  });
+
+  it('reports damage before a valid record as corruption with file and offset', () => {
+    const { file } = write([100, 200, 300, 2 * LOG_BLOCK, 50]);
+    for (const at of [0, 3, 4, 6, 7, 50, 110, 400]) {
+      const bad = Buffer.from(file);
+      bad[at] ^= 0x10;
+      expect(() => readLog(bad, 'bad.log'), `byte ${at}`).toThrow(/bad\.log: .* at offset \d+/);
+    }
+  });
+
+  it('skips zero-filled tails of blocks (preallocated files)', () => {
+    const { file, records } = write([100, 200]);
+    const padded = Buffer.concat([file, Buffer.alloc(LOG_BLOCK)]);
+    const got = readLog(padded, 'pre.log');
+    expect(got.records).toEqual(records);
+    expect(got.tornAt).toBeUndefined();
+  });
+});
