@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { ValueType } from '../../src/common/internal-key.js';
+import { WriteBatch, decodeBatch } from '../../src/ltc/write-batch.js';
+
+describe('write batch', () => {
+  it('round-trips puts and deletes with the memtable id and first sequence', () => {
+    const b = new WriteBatch();
+    b.put(Buffer.from('a'), Buffer.from('1')).delete(Buffer.from('b')).put(Buffer.alloc(0), Buffer.alloc(70_000, 3));
+    const d = decodeBatch(b.encode(42, 2 ** 40 + 5), 'x.log');
+    expect(d.memtableId).toBe(42);
+    expect(d.firstSequence).toBe(2 ** 40 + 5);
+    expect(d.entries).toEqual([
+      { type: ValueType.Put, key: Buffer.from('a'), value: Buffer.from('1') },
+      { type: ValueType.Delete, key: Buffer.from('b'), value: Buffer.alloc(0) },
+      { type: ValueType.Put, key: Buffer.alloc(0), value: Buffer.alloc(70_000, 3) },
+    ]);
+    b.clear();
+    expect(decodeBatch(b.encode(1, 1), 'x').entries).toEqual([]);
+  });
+
+  it('refuses oversize keys and values, saying the limit', () => {
+    const b = new WriteBatch({ maxKeyBytes: 8, maxValueBytes: 16 });
+    expect(() => b.put(Buffer.alloc(9), Buffer.alloc(1))).toThrow(/key of 9 bytes exceeds the limit of 8 bytes/);
+    expect(() => b.put(Buffer.alloc(1), Buffer.alloc(17))).toThrow(/value of 17 bytes exceeds the limit of 16 bytes/);
+    expect(() => b.delete(Buffer.alloc(9))).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+    expect(b.count).toBe(0);
+    expect(() => new WriteBatch().put(Buffer.alloc(4097), Buffer.alloc(0))).toThrow(/4096 bytes/);
+  });
+
+  it('reports every truncation and bad field as corruption with where and offset', () => {
+    const rec = new WriteBatch().put(Buffer.from('key'), Buffer.from('value')).delete(Buffer.from('k2')).encode(1, 9);
+    for (let n = 0; n < rec.length; n++) {
+      expect(() => decodeBatch(rec.subarray(0, n), 'w.log@100'), `cut at ${n}`).toThrow(/w\.log@100: write batch .* at offset \d+/);
+    }
+    const badType = Buffer.from(rec);
+    badType[17] = 7;
+    expect(() => decodeBatch(badType, 'w')).toThrow(/unknown entry type 7 at offset 17/);
+    const badVersion = Buffer.from(rec);
+    badVersion[0] = 2;
+    expect(() => decodeBatch(badVersion, 'w')).toThrow(/unsupported version 2/);
+    const badCount = Buffer.from(rec);
+    badCount[13] = 3;
+    expect(() => decodeBatch(badCount, 'w')).toThrow(/says 3 entries but holds 2/);
+  });
+});
