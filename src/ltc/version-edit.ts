@@ -1,0 +1,116 @@
+/**
+ * Version edits: the MANIFEST's records (doc/format/manifest.md). Each edit says what
+ * changed in a range's tree: tables added (with level, size, key span and where its bytes
+ * live) or removed, memtables bound to or released from their log files, the next file
+ * number and the last sequence. Replaying edits in order rebuilds the tree exactly.
+ *
+ *   edit  = u8 version (1) | field*
+ *   field = u8 tag | fields of that tag        (tags never renumber)
+ */
+import { ByteBuilder, readVarint } from '../common/coding.js';
+import { NovaError } from '../common/errors.js';
+
+const EDIT_VERSION = 1;
+const TAG_NEXT_FILE = 1;
+const TAG_LAST_SEQUENCE = 2;
+const TAG_REMOVE_TABLE = 3;
+const TAG_ADD_TABLE = 4;
+const TAG_BIND_LOG = 5;
+const TAG_RELEASE_LOG = 6;
+
+/** Where a piece of a table's bytes lives: a StoC (or 0, a local directory) and a span. */
+export interface Fragment {
+  stoc: number;
+  offset: number;
+  size: number;
+}
+
+export interface TableMeta {
+  level: number;
+  file: number;
+  size: number;
+  entries: number;
+  smallest: Buffer; // internal keys
+  largest: Buffer;
+  fragments: Fragment[];
+}
+
+export interface VersionEdit {
+  nextFile?: number;
+  lastSequence?: number;
+  removed: Array<{ level: number; file: number }>;
+  added: TableMeta[];
+  boundLogs: Array<{ memtable: number; log: number }>;
+  releasedLogs: number[]; // memtable ids
+}
+
+export function emptyEdit(): VersionEdit {
+  return { removed: [], added: [], boundLogs: [], releasedLogs: [] };
+}
+
+export function encodeEdit(e: VersionEdit): Buffer {
+  const out = new ByteBuilder(128);
+  out.u8(EDIT_VERSION);
+  if (e.nextFile !== undefined) { out.u8(TAG_NEXT_FILE); out.varint(e.nextFile); }
+  if (e.lastSequence !== undefined) { out.u8(TAG_LAST_SEQUENCE); out.varint(e.lastSequence); }
+  for (const r of e.removed) { out.u8(TAG_REMOVE_TABLE); out.varint(r.level); out.varint(r.file); }
+  for (const t of e.added) {
+    out.u8(TAG_ADD_TABLE);
+    out.varint(t.level); out.varint(t.file); out.varint(t.size); out.varint(t.entries);
+    out.varint(t.smallest.length); out.bytes(t.smallest);
+    out.varint(t.largest.length); out.bytes(t.largest);
+    out.varint(t.fragments.length);
+    for (const f of t.fragments) { out.varint(f.stoc); out.varint(f.offset); out.varint(f.size); }
+  }
+  for (const b of e.boundLogs) { out.u8(TAG_BIND_LOG); out.varint(b.memtable); out.varint(b.log); }
+  for (const m of e.releasedLogs) { out.u8(TAG_RELEASE_LOG); out.varint(m); }
+  return out.finish();
+}
+
+export function decodeEdit(b: Buffer, where: string): VersionEdit {
+  const c = { at: 0 };
+  const bad = (offset: number, why: string): never => {
+    throw new NovaError('CORRUPTION', `${where}: version edit ${why} at offset ${offset}`);
+  };
+  const num = (): number => {
+    try {
+      return readVarint(b, c, b.length);
+    } catch (err) {
+      return bad(c.at, (err as Error).message);
+    }
+  };
+  const bytes = (): Buffer => {
+    const n = num();
+    if (c.at + n > b.length) bad(c.at, `field of ${n} bytes overruns the edit`);
+    const v = Buffer.from(b.subarray(c.at, c.at + n));
+    c.at += n;
+    return v;
+  };
+  if (b.length < 1) bad(0, 'is empty');
+  if (b[0] !== EDIT_VERSION) bad(0, `has unsupported version ${b[0]}`);
+  c.at = 1;
+  const e = emptyEdit();
+  while (c.at < b.length) {
+    const tagAt = c.at;
+    const tag = b[c.at++];
+    switch (tag) {
+      case TAG_NEXT_FILE: e.nextFile = num(); break;
+      case TAG_LAST_SEQUENCE: e.lastSequence = num(); break;
+      case TAG_REMOVE_TABLE: e.removed.push({ level: num(), file: num() }); break;
+      case TAG_ADD_TABLE: {
+        const level = num(); const file = num(); const size = num(); const entries = num();
+        const smallest = bytes(); const largest = bytes();
+        const count = num();
+        if (count > b.length) bad(c.at, `claims ${count} fragments`);
+        const fragments: Fragment[] = [];
+        for (let i = 0; i < count; i++) fragments.push({ stoc: num(), offset: num(), size: num() });
+        e.added.push({ level, file, size, entries, smallest, largest, fragments });
+        break;
+      }
+      case TAG_BIND_LOG: e.boundLogs.push({ memtable: num(), log: num() }); break;
+      case TAG_RELEASE_LOG: e.releasedLogs.push(num()); break;
+      default: bad(tagAt, `has unknown tag ${tag}`);
+    }
+  }
+  return e;
+}
