@@ -1,0 +1,124 @@
+/**
+ * The engine's two storage interfaces and their local-directory implementations. The
+ * cluster issue puts the same interfaces on StoCs (tables) and LogC (logs).
+ *
+ * Local layout: `<n>.log` (a memtable's log), `<n>.sst` (a table), `MANIFEST-<n>` (version
+ * edits, log-framed), `CURRENT` (the name of the live MANIFEST, replaced atomically).
+ */
+import { closeSync, existsSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
+import { join } from 'node:path';
+import { LogFramer } from '../logc/log-format.js';
+import type { Fragment } from './version-edit.js';
+
+/** Where a range's SSTables live. */
+export interface BlockStore {
+  /** Stores a whole table durably; returns where its bytes are. */
+  writeTable(file: number, bytes: Buffer): Promise<Fragment[]>;
+  readTable(file: number, fragments: Fragment[]): Promise<Buffer>;
+  deleteTable(file: number): Promise<void>;
+}
+
+/** An append-only log of records (a memtable's log, or the MANIFEST). */
+export interface LogWriter {
+  /** Appends a record; with `sync`, resolves only once it is durable. */
+  append(record: Buffer, sync: boolean): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function tableName(file: number): string {
+  return `${String(file).padStart(6, '0')}.sst`;
+}
+
+export function logName(file: number): string {
+  return `${String(file).padStart(6, '0')}.log`;
+}
+
+export function manifestName(file: number): string {
+  return `MANIFEST-${String(file).padStart(6, '0')}`;
+}
+
+export class LocalBlockStore implements BlockStore {
+  constructor(private readonly dir: string) {
+    mkdirSync(dir, { recursive: true });
+  }
+
+  async writeTable(file: number, bytes: Buffer): Promise<Fragment[]> {
+    const path = join(this.dir, tableName(file));
+    const fd = openSync(path, 'w');
+    try {
+      writeAll(fd, bytes);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    syncDir(this.dir);
+    return [{ stoc: 0, offset: 0, size: bytes.length }];
+  }
+
+  async readTable(file: number): Promise<Buffer> {
+    return readFileSync(join(this.dir, tableName(file)));
+  }
+
+  async deleteTable(file: number): Promise<void> {
+    const path = join(this.dir, tableName(file));
+    if (existsSync(path)) unlinkSync(path);
+  }
+}
+
+/** A log file in a local directory, framed by LogFramer. Appends are sequential. */
+export class LocalLogWriter implements LogWriter {
+  private readonly fd: number;
+  private readonly framer: LogFramer;
+
+  /** Opens `path` for appending; `truncateTo` cuts a torn tail first. */
+  constructor(readonly path: string, truncateTo?: number) {
+    this.fd = openSync(path, existsSync(path) ? 'r+' : 'w+');
+    if (truncateTo !== undefined) ftruncateSync(this.fd, truncateTo);
+    const size = fstatSync(this.fd).size;
+    this.framer = new LogFramer(size);
+    this.position = size;
+  }
+
+  private position: number;
+
+  async append(record: Buffer, sync: boolean): Promise<void> {
+    const bytes = this.framer.frame(record);
+    let done = 0;
+    while (done < bytes.length) done += writeSync(this.fd, bytes, done, bytes.length - done, this.position + done);
+    this.position += bytes.length;
+    if (sync) fdatasyncSync(this.fd);
+  }
+
+  async close(): Promise<void> {
+    closeSync(this.fd);
+  }
+}
+
+function writeAll(fd: number, bytes: Buffer): void {
+  let done = 0;
+  while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+/** Makes a directory's entries (created, renamed files) durable. */
+export function syncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Replaces `dir/name` with `contents` atomically (write a temp file, fsync, rename, fsync dir). */
+export function replaceFile(dir: string, name: string, contents: string): void {
+  const tmp = join(dir, `${name}.tmp`);
+  writeFileSync(tmp, contents);
+  const fd = openSync(tmp, 'r+');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, join(dir, name));
+  syncDir(dir);
+}
