@@ -23,7 +23,7 @@ import { MergingIterator, VisibleIterator, type InternalIterator } from '../ssta
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
 import {
-  LocalBlockStore, LocalLogWriter, logName, manifestName, replaceFile, tableName, type BlockStore, type LogWriter,
+  LocalBlockStore, LocalLogWriter, logName, manifestName, replaceFile, syncDir, tableName, type BlockStore, type LogWriter,
 } from './local-store.js';
 import { Memtable } from './memtable.js';
 import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
@@ -194,11 +194,13 @@ export class Engine {
     const old = this.active;
     const oldLog = this.activeLog;
     const logFile = this.nextFile++;
+    // The log exists (durably) before the MANIFEST names it: recovery insists on it.
+    const newLog = this.createLog(logFile);
     const bind = emptyEdit();
     bind.boundLogs.push({ memtable: logFile, log: logFile });
     bind.nextFile = this.nextFile;
     await this.logEdit(bind);
-    this.activeLog = new LocalLogWriter(join(this.dir, logName(logFile)));
+    this.activeLog = newLog;
     this.active = new Memtable(logFile);
     this.immutable = old;
     await oldLog.close();
@@ -282,6 +284,7 @@ export class Engine {
     const logFile = this.nextFile++;
     const manifestPath = join(this.dir, manifestName(this.manifestFile));
     this.manifest = new LocalLogWriter(manifestPath, 0);
+    const newLog = this.createLog(logFile);
     const snapshot = emptyEdit();
     snapshot.added.push(...this.l0.map((t) => t.meta));
     // Old logs stay bound until their entries are in a table (below); empty ones need not.
@@ -291,7 +294,7 @@ export class Engine {
     snapshot.lastSequence = this.lastSequence;
     await this.logEdit(snapshot);
     replaceFile(this.dir, 'CURRENT', manifestName(this.manifestFile) + '\n');
-    this.activeLog = new LocalLogWriter(join(this.dir, logName(logFile)));
+    this.activeLog = newLog;
     this.active = new Memtable(logFile);
     // What the replayed logs held becomes an L0 table; then their logs can go.
     if (replay.entries > 0) await this.flushReplayed(replay, logs);
@@ -322,6 +325,13 @@ export class Engine {
   }
 
   // ---- helpers ----
+
+  /** Creates an empty log file and makes its directory entry durable. */
+  private createLog(file: number): LogWriter {
+    const log = new LocalLogWriter(join(this.dir, logName(file)), 0);
+    syncDir(this.dir);
+    return log;
+  }
 
   private iterators(): InternalIterator[] {
     const its: InternalIterator[] = [this.active.iterator()];
