@@ -17,7 +17,7 @@
 import { existsSync, mkdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
-import { SEEK_TYPE, ValueType, compareBytes, makeInternalKey } from '../common/internal-key.js';
+import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, compareInternalKeys, makeInternalKey } from '../common/internal-key.js';
 import { readLog } from '../logc/log-format.js';
 import { MergingIterator, VisibleIterator, type InternalIterator } from '../sstable/merging-iterator.js';
 import { TableBuilder } from '../sstable/table-builder.js';
@@ -28,6 +28,7 @@ import {
 import { Memtable } from './memtable.js';
 import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
+import { LEVELS, mergeForCompaction, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 
 export interface EngineOptions {
   /** Flush a memtable to an SSTable once it holds this many bytes (τ). */
@@ -35,6 +36,10 @@ export interface EngineOptions {
   /** fdatasync each write's log record before acknowledging it. */
   sync?: boolean;
   limits?: Limits;
+  /** L0 tables that trigger a compaction into L1 (writes wait for it: a write stall). */
+  l0Trigger?: number;
+  /** Size target of L1 in bytes (default 10 memtables); each deeper level ×10. */
+  l1Bytes?: number;
   /** Called with warnings such as a truncated torn log tail. */
   onWarning?: (message: string) => void;
 }
@@ -46,6 +51,8 @@ export interface ReadOptions {
 
 export interface Snapshot {
   readonly sequence: number;
+  /** Lets compactions drop versions only this snapshot needed. */
+  release(): void;
 }
 
 export interface ScanOptions extends ReadOptions {
@@ -69,7 +76,10 @@ export class Engine {
   private active!: Memtable;
   private activeLog!: LogWriter;
   private immutable: Memtable | undefined;
-  private l0: LiveTable[] = []; // oldest first
+  private levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
+  private readonly liveSnapshots = new Map<number, number>(); // sequence -> count
+  private readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
+  private stalls = { count: 0, ms: 0, compactions: 0 };
   private writeChain: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -77,6 +87,8 @@ export class Engine {
     this.options = {
       memtableBytes: options.memtableBytes ?? 16 * 1024 * 1024,
       sync: options.sync ?? true,
+      l0Trigger: options.l0Trigger ?? 4,
+      l1Bytes: options.l1Bytes ?? 10 * (options.memtableBytes ?? 16 * 1024 * 1024),
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
     };
@@ -88,6 +100,7 @@ export class Engine {
     mkdirSync(dir, { recursive: true });
     const e = new Engine(dir, options);
     await e.recover();
+    await e.compactAsNeeded(); // recovery may leave L0 over its trigger
     return e;
   }
 
@@ -120,7 +133,19 @@ export class Engine {
   }
 
   snapshot(): Snapshot {
-    return { sequence: this.lastSequence };
+    const sequence = this.lastSequence;
+    this.liveSnapshots.set(sequence, (this.liveSnapshots.get(sequence) ?? 0) + 1);
+    let released = false;
+    return {
+      sequence,
+      release: () => {
+        if (released) return;
+        released = true;
+        const n = (this.liveSnapshots.get(sequence) ?? 1) - 1;
+        if (n <= 0) this.liveSnapshots.delete(sequence);
+        else this.liveSnapshots.set(sequence, n);
+      },
+    };
   }
 
   async get(key: Uint8Array, options: ReadOptions = {}): Promise<Buffer | undefined> {
@@ -130,8 +155,14 @@ export class Engine {
       const r = m.get(key, seq);
       if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;
     }
-    for (let i = this.l0.length - 1; i >= 0; i--) {
-      const r = this.l0[i].reader.get(key, seq);
+    const l0 = this.levels[0];
+    for (let i = l0.length - 1; i >= 0; i--) {
+      const r = l0[i].reader.get(key, seq);
+      if (r) return r.type === 'put' ? r.value : undefined;
+    }
+    for (let level = 1; level < LEVELS; level++) {
+      const t = findTable(this.levels[level], key);
+      const r = t?.reader.get(key, seq);
       if (r) return r.type === 'put' ? r.value : undefined;
     }
     return undefined;
@@ -163,13 +194,19 @@ export class Engine {
 
   /** Flushes the active memtable to an L0 table now (tests and tools). */
   flush(): Promise<void> {
-    const run = this.writeChain.then(() => this.flushActive());
+    const run = this.writeChain.then(async () => {
+      await this.flushActive();
+      await this.compactAsNeeded();
+    });
     this.writeChain = run.catch(() => undefined);
     return run;
   }
 
-  get stats(): { l0Tables: number; memtableBytes: number; lastSequence: number } {
-    return { l0Tables: this.l0.length, memtableBytes: this.active.approximateBytes, lastSequence: this.lastSequence };
+  get stats(): { tablesPerLevel: number[]; memtableBytes: number; lastSequence: number; stalls: number; stallMs: number; compactions: number } {
+    return {
+      tablesPerLevel: this.levels.map((l) => l.length), memtableBytes: this.active.approximateBytes,
+      lastSequence: this.lastSequence, stalls: this.stalls.count, stallMs: this.stalls.ms, compactions: this.stalls.compactions,
+    };
   }
 
   // ---- write path ----
@@ -182,7 +219,88 @@ export class Engine {
     const decoded = decodeBatch(record, 'write batch');
     decoded.entries.forEach((e, i) => this.active.add(first + i, e.type, e.key, e.value));
     this.lastSequence = first + batch.count - 1;
-    if (this.active.approximateBytes >= this.options.memtableBytes) await this.flushActive();
+    if (this.active.approximateBytes >= this.options.memtableBytes) {
+      await this.flushActive();
+      await this.compactAsNeeded();
+    }
+  }
+
+  /** Runs compactions until every level is within its target. Writes wait: a stall. */
+  private async compactAsNeeded(): Promise<void> {
+    const start = Date.now();
+    let ran = 0;
+    for (;;) {
+      const job = pickCompaction(this.levels.map((l) => l.map((t) => t.meta)), this.options, this.compactCursor);
+      if (!job) break;
+      await this.runCompaction(job);
+      ran++;
+    }
+    if (ran > 0) {
+      this.stalls.count++;
+      this.stalls.ms += Date.now() - start;
+      this.stalls.compactions += ran;
+    }
+  }
+
+  /** Merges the job's tables into level + 1, cutting outputs at the table size between user keys. */
+  private async runCompaction(job: CompactionJob): Promise<void> {
+    const out = job.level + 1;
+    const inputs = [...job.inputs, ...job.overlapping];
+    const readers = inputs.map((m) => this.tableFor(m.file));
+    const smallestSnapshot = Math.min(this.lastSequence, ...this.liveSnapshots.keys());
+    const deeper = this.levels.slice(out + 1).flat().map((t) => t.meta);
+    const added: TableMeta[] = [];
+    let builder: TableBuilder | undefined;
+    let lastUser: Buffer | undefined;
+    const finishOutput = async (): Promise<void> => {
+      if (!builder) return;
+      const built = builder.finish();
+      builder = undefined;
+      const file = this.nextFile++;
+      const fragments = await this.store.writeTable(file, built.bytes);
+      const meta: TableMeta = { level: out, file, size: built.bytes.length, entries: built.entries, smallest: built.smallest!, largest: built.largest!, fragments };
+      added.push(meta);
+      this.readerCache.set(file, new TableReader(built.bytes, join(this.dir, tableName(file))));
+    };
+    const pending: Array<[Buffer, Buffer]> = [];
+    mergeForCompaction(new MergingIterator(readers.map((r) => r.iterator())), {
+      smallestSnapshot,
+      isBottomFor: (user) => overlapping(deeper, makeInternalKey(user, 0, ValueType.Delete), makeInternalKey(user, 0, ValueType.Delete)).length === 0,
+    }, (k, v) => pending.push([Buffer.from(k), Buffer.from(v)]));
+    for (const [k, v] of pending) {
+      const user = k.subarray(0, k.length - 8);
+      const newUser = !lastUser || !lastUser.equals(user);
+      if (builder && newUser && builder.estimatedSize >= this.options.memtableBytes) await finishOutput();
+      builder ??= new TableBuilder({ expectedSize: this.options.memtableBytes + 64 * 1024 });
+      builder.add(k, v);
+      if (newUser) lastUser = Buffer.from(user);
+    }
+    await finishOutput();
+    const edit = emptyEdit();
+    for (const m of job.inputs) edit.removed.push({ level: job.level, file: m.file });
+    for (const m of job.overlapping) edit.removed.push({ level: out, file: m.file });
+    edit.added.push(...added);
+    edit.nextFile = this.nextFile;
+    edit.lastSequence = this.lastSequence;
+    await this.logEdit(edit);
+    const gone = new Set(inputs.map((m) => m.file));
+    for (let l = 0; l < LEVELS; l++) this.levels[l] = this.levels[l].filter((t) => !gone.has(t.meta.file));
+    this.levels[out].push(...added.map((meta) => ({ meta, reader: this.tableFor(meta.file) })));
+    this.levels[out].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
+    this.compactCursor[job.level] = job.inputs[job.inputs.length - 1].largest;
+    for (const f of gone) {
+      this.readerCache.delete(f);
+      await this.store.deleteTable(f);
+    }
+  }
+
+  private readonly readerCache = new Map<number, TableReader>();
+
+  private tableFor(file: number): TableReader {
+    for (const level of this.levels) for (const t of level) if (t.meta.file === file) return t.reader;
+    const r = this.readerCache.get(file);
+    if (!r) throw new NovaError('CORRUPTION', `table ${file} is not open`);
+    return r;
   }
 
   /**
@@ -221,7 +339,7 @@ export class Engine {
     edit.nextFile = this.nextFile;
     edit.lastSequence = this.lastSequence;
     await this.logEdit(edit);
-    this.l0.push({ meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) });
+    this.levels[0].push({ meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) });
     this.immutable = undefined;
     const oldPath = join(this.dir, logName(old.id));
     if (existsSync(oldPath)) unlinkSync(oldPath);
@@ -259,8 +377,9 @@ export class Engine {
     }
     for (const meta of [...tables.values()].sort((a, b) => a.file - b.file)) {
       const bytes = await this.store.readTable(meta.file, meta.fragments);
-      this.l0.push({ meta, reader: new TableReader(bytes, join(this.dir, tableName(meta.file))) });
+      this.levels[meta.level].push({ meta, reader: new TableReader(bytes, join(this.dir, tableName(meta.file))) });
     }
+    for (let l = 1; l < LEVELS; l++) this.levels[l].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
     // Replay every bound log, oldest memtable first, into one memtable.
     const replay = new Memtable(0);
     for (const [memtable, log] of [...logs.entries()].sort((a, b) => a[0] - b[0])) {
@@ -286,7 +405,7 @@ export class Engine {
     this.manifest = new LocalLogWriter(manifestPath, 0);
     const newLog = this.createLog(logFile);
     const snapshot = emptyEdit();
-    snapshot.added.push(...this.l0.map((t) => t.meta));
+    snapshot.added.push(...this.levels.flat().map((t) => t.meta));
     // Old logs stay bound until their entries are in a table (below); empty ones need not.
     if (replay.entries > 0) for (const [memtable, log] of logs) snapshot.boundLogs.push({ memtable, log });
     snapshot.boundLogs.push({ memtable: logFile, log: logFile });
@@ -321,7 +440,7 @@ export class Engine {
     edit.nextFile = this.nextFile;
     edit.lastSequence = this.lastSequence;
     await this.logEdit(edit);
-    this.l0.push({ meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) });
+    this.levels[0].push({ meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) });
   }
 
   // ---- helpers ----
@@ -336,7 +455,7 @@ export class Engine {
   private iterators(): InternalIterator[] {
     const its: InternalIterator[] = [this.active.iterator()];
     if (this.immutable) its.push(this.immutable.iterator());
-    for (const t of this.l0) its.push(t.reader.iterator());
+    for (const level of this.levels) for (const t of level) its.push(t.reader.iterator());
     return its;
   }
 
@@ -348,6 +467,21 @@ export class Engine {
     if (this.options.onWarning) this.options.onWarning(message);
     else process.emitWarning(message);
   }
+}
+
+/** The table of a sorted, disjoint level whose user-key span holds `key`, if any. */
+function findTable(level: LiveTable[], key: Uint8Array): LiveTable | undefined {
+  let lo = 0;
+  let hi = level.length;
+  while (lo < hi) { // first table whose largest user key >= key
+    const mid = (lo + hi) >>> 1;
+    const l = level[mid].meta.largest;
+    if (compareBytes(l, 0, l.length - TRAILER_BYTES, key, 0, key.length) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo === level.length) return undefined;
+  const s = level[lo].meta.smallest;
+  return compareBytes(s, 0, s.length - TRAILER_BYTES, key, 0, key.length) <= 0 ? level[lo] : undefined;
 }
 
 export { ValueType };

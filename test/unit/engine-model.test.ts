@@ -37,6 +37,12 @@ describe.each([1, 2, 3])('engine model (seed %i)', (seed) => {
     let db = await open();
     const oracle = new Map<string, string>();
     const snapshots: Array<{ snap: Snapshot; state: Map<string, string> }> = [];
+    let compactions = 0;
+    let deepest = 0;
+    const tally = () => {
+      compactions += db.stats.compactions;
+      db.stats.tablesPerLevel.forEach((n, l) => { if (n > 0) deepest = Math.max(deepest, l); });
+    };
     const key = () => `k${String(Math.floor(r() * 400)).padStart(4, '0')}`;
     const steps = SOAK ? 50_000 : 3000;
     for (let step = 0; step < steps; step++) {
@@ -78,12 +84,18 @@ describe.each([1, 2, 3])('engine model (seed %i)', (seed) => {
       } else if (dice < 0.89) {
         await db.flush();
       } else if (dice < 0.895) {
+        tally();
         await db.close();
         db = await open();
         snapshots.length = 0; // snapshots do not survive a reopen
+      } else if (dice < 0.9 && snapshots.length > 0) {
+        snapshots.splice(Math.floor(r() * snapshots.length), 1)[0].snap.release();
       }
     }
+    tally();
     await db.close();
+    expect(compactions, 'compactions ran').toBeGreaterThan(0);
+    expect(deepest, 'data reached L1 or deeper').toBeGreaterThan(0);
     db = await open();
     for (const [k, v] of oracle) expect((await db.get(Buffer.from(k)))?.toString()).toBe(v);
     expect((await db.scan(Buffer.from(''))).map(([k, v]) => [k.toString(), v.toString()])).toEqual(scanOracle(oracle, '', undefined, Infinity));

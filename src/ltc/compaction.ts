@@ -1,0 +1,119 @@
+/**
+ * Compaction decisions and the merge rule, as pure functions (LevelDB db/version_set.cc
+ * PickCompaction, db/db_impl.cc DoCompactionWork). The engine (or, later, a StoC) runs them.
+ *
+ * Levels: L0 tables may overlap (newest last); L1 and deeper are sorted and disjoint, with
+ * size targets growing ×10 from `l1Bytes`. The picker takes the level with the highest
+ * size/target ratio (L0: table count / `l0Trigger`) once it reaches 1.
+ */
+import { TRAILER_BYTES, ValueType, compareBytes, compareInternalKeys, sequenceOf } from '../common/internal-key.js';
+import type { InternalIterator } from '../sstable/merging-iterator.js';
+import type { TableMeta } from './version-edit.js';
+
+export const LEVELS = 7;
+
+export interface LevelOptions {
+  /** L0 table count that makes L0's score 1. */
+  l0Trigger: number;
+  /** Size target of L1 in bytes; each deeper level ×10. */
+  l1Bytes: number;
+}
+
+export interface CompactionJob {
+  level: number; // inputs come from here, outputs go to level + 1
+  inputs: TableMeta[];
+  overlapping: TableMeta[]; // from level + 1
+}
+
+function userKey(ikey: Buffer): Buffer {
+  return ikey.subarray(0, ikey.length - TRAILER_BYTES);
+}
+
+function compareUser(a: Buffer, b: Buffer): number {
+  return compareBytes(a, 0, a.length - TRAILER_BYTES, b, 0, b.length - TRAILER_BYTES);
+}
+
+export function levelTarget(level: number, o: LevelOptions): number {
+  return o.l1Bytes * 10 ** (level - 1);
+}
+
+export function levelScores(levels: TableMeta[][], o: LevelOptions): number[] {
+  return levels.map((tables, level) =>
+    level === 0 ? tables.length / o.l0Trigger : tables.reduce((n, t) => n + t.size, 0) / levelTarget(level, o));
+}
+
+/** Tables of `tables` whose user-key span meets [smallest, largest] (internal keys). */
+export function overlapping(tables: TableMeta[], smallest: Buffer, largest: Buffer): TableMeta[] {
+  return tables.filter((t) => compareUser(t.largest, smallest) >= 0 && compareUser(t.smallest, largest) <= 0);
+}
+
+/**
+ * The next job, or undefined when every level is within its target. `cursor[level]` is the
+ * largest key of the last table compacted from that level: jobs rotate through the key space.
+ */
+export function pickCompaction(levels: TableMeta[][], o: LevelOptions, cursor: Array<Buffer | undefined>): CompactionJob | undefined {
+  const scores = levelScores(levels, o);
+  let level = -1;
+  let best = 1;
+  for (let l = 0; l < LEVELS - 1; l++) {
+    if (scores[l] >= best) {
+      best = scores[l];
+      level = l;
+    }
+  }
+  if (level < 0) return undefined;
+  let inputs: TableMeta[];
+  if (level === 0) {
+    inputs = [...levels[0]];
+  } else {
+    const after = cursor[level];
+    const sorted = levels[level];
+    inputs = [sorted.find((t) => !after || compareInternalKeys(t.smallest, after) > 0) ?? sorted[0]];
+  }
+  let smallest = inputs[0].smallest;
+  let largest = inputs[0].largest;
+  for (const t of inputs) {
+    if (compareInternalKeys(t.smallest, smallest) < 0) smallest = t.smallest;
+    if (compareInternalKeys(t.largest, largest) > 0) largest = t.largest;
+  }
+  return { level, inputs, overlapping: overlapping(levels[level + 1] ?? [], smallest, largest) };
+}
+
+export interface MergeRule {
+  /** Versions newer than this are kept as they are: some snapshot or the present may see them. */
+  smallestSnapshot: number;
+  /** True if no level deeper than the output can hold `userKey` (a tombstone may then go). */
+  isBottomFor: (userKey: Buffer) => boolean;
+}
+
+/**
+ * Merges `it` (all inputs, in internal-key order) and emits what must survive:
+ *  - for each user key, every version with a sequence above `smallestSnapshot`, plus the
+ *    newest version at or below it (what the oldest snapshot sees); older ones go;
+ *  - a delete that is that newest-visible version goes too when no deeper level may hold
+ *    the key (nothing older could be uncovered).
+ * Identical internal keys (the same write recovered twice) are emitted once.
+ */
+export function mergeForCompaction(it: InternalIterator, rule: MergeRule, emit: (key: Buffer, value: Buffer) => void): void {
+  let current: Buffer | undefined; // user key of the previous entry
+  let lastKey: Buffer | undefined; // previous internal key
+  let seenVisible = false; // a version <= smallestSnapshot of `current` was handled
+  for (it.first(); it.valid; it.next()) {
+    const k = it.key;
+    if (lastKey && compareInternalKeys(lastKey, k) === 0) continue;
+    if (!current || compareBytes(current, 0, current.length, k, 0, k.length - TRAILER_BYTES) !== 0) {
+      current = Buffer.from(userKey(k));
+      seenVisible = false;
+    }
+    lastKey = Buffer.from(k);
+    const seq = sequenceOf(k);
+    if (seq > rule.smallestSnapshot) {
+      emit(k, it.value);
+      continue;
+    }
+    if (seenVisible) continue; // shadowed for every reader
+    seenVisible = true;
+    if (k[k.length - TRAILER_BYTES] === ValueType.Delete && rule.isBottomFor(current)) continue;
+    emit(k, it.value);
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * Compaction rules as pure functions: which level is picked, and what a merge keeps under
+ * snapshots and at the bottom of the tree.
+ */
+import { describe, expect, it } from 'vitest';
+import { ValueType, compareInternalKeys, makeInternalKey } from '../../src/common/internal-key.js';
+import { mergeForCompaction, pickCompaction } from '../../src/ltc/compaction.js';
+import { Memtable } from '../../src/ltc/memtable.js';
+import type { TableMeta } from '../../src/ltc/version-edit.js';
+
+function meta(file: number, level: number, from: string, to: string, size: number): TableMeta {
+  return {
+    level, file, size, entries: 1, fragments: [],
+    smallest: makeInternalKey(Buffer.from(from), 100, ValueType.Put), largest: makeInternalKey(Buffer.from(to), 1, ValueType.Put),
+  };
+}
+
+function merged(entries: Array<[string, number, ValueType]>, smallestSnapshot: number, bottom: boolean): string[] {
+  const m = new Memtable(1);
+  for (const [k, seq, type] of entries) m.add(seq, type, Buffer.from(k), Buffer.from(`${k}@${seq}`));
+  const out: string[] = [];
+  mergeForCompaction(m.iterator(), { smallestSnapshot, isBottomFor: () => bottom }, (key) => {
+    out.push(`${key.subarray(0, key.length - 8).toString()}@${key.readUInt32LE(key.length - 8) >>> 8}${key[key.length - 8] === 0 ? 'D' : ''}`);
+  });
+  return out;
+}
+
+describe('compaction picking', () => {
+  const o = { l0Trigger: 4, l1Bytes: 1000 };
+  it('picks nothing while every level is within target', () => {
+    expect(pickCompaction([[meta(1, 0, 'a', 'b', 10)], [meta(2, 1, 'a', 'z', 900)], [], [], [], [], []], o, [])).toBeUndefined();
+  });
+  it('picks L0 with every L0 table and the overlapping L1 tables', () => {
+    const levels = [
+      [1, 2, 3, 4].map((f) => meta(f, 0, 'c', 'f', 10)),
+      [meta(5, 1, 'a', 'b', 10), meta(6, 1, 'd', 'e', 10), meta(7, 1, 'g', 'h', 10)],
+      [], [], [], [], [],
+    ];
+    const job = pickCompaction(levels, o, [])!;
+    expect(job.level).toBe(0);
+    expect(job.inputs.map((t) => t.file)).toEqual([1, 2, 3, 4]);
+    expect(job.overlapping.map((t) => t.file)).toEqual([6]);
+  });
+  it('picks the level with the highest size/target ratio, rotating through keys', () => {
+    const l1 = [meta(1, 1, 'a', 'c', 800), meta(2, 1, 'd', 'f', 800)]; // 1.6 x target
+    const l2 = [meta(3, 2, 'a', 'z', 11_000)]; // 1.1 x target
+    const levels = [[], l1, l2, [], [], [], []];
+    const first = pickCompaction(levels, o, [])!;
+    expect([first.level, first.inputs[0].file, first.overlapping[0].file]).toEqual([1, 1, 3]);
+    const next = pickCompaction(levels, o, [undefined, l1[0].largest])!;
+    expect(next.inputs[0].file).toBe(2);
+  });
+});
+
+describe('compaction merge', () => {
+  const D = ValueType.Delete;
+  const P = ValueType.Put;
+  it('keeps only the newest version when no snapshot needs older ones', () => {
+    expect(merged([['a', 1, P], ['a', 5, P], ['b', 2, P]], 100, false)).toEqual(['a@5', 'b@2']);
+  });
+  it('keeps what each snapshot can see', () => {
+    // Snapshot 3 sees a@2; the present sees a@7. a@1 is shadowed for everyone.
+    expect(merged([['a', 1, P], ['a', 2, P], ['a', 7, P]], 3, false)).toEqual(['a@7', 'a@2']);
+  });
+  it('drops tombstones only at the bottom, and the versions they hide', () => {
+    expect(merged([['a', 1, P], ['a', 4, D], ['b', 2, P]], 100, false)).toEqual(['a@4D', 'b@2']);
+    expect(merged([['a', 1, P], ['a', 4, D], ['b', 2, P]], 100, true)).toEqual(['b@2']);
+    // A snapshot older than the tombstone still needs the value under it.
+    expect(merged([['a', 1, P], ['a', 4, D]], 2, true)).toEqual(['a@4D', 'a@1']);
+  });
+  it('emits identical internal keys once', () => {
+    const m1 = new Memtable(1);
+    m1.add(3, P, Buffer.from('k'), Buffer.from('v'));
+    const it = m1.iterator();
+    const twice = { // the same entry seen from two sources
+      get valid() { return it.valid; }, get key() { return it.key; }, get value() { return it.value; },
+      first() { it.first(); this.n = 0; }, seek() {}, n: 0,
+      next() { if (this.n++ === 0) it.first(); else it.next(); },
+    };
+    const out: Buffer[] = [];
+    mergeForCompaction(twice, { smallestSnapshot: 10, isBottomFor: () => false }, (k) => out.push(Buffer.from(k)));
+    expect(out.length).toBe(1);
+    expect(compareInternalKeys(out[0], makeInternalKey(Buffer.from('k'), 3, P))).toBe(0);
+  });
+});
