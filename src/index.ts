@@ -8,3 +8,11 @@ export {
 } from './transport/fabric.js';
 export { RemoteKey } from './transport/remote-key.js';
 export { Rpc, RPC_REQUEST, RPC_RESPONSE, type RpcHandler, type CallOptions } from './transport/rpc.js';
+
+// The embedded engine for one range (issue 3, in progress: compaction and recovery work;
+// several active memtables, group commit and the Drange machinery come later).
+export {
+  Engine, EngineIterator,
+  type EngineOptions, type ReadOptions, type ScanOptions, type Snapshot,
+} from './ltc/engine.js';
+export { WriteBatch, DEFAULT_LIMITS, type Limits } from './ltc/write-batch.js';

@@ -183,6 +183,16 @@ export class Engine {
     return out;
   }
 
+  /**
+   * An iterator over user keys at a snapshot (default: now). It reads the tree as it was when
+   * created: later writes, flushes and compactions do not change what it returns.
+   */
+  iterator(options: ReadOptions = {}): EngineIterator {
+    this.assertOpen();
+    const seq = options.snapshot?.sequence ?? this.lastSequence;
+    return new EngineIterator(new VisibleIterator(new MergingIterator(this.iterators()), seq), seq);
+  }
+
   /** Waits for pending writes, then closes files. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -466,6 +476,36 @@ export class Engine {
   private warn(message: string): void {
     if (this.options.onWarning) this.options.onWarning(message);
     else process.emitWarning(message);
+  }
+}
+
+/** User-key iterator over the engine. Keys and values are copies, safe to keep. */
+export class EngineIterator {
+  constructor(private readonly inner: VisibleIterator, private readonly sequence: number) {}
+
+  get valid(): boolean {
+    return this.inner.valid;
+  }
+
+  get key(): Buffer {
+    return Buffer.from(this.inner.key);
+  }
+
+  get value(): Buffer {
+    return Buffer.from(this.inner.value);
+  }
+
+  first(): void {
+    this.inner.first();
+  }
+
+  /** Positions at the first key >= `key`. */
+  seek(key: Uint8Array): void {
+    this.inner.seek(makeInternalKey(key, this.sequence, SEEK_TYPE));
+  }
+
+  next(): void {
+    this.inner.next();
   }
 }
 
