@@ -87,14 +87,15 @@ export interface MergeRule {
 }
 
 /**
- * Merges `it` (all inputs, in internal-key order) and emits what must survive:
+ * Merges `it` (all inputs, in internal-key order) and yields what must survive:
  *  - for each user key, every version with a sequence above `smallestSnapshot`, plus the
  *    newest version at or below it (what the oldest snapshot sees); older ones go;
  *  - a delete that is that newest-visible version goes too when no deeper level may hold
  *    the key (nothing older could be uncovered).
- * Identical internal keys (the same write recovered twice) are emitted once.
+ * Identical internal keys (the same write recovered twice) are yielded once. Yields the
+ * iterator's views: use each entry before asking for the next.
  */
-export function mergeForCompaction(it: InternalIterator, rule: MergeRule, emit: (key: Buffer, value: Buffer) => void): void {
+export function* compactionEntries(it: InternalIterator, rule: MergeRule): Generator<[Buffer, Buffer]> {
   let current: Buffer | undefined; // user key of the previous entry
   let lastKey: Buffer | undefined; // previous internal key
   let seenVisible = false; // a version <= smallestSnapshot of `current` was handled
@@ -108,12 +109,17 @@ export function mergeForCompaction(it: InternalIterator, rule: MergeRule, emit: 
     lastKey = Buffer.from(k);
     const seq = sequenceOf(k);
     if (seq > rule.smallestSnapshot) {
-      emit(k, it.value);
+      yield [k, it.value];
       continue;
     }
     if (seenVisible) continue; // shadowed for every reader
     seenVisible = true;
     if (k[k.length - TRAILER_BYTES] === ValueType.Delete && rule.isBottomFor(current)) continue;
-    emit(k, it.value);
+    yield [k, it.value];
   }
+}
+
+/** compactionEntries with a callback, for callers that need no pauses. */
+export function mergeForCompaction(it: InternalIterator, rule: MergeRule, emit: (key: Buffer, value: Buffer) => void): void {
+  for (const [k, v] of compactionEntries(it, rule)) emit(k, v);
 }

@@ -28,7 +28,7 @@ import {
 import { Memtable } from './memtable.js';
 import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
-import { LEVELS, mergeForCompaction, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
+import { LEVELS, compactionEntries, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 
 export interface EngineOptions {
   /** Flush a memtable to an SSTable once it holds this many bytes (τ). */
@@ -272,18 +272,18 @@ export class Engine {
       added.push(meta);
       this.readerCache.set(file, new TableReader(built.bytes, join(this.dir, tableName(file))));
     };
-    const pending: Array<[Buffer, Buffer]> = [];
-    mergeForCompaction(new MergingIterator(readers.map((r) => r.iterator())), {
+    // Streams: each output table is written as soon as it is cut.
+    const entries = compactionEntries(new MergingIterator(readers.map((r) => r.iterator())), {
       smallestSnapshot,
       isBottomFor: (user) => overlapping(deeper, makeInternalKey(user, 0, ValueType.Delete), makeInternalKey(user, 0, ValueType.Delete)).length === 0,
-    }, (k, v) => pending.push([Buffer.from(k), Buffer.from(v)]));
-    for (const [k, v] of pending) {
-      const user = k.subarray(0, k.length - 8);
-      const newUser = !lastUser || !lastUser.equals(user);
+    });
+    for (const [k, v] of entries) {
+      const userLen = k.length - TRAILER_BYTES;
+      const newUser = !lastUser || compareBytes(lastUser, 0, lastUser.length, k, 0, userLen) !== 0;
       if (builder && newUser && builder.estimatedSize >= this.options.memtableBytes) await finishOutput();
       builder ??= new TableBuilder({ expectedSize: this.options.memtableBytes + 64 * 1024 });
       builder.add(k, v);
-      if (newUser) lastUser = Buffer.from(user);
+      if (newUser) lastUser = Buffer.from(k.subarray(0, userLen));
     }
     await finishOutput();
     const edit = emptyEdit();
