@@ -61,6 +61,28 @@ export interface ScanOptions extends ReadOptions {
   limit?: number;
 }
 
+export interface EngineStats {
+  tablesPerLevel: number[];
+  memtableBytes: number;
+  lastSequence: number;
+  /** Write rounds that waited for compactions, and how long in total. */
+  stalls: number;
+  stallMs: number;
+  compactions: number;
+  writes: number;
+  /** Group commits: each appended one or more writes' records. */
+  commitRounds: number;
+  /** fdatasync calls on logs for writes. */
+  syncs: number;
+}
+
+interface PendingWrite {
+  batch: WriteBatch;
+  sync: boolean;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
 interface LiveTable {
   meta: TableMeta;
   reader: TableReader;
@@ -81,6 +103,10 @@ export class Engine {
   private readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
   private stalls = { count: 0, ms: 0, compactions: 0 };
   private writeChain: Promise<unknown> = Promise.resolve();
+  private queued: PendingWrite[] = [];
+  private roundScheduled = false;
+  private failed: Error | undefined; // a log append failed: the log's state is unknown
+  private commits = { writes: 0, rounds: 0, syncs: 0 };
   private closed = false;
 
   private constructor(private readonly dir: string, options: EngineOptions) {
@@ -124,12 +150,21 @@ export class Engine {
     }
   }
 
-  /** Applies `batch` atomically: all of it is visible, and survives, or none of it. */
+  /**
+   * Applies `batch` atomically: all of it is visible, and survives, or none of it.
+   * Writes that arrive while a commit is under way are committed together (group commit):
+   * their records are appended back to back and made durable by one fdatasync.
+   */
   write(batch: WriteBatch, options: { sync?: boolean } = {}): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
-    const run = this.writeChain.then(() => this.applyBatch(batch, options.sync ?? this.options.sync));
-    this.writeChain = run.catch(() => undefined);
-    return run;
+    if (this.failed) return Promise.reject(this.failed);
+    return new Promise<void>((resolve, reject) => {
+      this.queued.push({ batch, sync: options.sync ?? this.options.sync, resolve, reject });
+      if (!this.roundScheduled) {
+        this.roundScheduled = true;
+        this.writeChain = this.writeChain.then(() => this.commitRound()).catch(() => undefined);
+      }
+    });
   }
 
   snapshot(): Snapshot {
@@ -212,23 +247,48 @@ export class Engine {
     return run;
   }
 
-  get stats(): { tablesPerLevel: number[]; memtableBytes: number; lastSequence: number; stalls: number; stallMs: number; compactions: number } {
+  get stats(): EngineStats {
     return {
       tablesPerLevel: this.levels.map((l) => l.length), memtableBytes: this.active.approximateBytes,
       lastSequence: this.lastSequence, stalls: this.stalls.count, stallMs: this.stalls.ms, compactions: this.stalls.compactions,
+      writes: this.commits.writes, commitRounds: this.commits.rounds, syncs: this.commits.syncs,
     };
   }
 
   // ---- write path ----
 
-  private async applyBatch(batch: WriteBatch, sync: boolean): Promise<void> {
-    if (batch.count === 0) return;
-    const first = this.lastSequence + 1;
-    const record = batch.encode(this.active.id, first);
-    await this.activeLog.append(record, sync);
-    const decoded = decodeBatch(record, 'write batch');
-    decoded.entries.forEach((e, i) => this.active.add(first + i, e.type, e.key, e.value));
-    this.lastSequence = first + batch.count - 1;
+  /** Commits every queued write: append all records, one sync if any asked for it, apply. */
+  private async commitRound(): Promise<void> {
+    this.roundScheduled = false;
+    const group = this.queued;
+    this.queued = [];
+    let next = this.lastSequence + 1;
+    const applied: Array<{ record: Buffer; first: number }> = [];
+    try {
+      for (const w of group) {
+        if (w.batch.count === 0) continue;
+        const record = w.batch.encode(this.active.id, next);
+        await this.activeLog.append(record, false);
+        applied.push({ record, first: next });
+        next += w.batch.count;
+      }
+      if (applied.length > 0 && group.some((w) => w.sync)) {
+        await this.activeLog.sync();
+        this.commits.syncs++;
+      }
+    } catch (err) {
+      // Some records may be in the log: refuse further writes rather than guess.
+      this.failed = new NovaError('TRANSPORT', `log append failed; reopen the engine: ${(err as Error).message}`, { cause: err });
+      for (const w of group) w.reject(this.failed);
+      return;
+    }
+    for (const { record, first } of applied) {
+      decodeBatch(record, 'write batch').entries.forEach((e, i) => this.active.add(first + i, e.type, e.key, e.value));
+    }
+    this.lastSequence = next - 1;
+    this.commits.writes += group.length;
+    this.commits.rounds++;
+    for (const w of group) w.resolve();
     if (this.active.approximateBytes >= this.options.memtableBytes) {
       await this.flushActive();
       await this.compactAsNeeded();

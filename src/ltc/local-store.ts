@@ -20,8 +20,10 @@ export interface BlockStore {
 
 /** An append-only log of records (a memtable's log, or the MANIFEST). */
 export interface LogWriter {
-  /** Appends a record; with `sync`, resolves only once it is durable. */
+  /** Appends a record; with `sync`, resolves only once it (and all before it) is durable. */
   append(record: Buffer, sync: boolean): Promise<void>;
+  /** Makes every record appended so far durable. */
+  sync(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -87,6 +89,10 @@ export class LocalLogWriter implements LogWriter {
     while (done < bytes.length) done += writeSync(this.fd, bytes, done, bytes.length - done, this.position + done);
     this.position += bytes.length;
     if (sync) fdatasyncSync(this.fd);
+  }
+
+  async sync(): Promise<void> {
+    fdatasyncSync(this.fd);
   }
 
   async close(): Promise<void> {

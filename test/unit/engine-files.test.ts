@@ -81,6 +81,21 @@ describe('engine files', () => {
     await again.close();
   });
 
+  it('group-commits concurrent synced writes: one fdatasync for many', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
+    dirs.push(dir);
+    const db = await Engine.open(dir, { sync: true });
+    await Promise.all(Array.from({ length: 200 }, (_, i) => db.put(Buffer.from(`g${i}`), Buffer.from(`v${i}`))));
+    const s = db.stats;
+    expect(s.writes).toBe(200);
+    expect(s.syncs).toBeLessThan(20);
+    expect(s.syncs).toBeGreaterThan(0);
+    await db.close();
+    const again = await Engine.open(dir);
+    for (let i = 0; i < 200; i++) expect((await again.get(Buffer.from(`g${i}`)))?.toString()).toBe(`v${i}`);
+    await again.close();
+  });
+
   it('iterates at a snapshot while writes, flushes and compactions go on', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
     dirs.push(dir);
