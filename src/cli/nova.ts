@@ -9,6 +9,7 @@ import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportRepor
 import { textTable } from '../../bench/report.js';
 import { microTable, runMicroBench, writeMicroReports } from '../../bench/micro.js';
 import { Fabric } from '../transport/fabric.js';
+import { checkFile, dumpFile, type FileKind } from '../tools/inspect.js';
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
@@ -74,6 +75,22 @@ export function buildProgram(): Command {
       if (opts.json) console.log(`rows written to ${opts.json}`);
       if (opts.html) console.log(`report written to ${opts.html}`);
     });
+  const tool = program.command('tool').description('inspect Nova\'s files: SSTables, logs, MANIFESTs');
+  for (const [kind, what] of [['sst', 'an SSTable'], ['log', 'a memtable log'], ['manifest', 'a MANIFEST']] as const) {
+    const sub = tool.command(kind).description(`inspect ${what}`);
+    sub.command('dump <file>')
+      .description(`print what ${what} holds`)
+      .option('--limit <n>', 'at most this many entries or records', positiveInt)
+      .action((file: string, opts: { limit?: number }) => {
+        for (const line of dumpFile(kind as FileKind, file, opts.limit)) console.log(line);
+      });
+    sub.command('check <file>')
+      .description(`verify every checksum of ${what}; exit 1 naming the first fault and its offset`)
+      .action((file: string) => {
+        console.log(checkFile(kind as FileKind, file));
+      });
+  }
+
   bench.command('micro')
     .description('single-thread costs of the engine\'s parts: memtable, SSTable build and lookup, merge, filtered misses')
     .option('--entries <n>', 'memtable entries per run (tables use a quarter)', positiveInt, 200_000)
