@@ -104,6 +104,14 @@ export class Block {
     return new BlockIterator(this, compare);
   }
 
+  private scratch: BlockIterator | undefined;
+
+  /** One iterator kept for point lookups: REQUIRES that no other use of it is in progress. */
+  scratchIterator(compare: Compare): BlockIterator {
+    this.scratch ??= new BlockIterator(this, compare);
+    return this.scratch;
+  }
+
   fail(offset: number, why: string): never {
     throw new NovaError('CORRUPTION', `${this.where}: ${why} at block offset ${offset}`);
   }

@@ -6,7 +6,7 @@
 import { NovaError } from '../common/errors.js';
 import {
   SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, checkInternalKey, compareBytes, compareInternalKeys,
-  makeInternalKey, typeOf,
+  typeOf, writeTrailer,
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
 import { filterHash, filterMayContain } from './filter.js';
@@ -20,10 +20,20 @@ export class TableReader {
   private readonly filter: Buffer;
   private readonly blocks = new Map<number, Block>();
 
+  // The index decoded once: point lookups binary-search these instead of the index block.
+  private readonly indexKeys: Buffer[] = [];
+  private readonly indexHandles: Buffer[] = [];
+
   constructor(private readonly bytes: Buffer, readonly name: string) {
     this.footer = readFooter(bytes, name);
     this.index = new Block(readBlock(bytes, this.footer.index, name, 'index'), `${name} index block`);
     this.filter = readBlock(bytes, this.footer.filter, name, 'filter');
+    const it = this.index.iterator(compareInternalKeys);
+    for (it.first(); it.valid; it.next()) {
+      checkInternalKey(it.key, `${name} index entry`);
+      this.indexKeys.push(Buffer.from(it.key));
+      this.indexHandles.push(Buffer.from(it.value));
+    }
   }
 
   get entries(): number {
@@ -35,15 +45,36 @@ export class TableReader {
     return filterMayContain(this.filter, filterHash(userKey));
   }
 
+  private lookup = Buffer.allocUnsafe(64);
+
   /** The newest version of `userKey` with sequence <= `snapshot`, if this table has one. */
   get(userKey: Uint8Array, snapshot: number): GetResult {
     if (!this.mayContain(userKey)) return undefined;
-    const it = this.iterator();
-    it.seek(makeInternalKey(userKey, snapshot, SEEK_TYPE));
-    if (!it.valid) return undefined;
-    const k = it.key;
-    if (compareBytes(k, 0, k.length - KEY_TRAILER, userKey, 0, userKey.length) !== 0) return undefined;
-    return typeOf(k) === ValueType.Put ? { type: 'put', value: Buffer.from(it.value) } : { type: 'delete' };
+    // Point lookups reuse one lookup key and the blocks' scratch iterators: no allocation
+    // beyond the result. Safe because a get runs to completion synchronously.
+    const n = userKey.length + KEY_TRAILER;
+    if (this.lookup.length < n) this.lookup = Buffer.allocUnsafe(n * 2);
+    this.lookup.set(userKey, 0);
+    writeTrailer(this.lookup, userKey.length, snapshot, SEEK_TYPE);
+    const target = this.lookup.subarray(0, n);
+    const keys = this.indexKeys;
+    let lo = 0;
+    let hi = keys.length;
+    while (lo < hi) { // the first block whose last key >= target
+      const mid = (lo + hi) >>> 1;
+      if (compareInternalKeys(keys[mid], target) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let b = lo; b < keys.length; b++) {
+      const it = this.dataBlock(this.indexHandles[b]).scratchIterator(compareInternalKeys);
+      it.seek(target);
+      if (!it.valid) continue; // the key sorts after this block: the next one starts with it
+      const k = it.key;
+      checkInternalKey(k, `${this.name} entry`);
+      if (compareBytes(k, 0, k.length - KEY_TRAILER, userKey, 0, userKey.length) !== 0) return undefined;
+      return typeOf(k) === ValueType.Put ? { type: 'put', value: Buffer.from(it.value) } : { type: 'delete' };
+    }
+    return undefined;
   }
 
   iterator(): TableIterator {
