@@ -93,8 +93,10 @@ export function readLog(file: Buffer, name: string): LogContents {
     const length = file[at + 4] | (file[at + 5] << 8);
     const type = file[at + 6];
     if (type === 0 && length === 0 && isZero(file, at, Math.min(file.length, at + left))) {
-      at += left; // zero-filled rest of a block (preallocated or padded)
-      continue;
+      // Zeros: preallocated space at the end of the file. Inside a record, or with valid
+      // fragments after them, they are damage.
+      if (!hasValidAfter(file, at + left)) return recordStart >= 0 ? torn(recordStart) : { records, validBytes };
+      corrupt(at, 'zeroed block before valid fragments');
     }
     const end = at + LOG_HEADER + length;
     if (end > file.length) return torn(recordStart >= 0 ? recordStart : at);

@@ -105,7 +105,7 @@ export class Engine {
   private writeChain: Promise<unknown> = Promise.resolve();
   private queued: PendingWrite[] = [];
   private roundScheduled = false;
-  private failed: Error | undefined; // a log append failed: the log's state is unknown
+  private failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   private commits = { writes: 0, rounds: 0, syncs: 0 };
   private closed = false;
 
@@ -126,7 +126,7 @@ export class Engine {
     mkdirSync(dir, { recursive: true });
     const e = new Engine(dir, options);
     await e.recover();
-    await e.compactAsNeeded(); // recovery may leave L0 over its trigger
+    await e.maintain(false); // recovery may leave L0 over its trigger
     return e;
   }
 
@@ -158,8 +158,10 @@ export class Engine {
   write(batch: WriteBatch, options: { sync?: boolean } = {}): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
     if (this.failed) return Promise.reject(this.failed);
+    // Snapshot the batch now: the caller may reuse it before this write commits.
+    const frozen = batch.clone();
     return new Promise<void>((resolve, reject) => {
-      this.queued.push({ batch, sync: options.sync ?? this.options.sync, resolve, reject });
+      this.queued.push({ batch: frozen, sync: options.sync ?? this.options.sync, resolve, reject });
       if (!this.roundScheduled) {
         this.roundScheduled = true;
         this.writeChain = this.writeChain.then(() => this.commitRound()).catch(() => undefined);
@@ -239,9 +241,10 @@ export class Engine {
 
   /** Flushes the active memtable to an L0 table now (tests and tools). */
   flush(): Promise<void> {
+    if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
     const run = this.writeChain.then(async () => {
-      await this.flushActive();
-      await this.compactAsNeeded();
+      if (this.failed) throw this.failed;
+      await this.maintain();
     });
     this.writeChain = run.catch(() => undefined);
     return run;
@@ -262,9 +265,13 @@ export class Engine {
     this.roundScheduled = false;
     const group = this.queued;
     this.queued = [];
+    if (this.failed) {
+      for (const w of group) w.reject(this.failed);
+      return;
+    }
     let next = this.lastSequence + 1;
-    const applied: Array<{ record: Buffer; first: number }> = [];
     try {
+      const applied: Array<{ record: Buffer; first: number }> = [];
       for (const w of group) {
         if (w.batch.count === 0) continue;
         const record = w.batch.encode(this.active.id, next);
@@ -276,23 +283,36 @@ export class Engine {
         await this.activeLog.sync();
         this.commits.syncs++;
       }
+      for (const { record, first } of applied) {
+        decodeBatch(record, 'write batch').entries.forEach((e, i) => this.active.add(first + i, e.type, e.key, e.value));
+      }
     } catch (err) {
       // Some records may be in the log: refuse further writes rather than guess.
-      this.failed = new NovaError('TRANSPORT', `log append failed; reopen the engine: ${(err as Error).message}`, { cause: err });
-      for (const w of group) w.reject(this.failed);
+      const failure = this.fail('log append', err);
+      for (const w of group) w.reject(failure);
       return;
-    }
-    for (const { record, first } of applied) {
-      decodeBatch(record, 'write batch').entries.forEach((e, i) => this.active.add(first + i, e.type, e.key, e.value));
     }
     this.lastSequence = next - 1;
     this.commits.writes += group.length;
     this.commits.rounds++;
     for (const w of group) w.resolve();
-    if (this.active.approximateBytes >= this.options.memtableBytes) {
-      await this.flushActive();
+    if (this.active.approximateBytes >= this.options.memtableBytes) await this.maintain();
+  }
+
+  /** Flush, then compact; any failure leaves the engine failed (reopen to recover). */
+  private async maintain(flush = true): Promise<void> {
+    try {
+      if (flush) await this.flushActive();
       await this.compactAsNeeded();
+    } catch (err) {
+      throw this.fail(flush ? 'flush' : 'compaction', err);
     }
+  }
+
+  /** Marks the engine failed: its files are as a crash would leave them, and reopening recovers. */
+  private fail(what: string, err: unknown): NovaError {
+    this.failed ??= new NovaError('TRANSPORT', `${what} failed; reopen the engine to recover: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    return this.failed;
   }
 
   /** Runs compactions until every level is within its target. Writes wait: a stall. */
@@ -317,7 +337,8 @@ export class Engine {
     const out = job.level + 1;
     const inputs = [...job.inputs, ...job.overlapping];
     const readers = inputs.map((m) => this.tableFor(m.file));
-    const smallestSnapshot = Math.min(this.lastSequence, ...this.liveSnapshots.keys());
+    let smallestSnapshot = this.lastSequence;
+    for (const seq of this.liveSnapshots.keys()) if (seq < smallestSnapshot) smallestSnapshot = seq;
     const deeper = this.levels.slice(out + 1).flat().map((t) => t.meta);
     const added: TableMeta[] = [];
     let builder: TableBuilder | undefined;

@@ -96,10 +96,19 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
     switch (tag) {
       case TAG_NEXT_FILE: e.nextFile = num(); break;
       case TAG_LAST_SEQUENCE: e.lastSequence = num(); break;
-      case TAG_REMOVE_TABLE: e.removed.push({ level: num(), file: num() }); break;
+      case TAG_REMOVE_TABLE: {
+        const level = num();
+        if (level >= 7) bad(tagAt + 1, `names level ${level}`);
+        e.removed.push({ level, file: num() });
+        break;
+      }
       case TAG_ADD_TABLE: {
+        const levelAt = c.at;
         const level = num(); const file = num(); const size = num(); const entries = num();
+        if (level >= 7) bad(levelAt, `names level ${level}`);
+        const keyAt = c.at;
         const smallest = bytes(); const largest = bytes();
+        if (smallest.length < 8 || largest.length < 8) bad(keyAt, 'has a table key without its 8-byte trailer');
         const count = num();
         if (count > b.length) bad(c.at, `claims ${count} fragments`);
         const fragments: Fragment[] = [];

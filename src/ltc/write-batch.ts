@@ -66,6 +66,14 @@ export class WriteBatch {
     return this;
   }
 
+  /** An independent copy. */
+  clone(): WriteBatch {
+    const c = new WriteBatch(this.limits);
+    c.body.bytes(this.body.view());
+    c.n = this.n;
+    return c;
+  }
+
   clear(): void {
     this.body.reset();
     this.n = 0;

@@ -114,3 +114,20 @@ describe('engine files', () => {
     await db.close();
   });
 });
+
+describe('engine review fixes', () => {
+  it('snapshots a batch at write(): reusing it before the commit does not change the first write', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
+    dirs.push(dir);
+    const db = await Engine.open(dir, { sync: false });
+    const b = db.newBatch().put(Buffer.from('k1'), Buffer.from('v1'));
+    const first = db.write(b);
+    b.clear();
+    b.put(Buffer.from('k2'), Buffer.from('v2'));
+    await Promise.all([first, db.write(b)]);
+    expect((await db.get(Buffer.from('k1')))?.toString()).toBe('v1');
+    expect((await db.get(Buffer.from('k2')))?.toString()).toBe('v2');
+    await db.close();
+    await expect(db.flush()).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+});

@@ -70,6 +70,19 @@ describe('log format', () => {
     }
   });
 
+  it('treats a zeroed block inside a record, or before valid fragments, as damage', () => {
+    const { file, records } = write([100, 3 * LOG_BLOCK, 50]);
+    const zeroed = Buffer.from(file);
+    zeroed.fill(0, LOG_BLOCK, 2 * LOG_BLOCK); // the middle of the long record
+    expect(() => readLog(zeroed, 'z.log')).toThrow(/z\.log: zeroed block before valid fragments at offset \d+/);
+    // Zeros from inside the last record to the end: a torn tail.
+    const cut = Buffer.from(file);
+    cut.fill(0, 2 * LOG_BLOCK);
+    const got = readLog(cut, 'z.log');
+    expect(got.records).toEqual(records.slice(0, 1));
+    expect(got.tornAt).toBeDefined();
+  });
+
   it('skips zero-filled tails of blocks (preallocated files)', () => {
     const { file, records } = write([100, 200]);
     const padded = Buffer.concat([file, Buffer.alloc(LOG_BLOCK)]);
