@@ -12,7 +12,7 @@ export { Rpc, RPC_REQUEST, RPC_RESPONSE, type RpcHandler, type CallOptions } fro
 // The embedded engine for one range (issue 3, in progress: compaction and recovery work;
 // several active memtables, group commit and the Drange machinery come later).
 export {
-  Engine, EngineIterator,
-  type EngineOptions, type ReadOptions, type ScanOptions, type Snapshot,
+  Engine, EngineIterator, localEnv,
+  type EngineOptions, type EngineEnv, type EngineStats, type ReadOptions, type ScanOptions, type Snapshot,
 } from './ltc/engine.js';
 export { WriteBatch, DEFAULT_LIMITS, type Limits } from './ltc/write-batch.js';

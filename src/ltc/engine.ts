@@ -40,8 +40,24 @@ export interface EngineOptions {
   l0Trigger?: number;
   /** Size target of L1 in bytes (default 10 memtables); each deeper level ×10. */
   l1Bytes?: number;
+  /**
+   * Where tables and logs go (default: the local directory). Tests pass wrappers that
+   * inject failures; the cluster puts these on StoCs and LogC.
+   */
+  env?: EngineEnv;
   /** Called with warnings such as a truncated torn log tail. */
   onWarning?: (message: string) => void;
+}
+
+export interface EngineEnv {
+  store: BlockStore;
+  /** Opens `path` for appending, truncated to `truncateTo` bytes if given. */
+  openLog(path: string, truncateTo?: number): LogWriter;
+}
+
+/** The local-directory environment. */
+export function localEnv(dir: string): EngineEnv {
+  return { store: new LocalBlockStore(dir), openLog: (path, truncateTo) => new LocalLogWriter(path, truncateTo) };
 }
 
 export interface ReadOptions {
@@ -90,7 +106,8 @@ interface LiveTable {
 
 export class Engine {
   private readonly store: BlockStore;
-  private readonly options: Required<Omit<EngineOptions, 'onWarning'>> & Pick<EngineOptions, 'onWarning'>;
+  private readonly options: Required<Omit<EngineOptions, 'onWarning' | 'env'>> & Pick<EngineOptions, 'onWarning'>;
+  private readonly env: EngineEnv;
   private manifest!: LogWriter;
   private manifestFile = 0;
   private nextFile = 1;
@@ -118,7 +135,8 @@ export class Engine {
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
     };
-    this.store = new LocalBlockStore(dir);
+    this.env = options.env ?? localEnv(dir);
+    this.store = this.env.store;
   }
 
   /** Opens (creating if needed) the engine in `dir`, recovering what it held. */
@@ -493,7 +511,7 @@ export class Engine {
     this.manifestFile = this.nextFile++;
     const logFile = this.nextFile++;
     const manifestPath = join(this.dir, manifestName(this.manifestFile));
-    this.manifest = new LocalLogWriter(manifestPath, 0);
+    this.manifest = this.env.openLog(manifestPath, 0);
     const newLog = this.createLog(logFile);
     const snapshot = emptyEdit();
     snapshot.added.push(...this.levels.flat().map((t) => t.meta));
@@ -538,7 +556,7 @@ export class Engine {
 
   /** Creates an empty log file and makes its directory entry durable. */
   private createLog(file: number): LogWriter {
-    const log = new LocalLogWriter(join(this.dir, logName(file)), 0);
+    const log = this.env.openLog(join(this.dir, logName(file)), 0);
     syncDir(this.dir);
     return log;
   }
