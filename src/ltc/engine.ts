@@ -432,23 +432,7 @@ export class Engine {
     this.immutable = old;
     await oldLog.close();
 
-    const file = this.nextFile++;
-    const builder = new TableBuilder({ expectedSize: old.approximateBytes + 4096 });
-    const it = old.iterator();
-    for (it.first(); it.valid; it.next()) builder.add(it.key, it.value);
-    const built = builder.finish();
-    const fragments = await this.store.writeTable(file, built.bytes);
-    const meta: TableMeta = {
-      level: 0, file, size: built.bytes.length, entries: built.entries,
-      smallest: built.smallest!, largest: built.largest!, fragments,
-    };
-    const edit = emptyEdit();
-    edit.added.push(meta);
-    edit.releasedLogs.push(old.id);
-    edit.nextFile = this.nextFile;
-    edit.lastSequence = this.lastSequence;
-    await this.logEdit(edit);
-    this.levels[0].push({ meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) });
+    await this.memtableToL0(old, [old.id]);
     this.immutable = undefined;
     const oldPath = join(this.dir, logName(old.id));
     if (existsSync(oldPath)) unlinkSync(oldPath);
@@ -525,17 +509,20 @@ export class Engine {
     this.activeLog = newLog;
     this.active = new Memtable(logFile);
     // What the replayed logs held becomes an L0 table; then their logs can go.
-    if (replay.entries > 0) await this.flushReplayed(replay, logs);
+    if (replay.entries > 0) await this.memtableToL0(replay, [...logs.keys()]);
     for (const path of oldFiles) {
       if (path !== manifestPath && existsSync(path)) unlinkSync(path);
     }
   }
 
-  /** Writes the replayed memtable as an L0 table and releases the logs it came from. */
-  private async flushReplayed(replay: Memtable, logs: Map<number, number>): Promise<void> {
+  /**
+   * Writes `mem` as an L0 table, then records it and releases the logs of `memtables` in one
+   * MANIFEST edit (after which those logs may be deleted).
+   */
+  private async memtableToL0(mem: Memtable, memtables: number[]): Promise<void> {
     const file = this.nextFile++;
-    const builder = new TableBuilder({ expectedSize: replay.approximateBytes + 4096 });
-    const it = replay.iterator();
+    const builder = new TableBuilder({ expectedSize: mem.approximateBytes + 4096 });
+    const it = mem.iterator();
     for (it.first(); it.valid; it.next()) builder.add(it.key, it.value);
     const built = builder.finish();
     const fragments = await this.store.writeTable(file, built.bytes);
@@ -545,7 +532,7 @@ export class Engine {
     };
     const edit = emptyEdit();
     edit.added.push(meta);
-    edit.releasedLogs.push(...logs.keys());
+    edit.releasedLogs.push(...memtables);
     edit.nextFile = this.nextFile;
     edit.lastSequence = this.lastSequence;
     await this.logEdit(edit);

@@ -11,18 +11,12 @@ import { createInterface } from 'node:readline';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { ROOT } from '../helpers/peer-process.js';
+import { rng } from '../helpers/rng.js';
 
 const WRITER = join(ROOT, 'dist', 'test', 'fixtures', 'engine-writer.js');
 const dir = mkdtempSync(join(tmpdir(), 'nova-crash-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    return x / 0x1_0000_0000;
-  };
-}
 
 /** Runs the writer from `first`, kills it after `ms`, returns the acknowledged indexes. */
 async function runAndKill(first: number, ms: number, sync: boolean): Promise<number[]> {

@@ -9,6 +9,7 @@ import { checksum32 } from '../../src/common/checksum.js';
 import { Fabric, type Endpoint, type MemoryRegion, type RemoteRegion } from '../../src/transport/fabric.js';
 import { Rpc } from '../../src/transport/rpc.js';
 import { PeerProcess, pattern, useTls, type Tls } from '../helpers/peer-process.js';
+import { rng } from '../helpers/rng.js';
 
 const SOAK = process.env.NOVA_SOAK === '1';
 const SECONDS = SOAK ? Number(process.env.NOVA_SOAK_SECONDS ?? 300) : 3;
@@ -17,13 +18,6 @@ const SIZE = 4 * 1024 * 1024;
 const SLOTS = 64; // the region is cut into slots; one batch touches each slot at most once
 const SLOT = SIZE / SLOTS;
 
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    return x / 0x1_0000_0000;
-  };
-}
 
 describe.each(['sm', 'tcp'] as Tls[])('transport model over %s', (tls) => {
   let fabric: Fabric;

@@ -8,17 +8,11 @@ import { NovaError } from '../../src/common/errors.js';
 import { Fabric, type Endpoint, type MemoryRegion, type RemoteRegion } from '../../src/transport/fabric.js';
 import { Rpc } from '../../src/transport/rpc.js';
 import { PeerProcess, pattern, useTls, type Tls } from '../helpers/peer-process.js';
+import { rng } from '../helpers/rng.js';
 
 const MiB = 1024 * 1024;
 const REGION = 80 * MiB;
 
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    return x / 0x1_0000_0000;
-  };
-}
 
 describe.each(['sm', 'tcp'] as Tls[])('transport over %s', (tls) => {
   let fabric: Fabric;

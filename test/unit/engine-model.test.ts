@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Engine, type Snapshot } from '../../src/ltc/engine.js';
+import { rng } from '../helpers/rng.js';
 
 const SOAK = process.env.NOVA_SOAK === '1';
 const dirs: string[] = [];
@@ -14,13 +15,6 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    return x / 0x1_0000_0000;
-  };
-}
 
 function scanOracle(m: Map<string, string>, start: string, end: string | undefined, limit: number): Array<[string, string]> {
   return [...m.entries()].filter(([k]) => k >= start && (end === undefined || k < end))

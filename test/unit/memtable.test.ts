@@ -8,14 +8,8 @@ import {
   ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf,
 } from '../../src/common/internal-key.js';
 import { Memtable } from '../../src/ltc/memtable.js';
+import { rng } from '../helpers/rng.js';
 
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    return x / 0x1_0000_0000;
-  };
-}
 
 describe('memtable', () => {
   it('matches a sorted oracle for gets under snapshots, iteration and seeks', () => {

@@ -9,14 +9,8 @@ import { Memtable } from '../../src/ltc/memtable.js';
 import { MergingIterator, VisibleIterator, type InternalIterator } from '../../src/sstable/merging-iterator.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
+import { rng } from '../helpers/rng.js';
 
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    return x / 0x1_0000_0000;
-  };
-}
 
 type Entry = { key: Buffer; value: Buffer };
 
