@@ -81,3 +81,14 @@ export function checkInternalKey(ikey: Uint8Array, where: string): void {
     throw new NovaError('CORRUPTION', `${where}: unknown value type ${type}`);
   }
 }
+
+/**
+ * The first 6 bytes of b[start, end) as a number, zero-padded. Numbers order like the bytes
+ * they abbreviate, so a comparison of abbreviations decides most key comparisons without
+ * reading the keys; equal abbreviations need the full comparison.
+ */
+export function abbreviateKey(b: Uint8Array, start: number, end: number): number {
+  let v = 0;
+  for (let i = 0; i < 6; i++) v = v * 256 + (start + i < end ? b[start + i] : 0);
+  return v;
+}

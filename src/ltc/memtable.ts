@@ -14,7 +14,7 @@
  * Keys are unique: a sequence number is never reused. Single-threaded, like all JS here.
  */
 import { NovaError } from '../common/errors.js';
-import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, writeTrailer } from '../common/internal-key.js';
+import { SEEK_TYPE, TRAILER_BYTES, ValueType, abbreviateKey, compareBytes, writeTrailer } from '../common/internal-key.js';
 import type { GetResult } from '../sstable/table-reader.js';
 
 const MAX_HEIGHT = 12;
@@ -62,7 +62,7 @@ export class Memtable {
     writeTrailer(this.arena, koff + userKey.length, sequence, type);
     this.arena.set(value, koff + klen);
     // Search with the key where it now lies in the arena (not yet linked, not yet `used`).
-    const abbr = abbreviate(userKey, 0, userKey.length);
+    const abbr = abbreviateKey(userKey, 0, userKey.length);
     const prev = this.prev;
     let x = HEAD;
     for (let level = this.height - 1; level >= 0; level--) {
@@ -113,7 +113,7 @@ export class Memtable {
 
   /** @internal The first node with key >= target[0, len), or NIL. */
   seekNode(target: Uint8Array, len = target.length): number {
-    const abbr = abbreviate(target, 0, len - TRAILER_BYTES);
+    const abbr = abbreviateKey(target, 0, len - TRAILER_BYTES);
     let x = HEAD;
     for (let level = this.height - 1; level >= 0; level--) {
       for (;;) {
@@ -207,13 +207,6 @@ export class Memtable {
     }
     return h;
   }
-}
-
-/** The first 6 bytes of b[start, end) as a number, zero-padded: orders like the bytes. */
-function abbreviate(b: Uint8Array, start: number, end: number): number {
-  let v = 0;
-  for (let i = 0; i < 6; i++) v = v * 256 + (start + i < end ? b[start + i] : 0);
-  return v;
 }
 
 function grow(a: Uint32Array): Uint32Array<ArrayBuffer> {

@@ -5,7 +5,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import {
-  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, checkInternalKey, compareBytes, compareInternalKeys,
+  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, compareBytes, compareInternalKeys,
   typeOf, writeTrailer,
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
@@ -20,9 +20,11 @@ export class TableReader {
   private readonly filter: Buffer;
   private readonly blocks = new Map<number, Block>();
 
-  // The index decoded once: point lookups binary-search these instead of the index block.
+  // The index decoded once into flat arrays: point lookups binary-search the abbreviated
+  // keys (first 6 user-key bytes as a number) and touch full keys only on ties.
   private readonly indexKeys: Buffer[] = [];
   private readonly indexHandles: Buffer[] = [];
+  private readonly indexAbbr: Float64Array;
 
   constructor(private readonly bytes: Buffer, readonly name: string) {
     this.footer = readFooter(bytes, name);
@@ -34,6 +36,8 @@ export class TableReader {
       this.indexKeys.push(Buffer.from(it.key));
       this.indexHandles.push(Buffer.from(it.value));
     }
+    this.indexAbbr = new Float64Array(this.indexKeys.length);
+    this.indexKeys.forEach((k, i) => { this.indexAbbr[i] = abbreviateKey(k, 0, k.length - KEY_TRAILER); });
   }
 
   get entries(): number {
@@ -58,11 +62,14 @@ export class TableReader {
     writeTrailer(this.lookup, userKey.length, snapshot, SEEK_TYPE);
     const target = this.lookup.subarray(0, n);
     const keys = this.indexKeys;
+    const abbr = this.indexAbbr;
+    const want = abbreviateKey(userKey, 0, userKey.length);
     let lo = 0;
     let hi = keys.length;
     while (lo < hi) { // the first block whose last key >= target
       const mid = (lo + hi) >>> 1;
-      if (compareInternalKeys(keys[mid], target) < 0) lo = mid + 1;
+      const a = abbr[mid];
+      if (a < want || (a === want && compareInternalKeys(keys[mid], target) < 0)) lo = mid + 1;
       else hi = mid;
     }
     for (let b = lo; b < keys.length; b++) {
