@@ -15,10 +15,11 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?: number }): EngineEnv {
+function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?: number; manifestFailsAfter?: number }): EngineEnv {
   const base = localEnv(dir);
   let syncs = 0;
   let tables = 0;
+  let edits = 0;
   return {
     store: {
       writeTable: async (file, bytes) => {
@@ -32,7 +33,10 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
       const log = base.openLog(path, truncateTo);
       const isManifest = path.includes('MANIFEST');
       const wrapped: LogWriter = {
-        append: (record, sync) => log.append(record, sync),
+        append: async (record, sync) => {
+          if (isManifest && fault.manifestFailsAfter !== undefined && edits++ >= fault.manifestFailsAfter) throw new Error('injected: MANIFEST write failed');
+          return log.append(record, sync);
+        },
         sync: async () => {
           if (!isManifest && fault.syncFailsAfter !== undefined && syncs++ >= fault.syncFailsAfter) throw new Error('injected: EIO on fdatasync');
           return log.sync();
@@ -59,6 +63,20 @@ async function acked(db: Engine, n: number, prefix: string): Promise<string[]> {
 }
 
 describe('engine under injected faults', () => {
+  it('a failed MANIFEST update stops the engine; reopening keeps the acknowledged', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-fault-'));
+    dirs.push(dir);
+    // Edit 0 is the snapshot written at open; later ones come with flushes and compactions.
+    const db = await Engine.open(dir, { memtableBytes: 2048, sync: false, env: faulty(dir, { manifestFailsAfter: 4 }) });
+    const ok = await acked(db, 300, 'm');
+    expect(ok.length).toBeGreaterThan(10);
+    expect(ok.length).toBeLessThan(300);
+    await db.close();
+    const again = await Engine.open(dir, { memtableBytes: 2048 });
+    for (const k of ok) expect((await again.get(Buffer.from(k)))?.toString()).toBe(`v-${k}`);
+    await again.close();
+  });
+
   it('a failed log sync fails that commit and every later one; reopening keeps the acknowledged', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-fault-'));
     dirs.push(dir);
