@@ -48,60 +48,72 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
   };
 }
 
+/**
+ * Writes `n` keys, returning those acknowledged. Once one write is refused every later one
+ * must be too (a failed engine takes no more writes), so the acknowledged keys are a prefix.
+ */
 async function acked(db: Engine, n: number, prefix: string): Promise<string[]> {
   const ok: string[] = [];
+  let refused = false;
   for (let i = 0; i < n; i++) {
     const k = `${prefix}${String(i).padStart(4, '0')}`;
     try {
       await db.put(Buffer.from(k), Buffer.from(`v-${k}`));
+      expect(refused, `${k} acknowledged after an earlier write was refused`).toBe(false);
       ok.push(k);
-    } catch {
-      // refused: from here on the engine is failed
+    } catch (err) {
+      refused = true;
+      expect((err as Error).message).toMatch(/reopen the engine/);
     }
   }
   return ok;
 }
 
+function newDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'nova-fault-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** Reopens with healthy I/O and checks every acknowledged key. */
+async function expectRecovered(dir: string, ok: string[], memtableBytes?: number): Promise<Engine> {
+  const again = await Engine.open(dir, { memtableBytes });
+  for (const k of ok) expect((await again.get(Buffer.from(k)))?.toString()).toBe(`v-${k}`);
+  return again;
+}
+
 describe('engine under injected faults', () => {
   it('a failed MANIFEST update stops the engine; reopening keeps the acknowledged', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-fault-'));
-    dirs.push(dir);
+    const dir = newDir();
     // Edit 0 is the snapshot written at open; later ones come with flushes and compactions.
     const db = await Engine.open(dir, { memtableBytes: 2048, sync: false, env: faulty(dir, { manifestFailsAfter: 4 }) });
     const ok = await acked(db, 300, 'm');
     expect(ok.length).toBeGreaterThan(10);
     expect(ok.length).toBeLessThan(300);
     await db.close();
-    const again = await Engine.open(dir, { memtableBytes: 2048 });
-    for (const k of ok) expect((await again.get(Buffer.from(k)))?.toString()).toBe(`v-${k}`);
-    await again.close();
+    await (await expectRecovered(dir, ok, 2048)).close();
   });
 
   it('a failed log sync fails that commit and every later one; reopening keeps the acknowledged', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-fault-'));
-    dirs.push(dir);
+    const dir = newDir();
     const db = await Engine.open(dir, { env: faulty(dir, { syncFailsAfter: 20 }) });
     const ok = await acked(db, 50, 'a');
     expect(ok.length).toBe(20);
     await expect(db.put(Buffer.from('later'), Buffer.from('x'))).rejects.toThrow(/reopen the engine/);
     await expect(db.flush()).rejects.toThrow(/reopen the engine/);
     await db.close();
-    const again = await Engine.open(dir);
-    for (const k of ok) expect((await again.get(Buffer.from(k)))?.toString()).toBe(`v-${k}`);
+    const again = await expectRecovered(dir, ok);
     await again.put(Buffer.from('after'), Buffer.from('ok'));
     await again.close();
   });
 
   it('a failed table write stops the engine; reopening recovers the memtable from its log', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-fault-'));
-    dirs.push(dir);
+    const dir = newDir();
     const db = await Engine.open(dir, { memtableBytes: 2048, sync: false, env: faulty(dir, { tableFailsAfter: 1 }) });
     const ok = await acked(db, 200, 'b');
     expect(ok.length).toBeGreaterThan(10);
     expect(ok.length).toBeLessThan(200);
     await db.close();
-    const again = await Engine.open(dir, { memtableBytes: 2048 });
-    for (const k of ok) expect((await again.get(Buffer.from(k)))?.toString()).toBe(`v-${k}`);
-    await again.close();
+    await (await expectRecovered(dir, ok, 2048)).close();
   });
 });
