@@ -118,8 +118,3 @@ export function* compactionEntries(it: InternalIterator, rule: MergeRule): Gener
     yield [k, it.value];
   }
 }
-
-/** compactionEntries with a callback, for callers that need no pauses. */
-export function mergeForCompaction(it: InternalIterator, rule: MergeRule, emit: (key: Buffer, value: Buffer) => void): void {
-  for (const [k, v] of compactionEntries(it, rule)) emit(k, v);
-}

@@ -3,8 +3,8 @@
  * snapshots and at the bottom of the tree.
  */
 import { describe, expect, it } from 'vitest';
-import { ValueType, compareInternalKeys, makeInternalKey } from '../../src/common/internal-key.js';
-import { mergeForCompaction, pickCompaction } from '../../src/ltc/compaction.js';
+import { ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf } from '../../src/common/internal-key.js';
+import { compactionEntries, pickCompaction } from '../../src/ltc/compaction.js';
 import { Memtable } from '../../src/ltc/memtable.js';
 import type { TableMeta } from '../../src/ltc/version-edit.js';
 
@@ -19,9 +19,9 @@ function merged(entries: Array<[string, number, ValueType]>, smallestSnapshot: n
   const m = new Memtable(1);
   for (const [k, seq, type] of entries) m.add(seq, type, Buffer.from(k), Buffer.from(`${k}@${seq}`));
   const out: string[] = [];
-  mergeForCompaction(m.iterator(), { smallestSnapshot, isBottomFor: () => bottom }, (key) => {
-    out.push(`${key.subarray(0, key.length - 8).toString()}@${key.readUInt32LE(key.length - 8) >>> 8}${key[key.length - 8] === 0 ? 'D' : ''}`);
-  });
+  for (const [key] of compactionEntries(m.iterator(), { smallestSnapshot, isBottomFor: () => bottom })) {
+    out.push(`${userKeyOf(key).toString()}@${sequenceOf(key)}${typeOf(key) === ValueType.Delete ? 'D' : ''}`);
+  }
   return out;
 }
 
@@ -78,7 +78,7 @@ describe('compaction merge', () => {
       next() { if (this.n++ === 0) it.first(); else it.next(); },
     };
     const out: Buffer[] = [];
-    mergeForCompaction(twice, { smallestSnapshot: 10, isBottomFor: () => false }, (k) => out.push(Buffer.from(k)));
+    for (const [k] of compactionEntries(twice, { smallestSnapshot: 10, isBottomFor: () => false })) out.push(Buffer.from(k));
     expect(out.length).toBe(1);
     expect(compareInternalKeys(out[0], makeInternalKey(Buffer.from('k'), 3, P))).toBe(0);
   });
