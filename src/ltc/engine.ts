@@ -109,7 +109,6 @@ export class Engine {
   private readonly options: Required<Omit<EngineOptions, 'onWarning' | 'env'>> & Pick<EngineOptions, 'onWarning'>;
   private readonly env: EngineEnv;
   private manifest!: LogWriter;
-  private manifestFile = 0;
   private nextFile = 1;
   private lastSequence = 0;
   private active!: Memtable;
@@ -358,7 +357,7 @@ export class Engine {
     let smallestSnapshot = this.lastSequence;
     for (const seq of this.liveSnapshots.keys()) if (seq < smallestSnapshot) smallestSnapshot = seq;
     const deeper = this.levels.slice(out + 1).flat().map((t) => t.meta);
-    const added: TableMeta[] = [];
+    const added: LiveTable[] = [];
     let builder: TableBuilder | undefined;
     let lastUser: Buffer | undefined;
     const finishOutput = async (): Promise<void> => {
@@ -368,13 +367,15 @@ export class Engine {
       const file = this.nextFile++;
       const fragments = await this.store.writeTable(file, built.bytes);
       const meta: TableMeta = { level: out, file, size: built.bytes.length, entries: built.entries, smallest: built.smallest!, largest: built.largest!, fragments };
-      added.push(meta);
-      this.readerCache.set(file, new TableReader(built.bytes, join(this.dir, tableName(file))));
+      added.push({ meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) });
     };
     // Streams: each output table is written as soon as it is cut.
     const entries = compactionEntries(new MergingIterator(readers.map((r) => r.iterator())), {
       smallestSnapshot,
-      isBottomFor: (user) => overlapping(deeper, makeInternalKey(user, 0, ValueType.Delete), makeInternalKey(user, 0, ValueType.Delete)).length === 0,
+      isBottomFor: (user) => {
+        const k = makeInternalKey(user, 0, ValueType.Delete);
+        return overlapping(deeper, k, k).length === 0;
+      },
     });
     for (const [k, v] of entries) {
       const userLen = k.length - TRAILER_BYTES;
@@ -388,28 +389,21 @@ export class Engine {
     const edit = emptyEdit();
     for (const m of job.inputs) edit.removed.push({ level: job.level, file: m.file });
     for (const m of job.overlapping) edit.removed.push({ level: out, file: m.file });
-    edit.added.push(...added);
+    edit.added.push(...added.map((t) => t.meta));
     edit.nextFile = this.nextFile;
     edit.lastSequence = this.lastSequence;
     await this.logEdit(edit);
     const gone = new Set(inputs.map((m) => m.file));
     for (let l = 0; l < LEVELS; l++) this.levels[l] = this.levels[l].filter((t) => !gone.has(t.meta.file));
-    this.levels[out].push(...added.map((meta) => ({ meta, reader: this.tableFor(meta.file) })));
+    this.levels[out].push(...added);
     this.levels[out].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
     this.compactCursor[job.level] = job.inputs[job.inputs.length - 1].largest;
-    for (const f of gone) {
-      this.readerCache.delete(f);
-      await this.store.deleteTable(f);
-    }
+    for (const f of gone) await this.store.deleteTable(f);
   }
-
-  private readonly readerCache = new Map<number, TableReader>();
 
   private tableFor(file: number): TableReader {
     for (const level of this.levels) for (const t of level) if (t.meta.file === file) return t.reader;
-    const r = this.readerCache.get(file);
-    if (!r) throw new NovaError('CORRUPTION', `table ${file} is not open`);
-    return r;
+    throw new NovaError('CORRUPTION', `table ${file} is not open`);
   }
 
   /**
@@ -492,9 +486,9 @@ export class Engine {
       oldFiles.push(path);
     }
     // A fresh MANIFEST that states the whole tree, and a fresh log for new writes.
-    this.manifestFile = this.nextFile++;
+    const manifestFile = this.nextFile++;
     const logFile = this.nextFile++;
-    const manifestPath = join(this.dir, manifestName(this.manifestFile));
+    const manifestPath = join(this.dir, manifestName(manifestFile));
     this.manifest = this.env.openLog(manifestPath, 0);
     const newLog = this.createLog(logFile);
     const snapshot = emptyEdit();
@@ -505,7 +499,7 @@ export class Engine {
     snapshot.nextFile = this.nextFile;
     snapshot.lastSequence = this.lastSequence;
     await this.logEdit(snapshot);
-    replaceFile(this.dir, 'CURRENT', manifestName(this.manifestFile) + '\n');
+    replaceFile(this.dir, 'CURRENT', manifestName(manifestFile) + '\n');
     this.activeLog = newLog;
     this.active = new Memtable(logFile);
     // What the replayed logs held becomes an L0 table; then their logs can go.
@@ -610,4 +604,3 @@ function findTable(level: LiveTable[], key: Uint8Array): LiveTable | undefined {
   return compareBytes(s, 0, s.length - TRAILER_BYTES, key, 0, key.length) <= 0 ? level[lo] : undefined;
 }
 
-export { ValueType };
