@@ -1,21 +1,31 @@
 /**
- * The LSM-tree engine for one range (issue 3, first part): writes go through the log into
- * a memtable; a full memtable is flushed to an L0 SSTable; a MANIFEST of version edits
- * records the tree; reopening replays the MANIFEST and the logs. Reads merge memtables and
- * tables under a snapshot.
+ * The LSM-tree engine for one range (DESIGN.md §3–4): writes go through a memtable's log
+ * into that memtable; full memtables are flushed to L0 SSTables in the background while
+ * writes continue; compactions keep every level within its size target; a MANIFEST of
+ * version edits records the tree; reopening replays the MANIFEST and the logs. Reads merge
+ * memtables and tables under a snapshot.
  *
- * Not here yet (issue 3 continues): compaction beyond L0 (so L0 only grows), several active
- * memtables, group commit, iterators that outlive a flush of the memtables they read.
+ * Memtables: α active ones, one per Drange, and at most δ in all (MemtableSet). A write goes
+ * to the active memtable of its key's Drange. With α > 1 the key space is cut into Dranges
+ * the first time a memtable fills, from a sample of its keys; the boundaries are kept in the
+ * MANIFEST. (Reorganizing them by load is a later issue.) A batch spanning Dranges is one
+ * record in one memtable's log, and the memtables it touched are flushed together.
  *
  * Durability: with `sync: true` (the default) a write is acknowledged only after its log
- * record is fdatasync'd, so it survives kill -9 and power loss. With `sync: false` it
- * survives kill -9 of this process (the bytes are in the OS) but not a machine crash.
+ * record is fdatasync'd (one fdatasync per log per group commit), so it survives kill -9
+ * and power loss. With `sync: false` it survives kill -9 of this process (the bytes are in
+ * the OS) but not a machine crash.
  *
- * Concurrency: writes (and the flushes they trigger) run one at a time, in call order.
- * Reads may run at any time; they see a consistent tree at their snapshot.
+ * Concurrency: writes run one group commit at a time, in call order. Flushes and
+ * compactions run one step at a time in the background; only the write path switches
+ * memtables, so the memtables a commit round appends to stay the same until it applies.
+ * Writes wait (a stall, counted and timed) when a full memtable cannot be retired: δ
+ * memtables exist, or L0 holds `l0StopTrigger` tables. Reads may run at any time; they see
+ * a consistent tree at their snapshot.
  */
 import { existsSync, mkdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, compareInternalKeys, makeInternalKey } from '../common/internal-key.js';
 import { readLog } from '../logc/log-format.js';
@@ -25,19 +35,30 @@ import { TableReader } from '../sstable/table-reader.js';
 import {
   LocalBlockStore, LocalLogWriter, logName, manifestName, replaceFile, syncDir, tableName, type BlockStore, type LogWriter,
 } from './local-store.js';
+import { boundsFromSample } from './dranges.js';
 import { Memtable } from './memtable.js';
+import { MemtableSet } from './memtable-set.js';
 import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
 import { LEVELS, compactionEntries, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 
 export interface EngineOptions {
-  /** Flush a memtable to an SSTable once it holds this many bytes (τ). */
+  /** Retire a memtable once it holds this many bytes (τ). */
   memtableBytes?: number;
+  /**
+   * α: active memtables, one per Drange (default 1). More spread writes over memtables whose
+   * L0 tables do not overlap; with `sync`, each group commit syncs every log it touched.
+   */
+  activeMemtables?: number;
+  /** δ: memtables in all, active and waiting for their flush (default 2α). */
+  maxMemtables?: number;
   /** fdatasync each write's log record before acknowledging it. */
   sync?: boolean;
   limits?: Limits;
-  /** L0 tables that trigger a compaction into L1 (writes wait for it: a write stall). */
+  /** L0 tables that make L0 due for compaction into L1. */
   l0Trigger?: number;
+  /** L0 tables at which writes wait for compaction (default 3 × l0Trigger). */
+  l0StopTrigger?: number;
   /** Size target of L1 in bytes (default 10 memtables); each deeper level ×10. */
   l1Bytes?: number;
   /**
@@ -79,11 +100,16 @@ export interface ScanOptions extends ReadOptions {
 
 export interface EngineStats {
   tablesPerLevel: number[];
+  /** Bytes in memtables not yet flushed. */
   memtableBytes: number;
+  /** Memtables not yet flushed (active and immutable), and Dranges. */
+  memtables: number;
+  dranges: number;
   lastSequence: number;
-  /** Write rounds that waited for compactions, and how long in total. */
+  /** Write rounds that waited for a flush or compaction, and how long in total. */
   stalls: number;
   stallMs: number;
+  flushes: number;
   compactions: number;
   writes: number;
   /** Group commits: each appended one or more writes' records. */
@@ -104,46 +130,64 @@ interface LiveTable {
   reader: TableReader;
 }
 
+type Settings = Required<Omit<EngineOptions, 'onWarning' | 'env'>> & Pick<EngineOptions, 'onWarning'>;
+
 export class Engine {
   private readonly store: BlockStore;
-  private readonly options: Required<Omit<EngineOptions, 'onWarning' | 'env'>> & Pick<EngineOptions, 'onWarning'>;
+  private readonly options: Settings;
   private readonly env: EngineEnv;
   private manifest!: LogWriter;
+  private manifestChain: Promise<unknown> = Promise.resolve();
   private nextFile = 1;
   private lastSequence = 0;
-  private active!: Memtable;
-  private activeLog!: LogWriter;
-  private immutable: Memtable | undefined;
+  private memtables!: MemtableSet;
+  private readonly logs = new Map<number, LogWriter>(); // active memtable id -> its log
   private levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   private readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   private readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
-  private stalls = { count: 0, ms: 0, compactions: 0 };
+  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, writes: 0, rounds: 0, syncs: 0 };
   private writeChain: Promise<unknown> = Promise.resolve();
   private queued: PendingWrite[] = [];
   private roundScheduled = false;
+  private background: Promise<number> | undefined; // the flush/compaction loop, while it runs
+  private steps = 0; // flushes and compactions the background has finished
+  private flushNeedsActives = false; // the next flush must take active memtables along
+  private waiters: Array<() => void> = [];
   private failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
-  private commits = { writes: 0, rounds: 0, syncs: 0 };
   private closed = false;
+  private stopping = false;
 
   private constructor(private readonly dir: string, options: EngineOptions) {
+    const active = options.activeMemtables ?? 1;
+    const memtableBytes = options.memtableBytes ?? 16 * 1024 * 1024;
+    const l0Trigger = options.l0Trigger ?? 4;
     this.options = {
-      memtableBytes: options.memtableBytes ?? 16 * 1024 * 1024,
+      memtableBytes,
+      activeMemtables: active,
+      maxMemtables: options.maxMemtables ?? 2 * active,
       sync: options.sync ?? true,
-      l0Trigger: options.l0Trigger ?? 4,
-      l1Bytes: options.l1Bytes ?? 10 * (options.memtableBytes ?? 16 * 1024 * 1024),
+      l0Trigger,
+      l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
+      l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
     };
+    const o = this.options;
+    if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);
+    if (!(Number.isInteger(o.maxMemtables) && o.maxMemtables > active)) {
+      throw new NovaError('BAD_ARGUMENT', `maxMemtables (δ) must be an integer > activeMemtables (α = ${active}), not ${o.maxMemtables}`);
+    }
+    if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
     this.env = options.env ?? localEnv(dir);
     this.store = this.env.store;
   }
 
   /** Opens (creating if needed) the engine in `dir`, recovering what it held. */
   static async open(dir: string, options: EngineOptions = {}): Promise<Engine> {
-    mkdirSync(dir, { recursive: true });
     const e = new Engine(dir, options);
+    mkdirSync(dir, { recursive: true });
     await e.recover();
-    await e.maintain(false); // recovery may leave L0 over its trigger
+    e.kick(); // recovery may leave L0 over its trigger
     return e;
   }
 
@@ -170,7 +214,7 @@ export class Engine {
   /**
    * Applies `batch` atomically: all of it is visible, and survives, or none of it.
    * Writes that arrive while a commit is under way are committed together (group commit):
-   * their records are appended back to back and made durable by one fdatasync.
+   * their records are appended back to back and made durable by one fdatasync per log.
    */
   write(batch: WriteBatch, options: { sync?: boolean } = {}): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
@@ -205,7 +249,7 @@ export class Engine {
   async get(key: Uint8Array, options: ReadOptions = {}): Promise<Buffer | undefined> {
     this.assertOpen();
     const seq = options.snapshot?.sequence ?? this.lastSequence;
-    for (const m of this.immutable ? [this.active, this.immutable] : [this.active]) {
+    for (const m of this.memtables.forKey(key)) {
       const r = m.get(key, seq);
       if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;
     }
@@ -247,106 +291,292 @@ export class Engine {
     return new EngineIterator(new VisibleIterator(new MergingIterator(this.iterators()), seq), seq);
   }
 
-  /** Waits for pending writes, then closes files. */
+  /**
+   * Waits for pending writes and for the flush or compaction step under way, then closes
+   * files. Memtables not yet flushed stay in their logs; the next open replays them.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.writeChain;
-    await this.activeLog.close();
+    await this.writeChain; // pending writes may need the background to make room
+    this.stopping = true;
+    await this.background;
+    await this.manifestChain;
+    for (const log of this.logs.values()) await log.close();
+    this.logs.clear();
     await this.manifest.close();
   }
 
-  /** Flushes the active memtable to an L0 table now (tests and tools). */
+  /**
+   * Flushes every memtable to L0 and runs the compactions that leaves due; resolves when
+   * both are done. Retiring the active memtables here does not wait for room (δ).
+   */
   flush(): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
     const run = this.writeChain.then(async () => {
       if (this.failed) throw this.failed;
-      await this.maintain();
+      for (let d = 0; d < this.memtables.dranges; d++) {
+        if (this.memtables.active(d).entries > 0) await this.retire(d, false);
+      }
+      // Until a background run finds nothing to do (one may be under way already).
+      for (;;) {
+        this.kick();
+        if (!this.background || (await this.background) === 0) break;
+      }
+      if (this.failed) throw this.failed;
     });
     this.writeChain = run.catch(() => undefined);
     return run;
   }
 
   get stats(): EngineStats {
+    const mems = this.memtables.all();
+    const c = this.counts;
     return {
-      tablesPerLevel: this.levels.map((l) => l.length), memtableBytes: this.active.approximateBytes,
-      lastSequence: this.lastSequence, stalls: this.stalls.count, stallMs: this.stalls.ms, compactions: this.stalls.compactions,
-      writes: this.commits.writes, commitRounds: this.commits.rounds, syncs: this.commits.syncs,
+      tablesPerLevel: this.levels.map((l) => l.length),
+      memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
+      memtables: mems.length, dranges: this.memtables.dranges, lastSequence: this.lastSequence,
+      stalls: c.stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions,
+      writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
     };
   }
 
   // ---- write path ----
 
-  /** Commits every queued write: append all records, one sync if any asked for it, apply. */
+  /** Commits every queued write: append all records, sync the logs if any asked, apply. */
   private async commitRound(): Promise<void> {
-    this.roundScheduled = false;
-    const group = this.queued;
-    this.queued = [];
-    if (this.failed) {
-      for (const w of group) w.reject(this.failed);
+    try {
+      if (this.failed) throw this.failed;
+      await this.makeRoom();
+    } catch (err) {
+      this.rejectQueued(err as Error);
       return;
     }
+    // Writes that queued while room was made join this round, up to a size that keeps a
+    // round from overfilling a memtable (LevelDB caps its groups at 1 MiB for the same reason).
+    const cap = Math.min(1 << 20, this.options.memtableBytes >> 2);
+    let n = 0;
+    for (let bytes = 0; n < this.queued.length && (n === 0 || bytes < cap); n++) bytes += this.queued[n].batch.byteSize;
+    const group = this.queued.splice(0, n);
+    if (this.queued.length === 0) this.roundScheduled = false;
+    else this.writeChain = this.writeChain.then(() => this.commitRound()).catch(() => undefined);
     let next = this.lastSequence + 1;
+    const applied: Array<{ batch: WriteBatch; first: number; home: Memtable }> = [];
     try {
-      const applied: Array<{ record: Buffer; first: number }> = [];
+      const touched = new Set<LogWriter>();
       for (const w of group) {
-        if (w.batch.count === 0) continue;
-        const record = w.batch.encode(this.active.id, next);
-        await this.activeLog.append(record, false);
-        applied.push({ record, first: next });
+        const firstKey = w.batch.firstKey();
+        if (firstKey === undefined) continue;
+        // The whole batch is one record in the log of its first key's memtable: atomic.
+        const home = this.memtables.active(this.memtables.drangeOf(firstKey));
+        const log = this.logs.get(home.id)!;
+        await log.append(w.batch.encode(home.id, next), false);
+        touched.add(log);
+        applied.push({ batch: w.batch, first: next, home });
         next += w.batch.count;
       }
-      if (applied.length > 0 && group.some((w) => w.sync)) {
-        await this.activeLog.sync();
-        this.commits.syncs++;
-      }
-      for (const { record, first } of applied) {
-        decodeBatch(record, 'write batch').entries.forEach((e, i) => this.active.add(first + i, e.type, e.key, e.value));
+      if (touched.size > 0 && group.some((w) => w.sync)) {
+        await Promise.all([...touched].map((l) => l.sync()));
+        this.counts.syncs += touched.size;
       }
     } catch (err) {
-      // Some records may be in the log: refuse further writes rather than guess.
+      // Some records may be in a log: refuse further writes rather than guess.
       const failure = this.fail('log append', err);
       for (const w of group) w.reject(failure);
       return;
     }
+    for (const { batch, first, home } of applied) {
+      let seq = first;
+      batch.forEach((type, key, value) => {
+        const m = this.memtables.active(this.memtables.drangeOf(key));
+        m.add(seq++, type, key, value);
+        if (m !== home) this.memtables.link(home, m);
+      });
+    }
     this.lastSequence = next - 1;
-    this.commits.writes += group.length;
-    this.commits.rounds++;
+    this.counts.writes += group.length;
+    this.counts.rounds++;
     for (const w of group) w.resolve();
-    if (this.active.approximateBytes >= this.options.memtableBytes) await this.maintain();
   }
 
-  /** Flush, then compact; any failure leaves the engine failed (reopen to recover). */
-  private async maintain(flush = true): Promise<void> {
-    try {
-      if (flush) await this.flushActive();
-      await this.compactAsNeeded();
-    } catch (err) {
-      throw this.fail(flush ? 'flush' : 'compaction', err);
+  private rejectQueued(err: Error): void {
+    this.roundScheduled = false;
+    const group = this.queued;
+    this.queued = [];
+    for (const w of group) w.reject(err);
+  }
+
+  /**
+   * Retires full active memtables (LevelDB MakeRoomForWrite). When δ memtables exist or L0
+   * is at its stop trigger, waits for the background to flush or compact: a write stall.
+   */
+  private async makeRoom(): Promise<void> {
+    let stalledAt: number | undefined;
+    for (;;) {
+      if (this.failed) throw this.failed;
+      if (this.flushNeedsActives) {
+        // The oldest immutable memtable shares records with active ones: they go together.
+        this.flushNeedsActives = false;
+        for (const m of this.memtables.nextFlush()) {
+          const d = this.memtables.drangeOfActive(m);
+          if (d >= 0) await this.retire(d, false);
+        }
+        this.kick();
+        continue;
+      }
+      const full = this.memtables.fullDrange(this.options.memtableBytes);
+      if (full < 0) break;
+      const roomy = this.memtables.size < this.options.maxMemtables && this.levels[0].length < this.options.l0StopTrigger;
+      if (roomy) {
+        await this.retire(full, true);
+        this.kick();
+        continue;
+      }
+      stalledAt ??= performance.now();
+      this.kick();
+      if (!this.background) {
+        throw this.failed ?? new NovaError('CLOSED', 'engine is closing: no room for the write');
+      }
+      const steps = this.steps;
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+      if (this.steps === steps && !this.background && !this.flushNeedsActives && !this.failed) {
+        // Not expected: a full engine always has a flush or a compaction to run.
+        throw new NovaError('BAD_ARGUMENT', 'no room for the write and nothing to flush or compact; check l0Trigger/l0StopTrigger');
+      }
     }
+    if (stalledAt !== undefined) {
+      this.counts.stalls++;
+      this.counts.stallMs += performance.now() - stalledAt;
+    }
+  }
+
+  /**
+   * Gives Drange `d` a fresh active memtable and log (bound in the MANIFEST before any write
+   * goes to it); the old one waits for its flush. With α > 1 and no Dranges yet, a full
+   * memtable (`learn`) cuts the key space into Dranges from a sample of its keys instead.
+   */
+  private async retire(d: number, learn: boolean): Promise<void> {
+    const old = this.memtables.active(d);
+    const edit = emptyEdit();
+    const α = this.options.activeMemtables;
+    const bounds = learn && α > 1 && this.memtables.dranges === 1 ? boundsFromSample(sampleKeys(old, α * 16), α) : [];
+    const fresh: Memtable[] = [];
+    for (let i = 0; i <= bounds.length; i++) fresh.push(this.newMemtable(edit));
+    syncDir(this.dir); // the logs exist before the MANIFEST names them: recovery insists on it
+    if (bounds.length > 0) edit.dranges = bounds;
+    edit.nextFile = this.nextFile;
+    await this.logEdit(edit);
+    const retired = bounds.length > 0 ? this.memtables.activeAll() : [old];
+    if (bounds.length > 0) this.memtables.reshape(bounds, fresh);
+    else this.memtables.retire(d, fresh[0]);
+    for (const m of retired) {
+      const log = this.logs.get(m.id)!;
+      this.logs.delete(m.id);
+      await log.close();
+    }
+  }
+
+  /** A memtable with a new, empty log file, its binding added to `edit`. */
+  private newMemtable(edit: VersionEdit): Memtable {
+    const id = this.nextFile++;
+    this.logs.set(id, this.env.openLog(join(this.dir, logName(id)), 0));
+    edit.boundLogs.push({ memtable: id, log: id });
+    return new Memtable(id);
+  }
+
+  private async logEdit(edit: VersionEdit): Promise<void> {
+    const run = this.manifestChain.then(() => this.manifest.append(encodeEdit(edit), true));
+    this.manifestChain = run.catch(() => undefined);
+    await run;
+  }
+
+  // ---- background: flushes, then compactions ----
+
+  /** Starts the background loop unless it runs, or the engine failed or is stopping. */
+  private kick(): void {
+    if (this.background || this.failed || this.stopping) return;
+    this.background = this.runBackground().finally(() => {
+      this.background = undefined;
+      this.wake();
+    });
+  }
+
+  /** Flushes and compacts until nothing is due; returns the steps it ran. */
+  private async runBackground(): Promise<number> {
+    const before = this.steps;
+    try {
+      while (!this.stopping) {
+        const group = this.memtables.nextFlush();
+        if (group.length > 0 && !group.some((m) => this.memtables.isActive(m))) {
+          await this.flushGroup(group);
+        } else {
+          if (group.length > 0) {
+            this.flushNeedsActives = true; // the write path retires them
+            this.wake();
+          }
+          const job = pickCompaction(this.levels.map((l) => l.map((t) => t.meta)), this.options, this.compactCursor);
+          if (!job) break;
+          await this.runCompaction(job);
+        }
+        this.steps++;
+        this.wake();
+      }
+    } catch (err) {
+      this.fail('flush or compaction', err);
+    }
+    return this.steps - before;
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const resolve of w) resolve();
   }
 
   /** Marks the engine failed: its files are as a crash would leave them, and reopening recovers. */
   private fail(what: string, err: unknown): NovaError {
     this.failed ??= new NovaError('TRANSPORT', `${what} failed; reopen the engine to recover: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    this.wake();
     return this.failed;
   }
 
-  /** Runs compactions until every level is within its target. Writes wait: a stall. */
-  private async compactAsNeeded(): Promise<void> {
-    const start = Date.now();
-    let ran = 0;
-    for (;;) {
-      const job = pickCompaction(this.levels.map((l) => l.map((t) => t.meta)), this.options, this.compactCursor);
-      if (!job) break;
-      await this.runCompaction(job);
-      ran++;
+  /**
+   * Writes each memtable of `group` (oldest first) as an L0 table, then records the tables
+   * and releases the memtables' logs in one MANIFEST edit; only then are the logs deleted.
+   */
+  private async flushGroup(group: Memtable[]): Promise<void> {
+    const edit = emptyEdit();
+    const added: LiveTable[] = [];
+    for (const m of group) {
+      if (m.entries > 0) added.push(await this.writeL0(m));
+      edit.releasedLogs.push(m.id);
     }
-    if (ran > 0) {
-      this.stalls.count++;
-      this.stalls.ms += Date.now() - start;
-      this.stalls.compactions += ran;
+    edit.added.push(...added.map((t) => t.meta));
+    edit.nextFile = this.nextFile;
+    edit.lastSequence = this.lastSequence;
+    await this.logEdit(edit);
+    this.levels[0].push(...added);
+    this.memtables.flushed(group);
+    this.counts.flushes++;
+    for (const m of group) {
+      const path = join(this.dir, logName(m.id));
+      if (existsSync(path)) unlinkSync(path);
     }
+  }
+
+  /** Builds and stores the L0 table of `mem`; the caller records it. */
+  private async writeL0(mem: Memtable): Promise<LiveTable> {
+    const file = this.nextFile++;
+    const builder = new TableBuilder({ expectedSize: mem.approximateBytes + 4096 });
+    const it = mem.iterator();
+    for (it.first(); it.valid; it.next()) builder.add(it.key, it.value);
+    const built = builder.finish();
+    const fragments = await this.store.writeTable(file, built.bytes);
+    const meta: TableMeta = {
+      level: 0, file, size: built.bytes.length, entries: built.entries,
+      smallest: built.smallest!, largest: built.largest!, fragments,
+    };
+    return { meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) };
   }
 
   /** Merges the job's tables into level + 1, cutting outputs at the table size between user keys. */
@@ -398,6 +628,7 @@ export class Engine {
     this.levels[out].push(...added);
     this.levels[out].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
     this.compactCursor[job.level] = job.inputs[job.inputs.length - 1].largest;
+    this.counts.compactions++;
     for (const f of gone) await this.store.deleteTable(f);
   }
 
@@ -406,42 +637,13 @@ export class Engine {
     throw new NovaError('CORRUPTION', `table ${file} is not open`);
   }
 
-  /**
-   * Switches to a new memtable and log (recorded in the MANIFEST first, so recovery replays
-   * both), writes the old memtable as an L0 table, records it, and only then deletes its log.
-   */
-  private async flushActive(): Promise<void> {
-    if (this.active.entries === 0) return;
-    const old = this.active;
-    const oldLog = this.activeLog;
-    const logFile = this.nextFile++;
-    // The log exists (durably) before the MANIFEST names it: recovery insists on it.
-    const newLog = this.createLog(logFile);
-    const bind = emptyEdit();
-    bind.boundLogs.push({ memtable: logFile, log: logFile });
-    bind.nextFile = this.nextFile;
-    await this.logEdit(bind);
-    this.activeLog = newLog;
-    this.active = new Memtable(logFile);
-    this.immutable = old;
-    await oldLog.close();
-
-    await this.memtableToL0(old, [old.id]);
-    this.immutable = undefined;
-    const oldPath = join(this.dir, logName(old.id));
-    if (existsSync(oldPath)) unlinkSync(oldPath);
-  }
-
-  private async logEdit(edit: VersionEdit): Promise<void> {
-    await this.manifest.append(encodeEdit(edit), true);
-  }
-
   // ---- recovery ----
 
   private async recover(): Promise<void> {
     const current = join(this.dir, 'CURRENT');
     const tables = new Map<number, TableMeta>();
     const logs = new Map<number, number>(); // memtable -> log file
+    let bounds: Buffer[] = [];
     const oldFiles: string[] = [];
     if (existsSync(current)) {
       const name = readFileSync(current, 'utf8').trim();
@@ -459,6 +661,7 @@ export class Engine {
         for (const t of e.added) tables.set(t.file, t);
         for (const b of e.boundLogs) logs.set(b.memtable, b.log);
         for (const m of e.releasedLogs) logs.delete(m);
+        if (e.dranges !== undefined) bounds = e.dranges;
       });
       oldFiles.push(path);
     }
@@ -467,7 +670,9 @@ export class Engine {
       this.levels[meta.level].push({ meta, reader: new TableReader(bytes, join(this.dir, tableName(meta.file))) });
     }
     for (let l = 1; l < LEVELS; l++) this.levels[l].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
-    // Replay every bound log, oldest memtable first, into one memtable.
+    // Replay every bound log into one memtable. Sequence numbers order the entries, and
+    // every entry in a log is newer than what its Drange has in tables (flushes take the
+    // oldest memtables first), so one L0 table, newest of all, holds them correctly.
     const replay = new Memtable(0);
     for (const [memtable, log] of [...logs.entries()].sort((a, b) => a[0] - b[0])) {
       const path = join(this.dir, logName(log));
@@ -485,66 +690,43 @@ export class Engine {
       });
       oldFiles.push(path);
     }
-    // A fresh MANIFEST that states the whole tree, and a fresh log for new writes.
+    // A fresh MANIFEST that states the whole tree, and fresh memtables and logs for writes.
     const manifestFile = this.nextFile++;
-    const logFile = this.nextFile++;
     const manifestPath = join(this.dir, manifestName(manifestFile));
     this.manifest = this.env.openLog(manifestPath, 0);
-    const newLog = this.createLog(logFile);
     const snapshot = emptyEdit();
+    const fresh: Memtable[] = [];
+    for (let i = 0; i <= bounds.length; i++) fresh.push(this.newMemtable(snapshot));
+    syncDir(this.dir);
     snapshot.added.push(...this.levels.flat().map((t) => t.meta));
     // Old logs stay bound until their entries are in a table (below); empty ones need not.
     if (replay.entries > 0) for (const [memtable, log] of logs) snapshot.boundLogs.push({ memtable, log });
-    snapshot.boundLogs.push({ memtable: logFile, log: logFile });
+    if (bounds.length > 0) snapshot.dranges = bounds;
     snapshot.nextFile = this.nextFile;
     snapshot.lastSequence = this.lastSequence;
     await this.logEdit(snapshot);
     replaceFile(this.dir, 'CURRENT', manifestName(manifestFile) + '\n');
-    this.activeLog = newLog;
-    this.active = new Memtable(logFile);
+    this.memtables = new MemtableSet(bounds, fresh);
     // What the replayed logs held becomes an L0 table; then their logs can go.
-    if (replay.entries > 0) await this.memtableToL0(replay, [...logs.keys()]);
+    if (replay.entries > 0) {
+      const table = await this.writeL0(replay);
+      const edit = emptyEdit();
+      edit.added.push(table.meta);
+      edit.releasedLogs.push(...logs.keys());
+      edit.nextFile = this.nextFile;
+      edit.lastSequence = this.lastSequence;
+      await this.logEdit(edit);
+      this.levels[0].push(table);
+    }
     for (const path of oldFiles) {
       if (path !== manifestPath && existsSync(path)) unlinkSync(path);
     }
   }
 
-  /**
-   * Writes `mem` as an L0 table, then records it and releases the logs of `memtables` in one
-   * MANIFEST edit (after which those logs may be deleted).
-   */
-  private async memtableToL0(mem: Memtable, memtables: number[]): Promise<void> {
-    const file = this.nextFile++;
-    const builder = new TableBuilder({ expectedSize: mem.approximateBytes + 4096 });
-    const it = mem.iterator();
-    for (it.first(); it.valid; it.next()) builder.add(it.key, it.value);
-    const built = builder.finish();
-    const fragments = await this.store.writeTable(file, built.bytes);
-    const meta: TableMeta = {
-      level: 0, file, size: built.bytes.length, entries: built.entries,
-      smallest: built.smallest!, largest: built.largest!, fragments,
-    };
-    const edit = emptyEdit();
-    edit.added.push(meta);
-    edit.releasedLogs.push(...memtables);
-    edit.nextFile = this.nextFile;
-    edit.lastSequence = this.lastSequence;
-    await this.logEdit(edit);
-    this.levels[0].push({ meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) });
-  }
-
   // ---- helpers ----
 
-  /** Creates an empty log file and makes its directory entry durable. */
-  private createLog(file: number): LogWriter {
-    const log = this.env.openLog(join(this.dir, logName(file)), 0);
-    syncDir(this.dir);
-    return log;
-  }
-
   private iterators(): InternalIterator[] {
-    const its: InternalIterator[] = [this.active.iterator()];
-    if (this.immutable) its.push(this.immutable.iterator());
+    const its: InternalIterator[] = this.memtables.all().map((m) => m.iterator());
     for (const level of this.levels) for (const t of level) its.push(t.reader.iterator());
     return its;
   }
@@ -557,6 +739,18 @@ export class Engine {
     if (this.options.onWarning) this.options.onWarning(message);
     else process.emitWarning(message);
   }
+}
+
+/** About `count` user keys of `mem`, evenly spaced, ascending. */
+function sampleKeys(mem: Memtable, count: number): Buffer[] {
+  const every = Math.max(1, Math.floor(mem.entries / count));
+  const out: Buffer[] = [];
+  const it = mem.iterator();
+  let i = 0;
+  for (it.first(); it.valid; it.next(), i++) {
+    if (i % every === 0) out.push(Buffer.from(it.key.subarray(0, it.key.length - TRAILER_BYTES)));
+  }
+  return out;
 }
 
 /** User-key iterator over the engine. Keys and values are copies, safe to keep. */

@@ -2,7 +2,8 @@
  * Version edits: the MANIFEST's records (doc/format/manifest.md). Each edit says what
  * changed in a range's tree: tables added (with level, size, key span and where its bytes
  * live) or removed, memtables bound to or released from their log files, the next file
- * number and the last sequence. Replaying edits in order rebuilds the tree exactly.
+ * number, the last sequence, and the Drange boundaries when they change. Replaying edits
+ * in order rebuilds the tree exactly.
  *
  *   edit  = u8 version (1) | field*
  *   field = u8 tag | fields of that tag        (tags never renumber)
@@ -17,6 +18,7 @@ const TAG_REMOVE_TABLE = 3;
 const TAG_ADD_TABLE = 4;
 const TAG_BIND_LOG = 5;
 const TAG_RELEASE_LOG = 6;
+const TAG_DRANGES = 7;
 
 /** Where a piece of a table's bytes lives: a StoC (or 0, a local directory) and a span. */
 export interface Fragment {
@@ -42,6 +44,8 @@ export interface VersionEdit {
   added: TableMeta[];
   boundLogs: Array<{ memtable: number; log: number }>;
   releasedLogs: number[]; // memtable ids
+  /** New Drange boundaries (split user keys, ascending), when they change. */
+  dranges?: Buffer[];
 }
 
 export function emptyEdit(): VersionEdit {
@@ -64,6 +68,10 @@ export function encodeEdit(e: VersionEdit): Buffer {
   }
   for (const b of e.boundLogs) { out.u8(TAG_BIND_LOG); out.varint(b.memtable); out.varint(b.log); }
   for (const m of e.releasedLogs) { out.u8(TAG_RELEASE_LOG); out.varint(m); }
+  if (e.dranges !== undefined) {
+    out.u8(TAG_DRANGES); out.varint(e.dranges.length);
+    for (const k of e.dranges) { out.varint(k.length); out.bytes(k); }
+  }
   return out.finish();
 }
 
@@ -118,6 +126,13 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
       }
       case TAG_BIND_LOG: e.boundLogs.push({ memtable: num(), log: num() }); break;
       case TAG_RELEASE_LOG: e.releasedLogs.push(num()); break;
+      case TAG_DRANGES: {
+        const count = num();
+        if (count > b.length) bad(c.at, `claims ${count} Drange bounds`);
+        e.dranges = [];
+        for (let i = 0; i < count; i++) e.dranges.push(bytes());
+        break;
+      }
       default: bad(tagAt, `has unknown tag ${tag}`);
     }
   }

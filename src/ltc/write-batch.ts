@@ -31,6 +31,8 @@ export interface BatchEntry {
   value: Buffer; // empty for deletes
 }
 
+export type EntryFn = (type: ValueType, key: Buffer, value: Buffer) => void;
+
 export class WriteBatch {
   private readonly body = new ByteBuilder(256);
   private n = 0;
@@ -79,6 +81,20 @@ export class WriteBatch {
     this.n = 0;
   }
 
+  /** The key of the first entry, a view into the batch; undefined when it is empty. */
+  firstKey(): Buffer | undefined {
+    if (this.n === 0) return undefined;
+    const b = this.body.view();
+    const c = { at: 1 }; // after the type byte
+    const klen = readVarint(b, c, b.length);
+    return b.subarray(c.at, c.at + klen);
+  }
+
+  /** Calls `fn` for each entry in order; keys and values are views into the batch. */
+  forEach(fn: EntryFn): void {
+    forEachEntry(this.body.view(), 0, 'write batch', fn);
+  }
+
   /** The log record for this batch, its entries numbered from `firstSequence`. */
   encode(memtableId: number, firstSequence: number): Buffer {
     const out = new ByteBuilder(HEADER + this.body.length);
@@ -107,38 +123,46 @@ export interface DecodedBatch {
 }
 
 export function decodeBatch(record: Buffer, where: string): DecodedBatch {
-  const bad = (offset: number, why: string): never => {
-    throw new NovaError('CORRUPTION', `${where}: write batch ${why} at offset ${offset}`);
-  };
-  if (record.length < HEADER) bad(0, `of ${record.length} bytes is shorter than its header`);
-  if (record[0] !== BATCH_VERSION) bad(0, `has unsupported version ${record[0]}`);
+  if (record.length < HEADER) batchError(where, 0, `of ${record.length} bytes is shorter than its header`);
+  if (record[0] !== BATCH_VERSION) batchError(where, 0, `has unsupported version ${record[0]}`);
   const memtableId = readU32(record, 1);
   const firstSequence = readU64(record, 5);
   const count = readU32(record, 13);
   const entries: BatchEntry[] = [];
-  const c = { at: HEADER };
+  forEachEntry(record, HEADER, where, (type, key, value) => entries.push({ type, key, value }));
+  if (entries.length !== count) batchError(where, 13, `says ${count} entries but holds ${entries.length}`);
+  return { memtableId, firstSequence, entries };
+}
+
+const EMPTY: Buffer = Buffer.alloc(0);
+
+function batchError(where: string, offset: number, why: string): never {
+  throw new NovaError('CORRUPTION', `${where}: write batch ${why} at offset ${offset}`);
+}
+
+/** Walks the entries in `b` from `at` to its end, validating every length. */
+function forEachEntry(b: Buffer, at: number, where: string, fn: EntryFn): void {
+  const c = { at };
   try {
-    while (c.at < record.length) {
+    while (c.at < b.length) {
       const typeAt = c.at;
-      const type = record[c.at++];
-      if (type !== ValueType.Put && type !== ValueType.Delete) bad(typeAt, `has unknown entry type ${type}`);
-      const klen = readVarint(record, c, record.length);
-      if (c.at + klen > record.length) bad(c.at, `key of ${klen} bytes overruns the record`);
-      const key = record.subarray(c.at, c.at + klen);
+      const type = b[c.at++];
+      if (type !== ValueType.Put && type !== ValueType.Delete) batchError(where, typeAt, `has unknown entry type ${type}`);
+      const klen = readVarint(b, c, b.length);
+      if (c.at + klen > b.length) batchError(where, c.at, `key of ${klen} bytes overruns the record`);
+      const key = b.subarray(c.at, c.at + klen);
       c.at += klen;
-      let value: Buffer = Buffer.alloc(0);
+      let value = EMPTY;
       if (type === ValueType.Put) {
-        const vlen = readVarint(record, c, record.length);
-        if (c.at + vlen > record.length) bad(c.at, `value of ${vlen} bytes overruns the record`);
-        value = record.subarray(c.at, c.at + vlen);
+        const vlen = readVarint(b, c, b.length);
+        if (c.at + vlen > b.length) batchError(where, c.at, `value of ${vlen} bytes overruns the record`);
+        value = b.subarray(c.at, c.at + vlen);
         c.at += vlen;
       }
-      entries.push({ type: type as ValueType, key, value });
+      fn(type as ValueType, key, value);
     }
   } catch (err) {
-    if (err instanceof NovaError && !err.message.startsWith(where)) bad(c.at, err.message);
+    if (err instanceof NovaError && !err.message.startsWith(where)) batchError(where, c.at, err.message);
     throw err;
   }
-  if (entries.length !== count) bad(13, `says ${count} entries but holds ${entries.length}`);
-  return { memtableId, firstSequence, entries };
 }

@@ -56,6 +56,7 @@ export function dumpFile(kind: FileKind, path: string, limit = Infinity): string
       for (const t of e.added) parts.push(`add L${t.level} #${t.file} ${t.size} B [${internal(t.smallest)} .. ${internal(t.largest)}]`);
       for (const b of e.boundLogs) parts.push(`bind memtable ${b.memtable} -> log ${b.log}`);
       for (const m of e.releasedLogs) parts.push(`release memtable ${m}`);
+      if (e.dranges) parts.push(`dranges ${e.dranges.length + 1}: split at ${e.dranges.map((k) => printable(k)).join(', ')}`);
       out.push(`edit ${i}: ${parts.join('; ') || '(empty)'}`);
     }
   });

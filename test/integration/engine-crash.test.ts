@@ -14,13 +14,22 @@ import { ROOT } from '../helpers/peer-process.js';
 import { rng } from '../helpers/rng.js';
 
 const WRITER = join(ROOT, 'dist', 'test', 'fixtures', 'engine-writer.js');
-const dir = mkdtempSync(join(tmpdir(), 'nova-crash-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
 
+
+interface WriterConfig {
+  dir: string;
+  alpha: number;
+  depth: number;
+}
 
 /** Runs the writer from `first`, kills it after `ms`, returns the acknowledged indexes. */
-async function runAndKill(first: number, ms: number, sync: boolean): Promise<number[]> {
-  const child = spawn(process.execPath, [WRITER, dir, String(first), sync ? '1' : '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function runAndKill(c: WriterConfig, first: number, ms: number, sync: boolean): Promise<number[]> {
+  const args = [WRITER, c.dir, String(first), sync ? '1' : '0', String(c.alpha), String(c.depth)];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
   const acked: number[] = [];
@@ -39,16 +48,22 @@ async function runAndKill(first: number, ms: number, sync: boolean): Promise<num
   return acked;
 }
 
-describe('engine crash safety', () => {
+describe.each([
+  { alpha: 1, depth: 1 },
+  { alpha: 4, depth: 8 }, // Dranges, batches across them, group commits and background flushes
+])('engine crash safety (α $alpha, $depth writes in flight)', ({ alpha, depth }) => {
   it('keeps every acknowledged write across ten kill -9s', async () => {
-    const r = rng(5);
+    const dir = mkdtempSync(join(tmpdir(), 'nova-crash-'));
+    dirs.push(dir);
+    const r = rng(5 + alpha);
     let next = 0;
     const all: number[] = [];
     for (let round = 0; round < 10; round++) {
       const sync = round % 2 === 0; // kill -9 keeps even unsynced writes: they are in the OS
-      const acked = await runAndKill(next, 50 + Math.floor(r() * 400), sync);
+      const acked = await runAndKill({ dir, alpha, depth }, next, 50 + Math.floor(r() * 400), sync);
       all.push(...acked);
-      if (acked.length > 0) next = acked[acked.length - 1] + 2; // the unacknowledged one may be there or not
+      // Writes in flight when it died may be there or not; the next run starts past them.
+      if (acked.length > 0) next = Math.max(...acked) + depth + 1;
       const warnings: string[] = [];
       const db = await Engine.open(dir, { memtableBytes: 64 * 1024, onWarning: (w) => warnings.push(w) });
       for (const i of all) {
@@ -60,6 +75,7 @@ describe('engine crash safety', () => {
       // Batches are atomic: a pair without its key (or the reverse) never shows up.
       const pairs = await db.scan(Buffer.from('pair-'), { end: Buffer.from('pair.') });
       for (const [k] of pairs) expect(await db.get(Buffer.from(`key-${k.toString().slice(5)}`))).toBeDefined();
+      if (alpha > 1 && round === 9) expect(db.stats.dranges, 'Dranges were cut').toBeGreaterThan(1);
       await db.close();
       for (const w of warnings) expect(w).toMatch(/torn tail/);
     }

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Engine, type Snapshot } from '../../src/ltc/engine.js';
+import { Engine, localEnv, type EngineEnv, type Snapshot } from '../../src/ltc/engine.js';
 import { rng } from '../helpers/rng.js';
 
 const SOAK = process.env.NOVA_SOAK === '1';
@@ -21,20 +21,54 @@ function scanOracle(m: Map<string, string>, start: string, end: string | undefin
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).slice(0, limit);
 }
 
-describe.each([1, 2, 3])('engine model (seed %i)', (seed) => {
+// α = 1 is LevelDB's shape; α = 4 cuts the keys into Dranges, and its batches span them.
+// δ = α + 1 and a low L0 stop make writes wait for flushes and compactions.
+// Table writes take up to `slowMs` so the background lags the writes as a disk makes it.
+const CONFIGS = [
+  { seed: 1, alpha: 1, delta: 2, slowMs: 0 },
+  { seed: 2, alpha: 1, delta: 2, slowMs: 2 },
+  { seed: 3, alpha: 1, delta: 3, slowMs: 2 },
+  { seed: 4, alpha: 4, delta: 5, slowMs: 2 },
+  { seed: 5, alpha: 4, delta: 8, slowMs: 0 },
+];
+
+/** The local environment, with table writes delayed by up to `ms`. */
+function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
+  const env = localEnv(dir);
+  const store = env.store;
+  return {
+    openLog: env.openLog,
+    store: {
+      writeTable: async (file, bytes) => {
+        await new Promise((resolve) => setTimeout(resolve, r() * ms));
+        return store.writeTable(file, bytes);
+      },
+      readTable: (file, fragments) => store.readTable(file, fragments),
+      deleteTable: (file) => store.deleteTable(file),
+    },
+  };
+}
+
+describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms)', ({ seed, alpha: α, delta: δ, slowMs }) => {
   it('matches the oracle through flushes and reopens', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
     dirs.push(dir);
     const r = rng(seed);
     const warnings: string[] = [];
-    const open = () => Engine.open(dir, { memtableBytes: 16 * 1024, sync: false, onWarning: (w) => warnings.push(w) });
+    const delays = rng(seed + 100);
+    const open = () => Engine.open(dir, {
+      memtableBytes: 16 * 1024, activeMemtables: α, maxMemtables: δ, l0Trigger: 3, l0StopTrigger: 5,
+      sync: false, onWarning: (w) => warnings.push(w), env: slowMs > 0 ? slowEnv(dir, slowMs, delays) : undefined,
+    });
     let db = await open();
     const oracle = new Map<string, string>();
     const snapshots: Array<{ snap: Snapshot; state: Map<string, string> }> = [];
     let compactions = 0;
     let deepest = 0;
+    let dranges = 1;
     const tally = () => {
       compactions += db.stats.compactions;
+      dranges = Math.max(dranges, db.stats.dranges);
       db.stats.tablesPerLevel.forEach((n, l) => { if (n > 0) deepest = Math.max(deepest, l); });
     };
     const key = () => `k${String(Math.floor(r() * 400)).padStart(4, '0')}`;
@@ -84,12 +118,28 @@ describe.each([1, 2, 3])('engine model (seed %i)', (seed) => {
         snapshots.length = 0; // snapshots do not survive a reopen
       } else if (dice < 0.9 && snapshots.length > 0) {
         snapshots.splice(Math.floor(r() * snapshots.length), 1)[0].snap.release();
+      } else if (dice < 0.95) {
+        // A burst of writes in flight together: group commits, and flushes under way.
+        const pending: Array<Promise<void>> = [];
+        for (let i = 0; i < 2 + Math.floor(r() * 30); i++) {
+          const k = key();
+          if (r() < 0.8) {
+            const v = `w${step}.${i}-${'y'.repeat(Math.floor(r() * 300))}`;
+            pending.push(db.put(Buffer.from(k), Buffer.from(v)));
+            oracle.set(k, v); // writes commit in call order
+          } else {
+            pending.push(db.delete(Buffer.from(k)));
+            oracle.delete(k);
+          }
+        }
+        await Promise.all(pending);
       }
     }
     tally();
     await db.close();
     expect(compactions, 'compactions ran').toBeGreaterThan(0);
     expect(deepest, 'data reached L1 or deeper').toBeGreaterThan(0);
+    if (α > 1) expect(dranges, 'Dranges were cut').toBeGreaterThan(1);
     db = await open();
     for (const [k, v] of oracle) expect((await db.get(Buffer.from(k)))?.toString()).toBe(v);
     expect((await db.scan(Buffer.from(''))).map(([k, v]) => [k.toString(), v.toString()])).toEqual(scanOracle(oracle, '', undefined, Infinity));
@@ -109,5 +159,79 @@ describe('engine input checks', () => {
     expect((await db.get(Buffer.from('ok')))?.toString()).toBe('fine');
     await db.close();
     await expect(db.put(Buffer.from('a'), Buffer.from('b'))).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+});
+
+/** The local environment; table writes after the first `free` wait until `release()`. */
+function gatedEnv(dir: string, free: number): { env: EngineEnv; release: () => void; waiting: () => number } {
+  const env = localEnv(dir);
+  let allowed = free;
+  let waiters: Array<() => void> = [];
+  return {
+    env: {
+      openLog: env.openLog,
+      store: {
+        writeTable: async (file, bytes) => {
+          if (allowed-- <= 0) await new Promise<void>((resolve) => waiters.push(resolve));
+          return env.store.writeTable(file, bytes);
+        },
+        readTable: (file, fragments) => env.store.readTable(file, fragments),
+        deleteTable: (file) => env.store.deleteTable(file),
+      },
+    },
+    release: () => {
+      allowed = Infinity;
+      for (const w of waiters.splice(0)) w();
+    },
+    waiting: () => waiters.length,
+  };
+}
+
+describe('engine write stalls', () => {
+  const value = Buffer.alloc(100, 7);
+  const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  /** Writes until a write stalls; checks it waits for release(), and is counted and timed. */
+  async function expectStall(db: Engine, release: () => void): Promise<void> {
+    let i = 0;
+    let stalled: Promise<void> | undefined;
+    while (!stalled && i < 10_000) {
+      let done = false;
+      const w = db.put(Buffer.from(`k${i++}`), value).then(() => { done = true; });
+      await tick(0);
+      await tick(0);
+      if (!done) stalled = w;
+    }
+    expect(stalled, 'a write stalled').toBeDefined();
+    let done = false;
+    void stalled!.then(() => { done = true; });
+    await tick(50);
+    expect(done, 'the stalled write waits for the background').toBe(false);
+    expect(db.stats.stalls).toBe(0); // counted when it ends
+    release();
+    await stalled;
+    expect(db.stats.stalls).toBe(1);
+    expect(db.stats.stallMs).toBeGreaterThanOrEqual(40);
+    for (let j = 0; j < i; j++) expect(await db.get(Buffer.from(`k${j}`)), `k${j}`).toEqual(value);
+  }
+
+  it('waits when δ memtables exist and none can be retired', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
+    dirs.push(dir);
+    const gate = gatedEnv(dir, 0); // no flush finishes until released
+    const db = await Engine.open(dir, { memtableBytes: 4096, maxMemtables: 3, sync: false, env: gate.env });
+    await expectStall(db, gate.release);
+    expect(db.stats.memtables).toBeLessThanOrEqual(3);
+    await db.close();
+  });
+
+  it('waits when L0 is at its stop trigger until a compaction ends', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
+    dirs.push(dir);
+    const gate = gatedEnv(dir, 3); // three L0 tables; the compaction's output then waits
+    const db = await Engine.open(dir, { memtableBytes: 4096, maxMemtables: 8, l0Trigger: 2, l0StopTrigger: 3, sync: false, env: gate.env });
+    await expectStall(db, gate.release);
+    expect(db.stats.compactions).toBeGreaterThan(0);
+    await db.close();
   });
 });

@@ -15,6 +15,7 @@ function sample(): VersionEdit {
   });
   e.boundLogs.push({ memtable: 4, log: 11 });
   e.releasedLogs.push(2, 3);
+  e.dranges = [Buffer.from('g'), Buffer.alloc(0), Buffer.from('user\xff')];
   return e;
 }
 

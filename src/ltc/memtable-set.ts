@@ -1,0 +1,154 @@
+/**
+ * The memtables of one range (DESIGN.md §4): one active memtable per Drange (α in all) and
+ * the immutable ones waiting for their flush. The engine creates memtables and their logs;
+ * this holds them, routes keys to them and decides what a flush must take together.
+ *
+ * Invariants the engine's reads rely on:
+ * - Every version of a key that is in a memtable is in a memtable of that key's Drange list,
+ *   and each list is ordered newest first, so a get stops at the first hit.
+ * - Flushes take, for every Drange, a prefix (the oldest) of its list: an older version of a
+ *   key is never left in a memtable after a newer one reached a table.
+ * - Memtables that share a log record (a batch that spans Dranges lives in one memtable's
+ *   log) are flushed in one step, so recovery never replays half of a batch whose other half
+ *   is already in a table, and no entry is ever both replayed and in a table.
+ */
+import { drangeOf } from './dranges.js';
+import type { Memtable } from './memtable.js';
+
+export class MemtableSet {
+  private bounds: Buffer[];
+  /** Per Drange, newest first; [0] is its active memtable. */
+  private lists: Memtable[][];
+  /** In the order they stopped taking writes. */
+  private immutables: Memtable[] = [];
+  private readonly links = new Map<Memtable, Set<Memtable>>();
+
+  /** `actives`: one per Drange of `bounds`. */
+  constructor(bounds: Buffer[], actives: Memtable[]) {
+    if (actives.length !== bounds.length + 1) throw new Error('MemtableSet: one memtable per Drange');
+    this.bounds = bounds;
+    this.lists = actives.map((m) => [m]);
+  }
+
+  get drangeBounds(): readonly Buffer[] {
+    return this.bounds;
+  }
+
+  get dranges(): number {
+    return this.lists.length;
+  }
+
+  get immutableCount(): number {
+    return this.immutables.length;
+  }
+
+  /** Memtables not yet flushed, active and immutable. */
+  get size(): number {
+    return this.immutables.length + this.lists.length;
+  }
+
+  drangeOf(key: Uint8Array): number {
+    return this.bounds.length === 0 ? 0 : drangeOf(this.bounds, key);
+  }
+
+  active(drange: number): Memtable {
+    return this.lists[drange][0];
+  }
+
+  /** The memtables that may hold `key`, newest first. */
+  forKey(key: Uint8Array): readonly Memtable[] {
+    return this.lists[this.drangeOf(key)];
+  }
+
+  /** Every memtable not yet flushed, oldest first. */
+  all(): Memtable[] {
+    const seen = new Set<Memtable>(this.immutables);
+    for (const list of this.lists) seen.add(list[0]);
+    return [...seen].sort((a, b) => a.id - b.id);
+  }
+
+  activeAll(): Memtable[] {
+    return this.lists.map((l) => l[0]);
+  }
+
+  isActive(m: Memtable): boolean {
+    return this.drangeOfActive(m) >= 0;
+  }
+
+  /** The Drange whose active memtable is `m`, or −1. */
+  drangeOfActive(m: Memtable): number {
+    return this.lists.findIndex((l) => l[0] === m);
+  }
+
+  /** A Drange whose active memtable holds at least `bytes`, or −1. */
+  fullDrange(bytes: number): number {
+    return this.lists.findIndex((l) => l[0].approximateBytes >= bytes);
+  }
+
+  /** `fresh` becomes the active memtable of `drange`; the old one waits for its flush. */
+  retire(drange: number, fresh: Memtable): void {
+    this.immutables.push(this.lists[drange][0]);
+    this.lists[drange].unshift(fresh);
+  }
+
+  /**
+   * New Drange boundaries, with one fresh active memtable per new Drange. The current
+   * memtables all become immutable and, since they may hold any key, join every list.
+   */
+  reshape(bounds: Buffer[], fresh: Memtable[]): void {
+    if (fresh.length !== bounds.length + 1) throw new Error('reshape: one memtable per Drange');
+    const old = this.all().reverse(); // newest first
+    for (const list of this.lists) if (!this.immutables.includes(list[0])) this.immutables.push(list[0]);
+    this.bounds = bounds;
+    this.lists = fresh.map((m) => [m, ...old]);
+  }
+
+  /** Records that `a` and `b` hold entries of one log record. */
+  link(a: Memtable, b: Memtable): void {
+    if (a === b) return;
+    let s = this.links.get(a);
+    if (!s) this.links.set(a, (s = new Set()));
+    s.add(b);
+    let t = this.links.get(b);
+    if (!t) this.links.set(b, (t = new Set()));
+    t.add(a);
+  }
+
+  /**
+   * What the next flush must take, oldest first: the oldest immutable memtable, every
+   * memtable older than it in its Dranges, every memtable linked to it, and so on. Some may
+   * still be active: the engine retires those before flushing. Empty when nothing waits.
+   */
+  nextFlush(): Memtable[] {
+    const head = this.immutables[0];
+    if (!head) return [];
+    const group = new Set<Memtable>([head]);
+    const todo = [head];
+    const add = (m: Memtable): void => {
+      if (!group.has(m)) {
+        group.add(m);
+        todo.push(m);
+      }
+    };
+    while (todo.length > 0) {
+      const m = todo.pop()!;
+      for (const list of this.lists) {
+        const i = list.indexOf(m);
+        if (i >= 0) for (let j = i + 1; j < list.length; j++) add(list[j]);
+      }
+      for (const l of this.links.get(m) ?? []) add(l);
+    }
+    return [...group].sort((a, b) => a.id - b.id);
+  }
+
+  /** Forgets memtables whose contents are now in tables. REQUIRES: none is active. */
+  flushed(group: readonly Memtable[]): void {
+    const gone = new Set(group);
+    this.immutables = this.immutables.filter((m) => !gone.has(m));
+    this.lists = this.lists.map((l) => l.filter((m) => !gone.has(m)));
+    for (const m of group) {
+      for (const l of this.links.get(m) ?? []) this.links.get(l)?.delete(m);
+      this.links.delete(m);
+    }
+  }
+}
