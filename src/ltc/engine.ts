@@ -481,7 +481,7 @@ export class Engine {
     const id = this.nextFile++;
     this.logs.set(id, this.env.openLog(join(this.dir, logName(id)), 0));
     edit.boundLogs.push({ memtable: id, log: id });
-    return new Memtable(id);
+    return new Memtable(id, this.options.memtableBytes);
   }
 
   private async logEdit(edit: VersionEdit): Promise<void> {
