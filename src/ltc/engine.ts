@@ -23,7 +23,7 @@
  * memtables exist, or L0 holds `l0StopTrigger` tables. Reads may run at any time; they see
  * a consistent tree at their snapshot.
  */
-import { existsSync, mkdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
@@ -644,7 +644,6 @@ export class Engine {
     const tables = new Map<number, TableMeta>();
     const logs = new Map<number, number>(); // memtable -> log file
     let bounds: Buffer[] = [];
-    const oldFiles: string[] = [];
     if (existsSync(current)) {
       const name = readFileSync(current, 'utf8').trim();
       const path = join(this.dir, name);
@@ -663,7 +662,6 @@ export class Engine {
         for (const m of e.releasedLogs) logs.delete(m);
         if (e.dranges !== undefined) bounds = e.dranges;
       });
-      oldFiles.push(path);
     }
     for (const meta of [...tables.values()].sort((a, b) => a.file - b.file)) {
       const bytes = await this.store.readTable(meta.file, meta.fragments);
@@ -688,7 +686,6 @@ export class Engine {
         b.entries.forEach((e, j) => replay.add(b.firstSequence + j, e.type, e.key, e.value));
         this.lastSequence = Math.max(this.lastSequence, b.firstSequence + b.entries.length - 1);
       });
-      oldFiles.push(path);
     }
     // A fresh MANIFEST that states the whole tree, and fresh memtables and logs for writes.
     const manifestFile = this.nextFile++;
@@ -718,8 +715,25 @@ export class Engine {
       await this.logEdit(edit);
       this.levels[0].push(table);
     }
-    for (const path of oldFiles) {
-      if (path !== manifestPath && existsSync(path)) unlinkSync(path);
+    await this.removeObsoleteFiles(manifestFile);
+  }
+
+  /**
+   * Deletes files the new MANIFEST does not name: replayed logs and the old MANIFEST, and
+   * what a crash left behind — a table whose edit never landed (its entries are still in
+   * logs or in the compaction's inputs), a log never bound (no write reached it), a MANIFEST
+   * that CURRENT never named, CURRENT.tmp. Other files are left alone.
+   */
+  private async removeObsoleteFiles(manifestFile: number): Promise<void> {
+    const liveTables = new Set(this.levels.flat().map((t) => t.meta.file));
+    for (const name of readdirSync(this.dir)) {
+      const m = /^(\d+)\.(sst|log)$|^MANIFEST-(\d+)$|^CURRENT\.tmp$/.exec(name);
+      if (!m) continue;
+      if (m[2] === 'sst') {
+        if (!liveTables.has(Number(m[1]))) await this.store.deleteTable(Number(m[1]));
+      } else if (m[2] === 'log' ? !this.logs.has(Number(m[1])) : Number(m[3]) !== manifestFile) {
+        unlinkSync(join(this.dir, name));
+      }
     }
   }
 
