@@ -39,6 +39,19 @@ function keys16(n: number, seed: number, sorted: boolean): Buffer[] {
   return out;
 }
 
+/** n distinct 16-byte keys "user0000" + 8 digits, in random order (deterministic). */
+function ycsbKeys16(n: number, seed: number): Buffer[] {
+  let x = seed >>> 0 || 1;
+  const out: Buffer[] = [];
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    // The low digits are the index, so keys are distinct; the high ones are random.
+    const num = (x % 100) * 1_000_000 + i;
+    out.push(Buffer.from(`user0000${String(num).padStart(8, '0')}`));
+  }
+  return out;
+}
+
 function time(fn: () => void): number {
   const t = performance.now();
   fn();
@@ -58,9 +71,14 @@ function buildTable(ikeys: Buffer[], value: Buffer): TableReader {
 export function runMicroBench(o: MicroOptions): MicroRow[] {
   const rows: MicroRow[] = [];
   const n = o.entries;
-  for (const valueSize of [100, 1024]) {
-    o.log(`memtable, 16 B keys, ${valueSize} B values, ${n} entries`);
-    const keys = keys16(n, 7, false);
+  const cases = [
+    { label: '16 B key, 100 B value', keys: keys16(n, 7, false), valueSize: 100, target: true },
+    { label: '16 B key, 1024 B value', keys: keys16(n, 7, false), valueSize: 1024, target: false },
+    // YCSB's shape: every key starts "user0000", so a plain 6-byte abbreviation would tie.
+    { label: '16 B "user0000…" key, 100 B value', keys: ycsbKeys16(n, 7), valueSize: 100, target: false },
+  ];
+  for (const { label, keys, valueSize, target } of cases) {
+    o.log(`memtable, ${label}, ${n} entries`);
     const value = Buffer.alloc(valueSize, 1);
     let best = { ins: 0, get: 0 };
     for (let round = 0; round < 3; round++) { // best of three: the first pays for JIT warm-up
@@ -69,9 +87,9 @@ export function runMicroBench(o: MicroOptions): MicroRow[] {
       const get = n / time(() => { for (let i = 0; i < n; i++) m.get(keys[i], n + 1); });
       best = { ins: Math.max(best.ins, ins), get: Math.max(best.get, get) };
     }
-    const insRow: MicroRow = { name: `memtable insert (16 B key, ${valueSize} B value)`, value: best.ins, unit: 'ops/s' };
-    if (valueSize === 100) Object.assign(insRow, { target: '>= 1,000,000', met: best.ins >= 1e6 });
-    rows.push(insRow, { name: `memtable get (16 B key, ${valueSize} B value)`, value: best.get, unit: 'ops/s' });
+    const insRow: MicroRow = { name: `memtable insert (${label})`, value: best.ins, unit: 'ops/s' };
+    if (target) Object.assign(insRow, { target: '>= 1,000,000', met: best.ins >= 1e6 });
+    rows.push(insRow, { name: `memtable get (${label})`, value: best.get, unit: 'ops/s' });
   }
 
   const kv = 16 + 8 + 1024;

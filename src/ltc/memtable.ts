@@ -22,8 +22,8 @@ const MAX_HEIGHT = 12;
 const NIL = -1;
 // A node is a run of int32s in `nodes`, named by where it starts:
 //   [abbrHi, abbrLo, keyOff, keyLen, valLen, next at level 0, …, next at level h−1]
-// abbrHi/abbrLo are the first 3 and next 3 bytes of the user key (zero-padded): most
-// comparisons end there. Links name the next node's start, so a search step reads one
+// abbrHi/abbrLo are 3 + 3 bytes of the user key after the prefix all keys share (zero-padded):
+// most comparisons end there. Links name the next node's start, so a search step reads one
 // place in memory, not several parallel arrays.
 const ABBR_HI = 0;
 const ABBR_LO = 1;
@@ -32,6 +32,7 @@ const KEY_LEN = 3;
 const VAL_LEN = 4;
 const LINKS = 5;
 const HEAD = 0; // a node of MAX_HEIGHT links and no key
+const MAX_PREFIX = 32;
 
 export class Memtable {
   private arena: Buffer;
@@ -43,6 +44,10 @@ export class Memtable {
   private readonly prev = new Int32Array(MAX_HEIGHT);
   private rand = 0x2545f491;
   private lookup = Buffer.allocUnsafe(256);
+  // Bytes every user key here starts with (YCSB's "user0000…", a table prefix): the
+  // abbreviations start after them, or they would all be equal. Shrinks when a key does not
+  // share it, which re-abbreviates every node (rare: at most once per byte of it).
+  private prefix = Buffer.alloc(0);
 
   /** `capacity`: the bytes it is expected to hold (τ), so it need not grow by copying. */
   constructor(readonly id: number, capacity = 1 << 20) {
@@ -71,9 +76,12 @@ export class Memtable {
     else arena.set(userKey, koff);
     writeTrailer(arena, koff + userKey.length, sequence, type);
     arena.set(value, koff + klen);
+    if (this.count === 0) this.prefix = Buffer.from(userKey.subarray(0, MAX_PREFIX));
+    else if (!this.sharesPrefix(userKey, 0, userKey.length)) this.shrinkPrefix(userKey);
     // Search with the key where it now lies in the arena (not yet linked, not yet `used`).
-    const hi = abbreviate3(userKey, 0, userKey.length);
-    const lo = abbreviate3(userKey, 3, userKey.length);
+    const p = this.prefix.length;
+    const hi = abbreviate3(userKey, p, userKey.length);
+    const lo = abbreviate3(userKey, p + 3, userKey.length);
     const prev = this.prev;
     const nodes = this.nodes;
     let x = HEAD;
@@ -132,8 +140,11 @@ export class Memtable {
   /** @internal The first node with key >= target[0, len), or NIL. */
   seekNode(target: Uint8Array, len = target.length): number {
     const ulen = len - TRAILER_BYTES;
-    const hi = abbreviate3(target, 0, ulen);
-    const lo = abbreviate3(target, 3, ulen);
+    const p = this.prefix.length;
+    // A target without the prefix compares by its bytes alone (hi = −1: no abbreviation).
+    const shares = this.sharesPrefix(target, 0, ulen);
+    const hi = shares ? abbreviate3(target, p, ulen) : -1;
+    const lo = shares ? abbreviate3(target, p + 3, ulen) : -1;
     const nodes = this.nodes;
     let x = HEAD;
     for (let level = this.height - 1; level >= 0; level--) {
@@ -164,13 +175,15 @@ export class Memtable {
   }
 
   /** Compares node n's internal key with b[off, off+len) (an internal key), whose user key
-   * abbreviates to `hi`, `lo`. */
+   * abbreviates to `hi`, `lo` (−1: it does not share the prefix; compare bytes). */
   private compareNode(n: number, hi: number, lo: number, b: Uint8Array, off: number, len: number): number {
     const nodes = this.nodes;
-    const nh = nodes[n + ABBR_HI];
-    if (nh !== hi) return nh - hi;
-    const nl = nodes[n + ABBR_LO];
-    if (nl !== lo) return nl - lo;
+    if (hi >= 0) {
+      const nh = nodes[n + ABBR_HI];
+      if (nh !== hi) return nh - hi;
+      const nl = nodes[n + ABBR_LO];
+      if (nl !== lo) return nl - lo;
+    }
     const a = this.arena;
     const ao = nodes[n + KEY_OFF];
     const au = ao + nodes[n + KEY_LEN] - TRAILER_BYTES;
@@ -184,6 +197,27 @@ export class Memtable {
     const alo = (a[au] | (a[au + 1] << 8) | (a[au + 2] << 16)) + a[au + 3] * 0x1000000;
     const blo = (b[bu] | (b[bu + 1] << 8) | (b[bu + 2] << 16)) + b[bu + 3] * 0x1000000;
     return blo - alo;
+  }
+
+  private sharesPrefix(b: Uint8Array, off: number, ulen: number): boolean {
+    const p = this.prefix;
+    if (ulen < p.length) return false;
+    for (let i = 0; i < p.length; i++) if (b[off + i] !== p[i]) return false;
+    return true;
+  }
+
+  /** Cuts the prefix to what `key` shares with it and re-abbreviates every node. */
+  private shrinkPrefix(key: Uint8Array): void {
+    let c = 0;
+    while (c < this.prefix.length && c < key.length && this.prefix[c] === key[c]) c++;
+    this.prefix = this.prefix.subarray(0, c);
+    const nodes = this.nodes;
+    for (let n = nodes[HEAD + LINKS]; n !== NIL; n = nodes[n + LINKS]) {
+      const off = nodes[n + KEY_OFF];
+      const end = off + nodes[n + KEY_LEN] - TRAILER_BYTES;
+      nodes[n + ABBR_HI] = abbreviate3(this.arena, off + c, end);
+      nodes[n + ABBR_LO] = abbreviate3(this.arena, off + c + 3, end);
+    }
   }
 
   private reserveArena(n: number): void {

@@ -11,14 +11,22 @@ import { Memtable } from '../../src/ltc/memtable.js';
 import { rng } from '../helpers/rng.js';
 
 
-describe('memtable', () => {
+// Key shapes: short distinct keys; keys with a long shared prefix (YCSB's), which the
+// memtable abbreviates after the prefix, joined late by keys that break the prefix.
+const SHAPES = [
+  { name: 'distinct keys', key: (r: () => number, i: number) => `k${String(Math.floor(r() * 1e6)).padStart(6, '0')}-${i % 7 ? '' : 'x'.repeat(50)}`, late: [] as string[] },
+  { name: 'a shared prefix, broken late', key: (r: () => number) => `user0000${String(Math.floor(r() * 1e6)).padStart(8, '0')}`, late: ['user00', 'use', '', 'a', 'user0000', 'user00009', 'zz', 'user0001'] },
+];
+
+describe.each(SHAPES)('memtable ($name)', ({ key, late }) => {
   it('matches a sorted oracle for gets under snapshots, iteration and seeks', () => {
     const r = rng(11);
     const m = new Memtable(7);
     const oracle: Array<{ key: Buffer; value: Buffer }> = [];
-    const users = Array.from({ length: 500 }, (_, i) => Buffer.from(`k${String(Math.floor(r() * 1e6)).padStart(6, '0')}-${i % 7 ? '' : 'x'.repeat(50)}`));
+    const users = Array.from({ length: 500 }, (_, i) => Buffer.from(key(r, i)));
     for (let seq = 1; seq <= 5000; seq++) {
-      const user = users[Math.floor(r() * users.length)];
+      if (seq === 3000) users.push(...late.map((k) => Buffer.from(k)));
+      const user = seq > 3000 && r() < 0.1 && late.length > 0 ? users[500 + Math.floor(r() * late.length)] : users[Math.floor(r() * users.length)];
       const type = r() < 0.25 ? ValueType.Delete : ValueType.Put;
       const value = type === ValueType.Put ? Buffer.alloc(Math.floor(r() * (r() < 0.05 ? 5000 : 40)), seq & 0xff) : Buffer.alloc(0);
       m.add(seq, type, user, value);
@@ -52,6 +60,9 @@ describe('memtable', () => {
     expect(it.valid).toBe(false);
   });
 
+});
+
+describe('memtable', () => {
   it('keeps iterators valid while inserts continue, and sees later inserts ahead of them', () => {
     const m = new Memtable(1);
     for (let i = 0; i < 1000; i += 2) m.add(i + 1, ValueType.Put, Buffer.from(String(i).padStart(5, '0')), Buffer.from('v'));
