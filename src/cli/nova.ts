@@ -9,7 +9,8 @@ import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportRepor
 import { textTable } from '../../bench/report.js';
 import { microTable, runMicroBench, writeMicroReports } from '../../bench/micro.js';
 import { Fabric } from '../transport/fabric.js';
-import { checkFile, dumpFile, type FileKind } from '../tools/inspect.js';
+import { Engine } from '../ltc/engine.js';
+import { checkFile, dumpFile, printable, type FileKind } from '../tools/inspect.js';
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
@@ -90,6 +91,42 @@ export function buildProgram(): Command {
         console.log(checkFile(kind as FileKind, file));
       });
   }
+
+  const db = program.command('db').description('use a one-range engine (nova-embedded) in a directory: put, get, delete, scan, stats, flush');
+  const withEngine = async (dir: string, fn: (e: Engine) => Promise<void>): Promise<void> => {
+    const e = await Engine.open(dir, { onWarning: (w) => process.stderr.write(`nova: warning: ${w}\n`) });
+    try {
+      await fn(e);
+    } finally {
+      await e.close();
+    }
+  };
+  db.command('put <dir> <key> <value>').description('write a key (UTF-8), synced before it returns')
+    .action((dir: string, key: string, value: string) => withEngine(dir, (e) => e.put(Buffer.from(key), Buffer.from(value))));
+  db.command('get <dir> <key>').description('write the value of a key, as it is, to stdout; exit 1 if it is absent')
+    .action((dir: string, key: string) => withEngine(dir, async (e) => {
+      const v = await e.get(Buffer.from(key));
+      if (v === undefined) {
+        process.stderr.write(`nova: ${key}: not found\n`);
+        process.exitCode = 1;
+      } else {
+        process.stdout.write(v);
+      }
+    }));
+  db.command('delete <dir> <key>').description('delete a key, synced before it returns')
+    .action((dir: string, key: string) => withEngine(dir, (e) => e.delete(Buffer.from(key))));
+  db.command('scan <dir>').description('print key<TAB>value lines in key order: JSON strings when printable ASCII, else 0x-hex')
+    .option('--start <key>', 'first key (inclusive)', '')
+    .option('--end <key>', 'last key (exclusive)')
+    .option('--limit <n>', 'at most this many entries', positiveInt)
+    .action((dir: string, opts: { start: string; end?: string; limit?: number }) => withEngine(dir, async (e) => {
+      const rows = await e.scan(Buffer.from(opts.start), { end: opts.end === undefined ? undefined : Buffer.from(opts.end), limit: opts.limit });
+      for (const [k, v] of rows) console.log(`${printable(k, Infinity)}\t${printable(v, Infinity)}`);
+    }));
+  db.command('stats <dir>').description('print the tree: tables per level, memtables, Dranges, sequence')
+    .action((dir: string) => withEngine(dir, async (e) => { console.log(JSON.stringify(e.stats, null, 2)); }));
+  db.command('flush <dir>').description('write every memtable to a table and run the compactions that are due')
+    .action((dir: string) => withEngine(dir, (e) => e.flush()));
 
   bench.command('micro')
     .description('single-thread costs of the engine\'s parts: memtable, SSTable build and lookup, merge, filtered misses')

@@ -14,7 +14,8 @@ export type ErrorCode =
   | 'DEADLINE_EXCEEDED' // an RPC or connect did not finish by its deadline
   | 'UNKNOWN_METHOD' // an RPC named a method the peer does not serve
   | 'REMOTE' // an RPC handler failed without a code of its own
-  | 'CORRUPTION'; // bytes that fail a checksum or a length check
+  | 'CORRUPTION' // bytes that fail a checksum or a length check
+  | 'BUSY'; // a resource another process (or another open) holds
 
 export class NovaError extends Error {
   readonly code: ErrorCode;
@@ -37,7 +38,7 @@ export class RemoteError extends NovaError {
 
 const CODES: ReadonlySet<string> = new Set<ErrorCode>([
   'PEER_LOST', 'OUT_OF_BOUNDS', 'BAD_REMOTE_KEY', 'CLOSED', 'BAD_ARGUMENT', 'TRANSPORT',
-  'TIMEOUT', 'DEADLINE_EXCEEDED', 'UNKNOWN_METHOD', 'REMOTE', 'CORRUPTION',
+  'TIMEOUT', 'DEADLINE_EXCEEDED', 'UNKNOWN_METHOD', 'REMOTE', 'CORRUPTION', 'BUSY',
 ]);
 
 export function isErrorCode(code: string): code is ErrorCode {

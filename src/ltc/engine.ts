@@ -33,7 +33,7 @@ import { MergingIterator, VisibleIterator, type InternalIterator } from '../ssta
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
 import {
-  LocalBlockStore, LocalLogWriter, logName, manifestName, replaceFile, syncDir, tableName, type BlockStore, type LogWriter,
+  LocalBlockStore, LocalLogWriter, lockDir, logName, manifestName, replaceFile, syncDir, tableName, type BlockStore, type LogWriter,
 } from './local-store.js';
 import { boundsFromSample } from './dranges.js';
 import { Memtable } from './memtable.js';
@@ -156,6 +156,7 @@ export class Engine {
   private failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   private closed = false;
   private stopping = false;
+  private unlock: () => void = () => undefined;
 
   private constructor(private readonly dir: string, options: EngineOptions) {
     const active = options.activeMemtables ?? 1;
@@ -186,7 +187,13 @@ export class Engine {
   static async open(dir: string, options: EngineOptions = {}): Promise<Engine> {
     const e = new Engine(dir, options);
     mkdirSync(dir, { recursive: true });
-    await e.recover();
+    e.unlock = lockDir(dir);
+    try {
+      await e.recover();
+    } catch (err) {
+      e.unlock();
+      throw err;
+    }
     e.kick(); // recovery may leave L0 over its trigger
     return e;
   }
@@ -302,9 +309,13 @@ export class Engine {
     this.stopping = true;
     await this.background;
     await this.manifestChain;
-    for (const log of this.logs.values()) await log.close();
-    this.logs.clear();
-    await this.manifest.close();
+    try {
+      for (const log of this.logs.values()) await log.close();
+      this.logs.clear();
+      await this.manifest.close();
+    } finally {
+      this.unlock();
+    }
   }
 
   /**

@@ -7,6 +7,7 @@
  */
 import { closeSync, existsSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
 import { join } from 'node:path';
+import { NovaError } from '../common/errors.js';
 import { LogFramer } from '../logc/log-format.js';
 import type { Fragment } from './version-edit.js';
 
@@ -103,6 +104,53 @@ export class LocalLogWriter implements LogWriter {
 function writeAll(fd: number, bytes: Buffer): void {
   let done = 0;
   while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+/**
+ * Takes `dir/LOCK` for this open: two engines on one directory would each rewrite the
+ * MANIFEST and delete the other's files. The file holds the owner's pid; a lock whose
+ * process is gone (kill -9) is taken over. Returns the release function.
+ */
+export function lockDir(dir: string): () => void {
+  const path = join(dir, 'LOCK');
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const fd = openSync(path, 'wx');
+      try {
+        writeSync(fd, `${process.pid}\n`);
+      } finally {
+        closeSync(fd);
+      }
+      let held = true;
+      return () => {
+        if (held && existsSync(path)) unlinkSync(path);
+        held = false;
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
+    }
+    let text = '';
+    try {
+      text = readFileSync(path, 'utf8').trim();
+    } catch {
+      continue; // released meanwhile
+    }
+    const pid = Number(text);
+    if (/^\d+$/.test(text) && processAlive(pid)) {
+      const who = pid === process.pid ? 'this process (an engine already open on it)' : `process ${pid}`;
+      throw new NovaError('BUSY', `${dir} is in use by ${who}: close that engine first (${path})`);
+    }
+    unlinkSync(path); // its owner is gone, or it is not a lock we wrote
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Makes a directory's entries (created, renamed files) durable. */

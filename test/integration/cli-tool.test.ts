@@ -1,5 +1,5 @@
 /**
- * `nova tool` on real files an engine wrote, and on damaged copies: the command a user runs.
+ * `nova tool` on real files an engine wrote, and on damaged copies; `nova db` on a directory.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,7 +28,7 @@ describe('nova tool', () => {
   it('lists its commands in --help', () => {
     const r = nova('--help');
     expect(r.status).toBe(0);
-    for (const c of ['info', 'bench', 'tool']) expect(r.stdout).toContain(c);
+    for (const c of ['info', 'bench', 'tool', 'db']) expect(r.stdout).toContain(c);
     expect(nova('tool', 'sst', '--help').stdout).toMatch(/dump.*\n.*check/s);
   });
 
@@ -61,5 +61,40 @@ describe('nova tool', () => {
     const r = nova('tool', 'sst', 'check', bad);
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/nova: CORRUPTION: .*damaged\.sst.*offset \d+/);
+  });
+});
+
+describe('nova db', () => {
+  it('puts, gets, deletes and scans keys in a directory, across invocations', () => {
+    const d = mkdtempSync(join(tmpdir(), 'nova-db-'));
+    try {
+      expect(nova('db', 'put', d, 'user1', 'hello').status).toBe(0);
+      expect(nova('db', 'put', d, 'user2', 'wor ld').status).toBe(0);
+      const got = nova('db', 'get', d, 'user1');
+      expect([got.status, got.stdout]).toEqual([0, 'hello']);
+      const missing = nova('db', 'get', d, 'nope');
+      expect(missing.status).toBe(1);
+      expect(missing.stderr).toMatch(/nope: not found/);
+      expect(nova('db', 'delete', d, 'user1').status).toBe(0);
+      expect(nova('db', 'scan', d).stdout).toBe('"user2"\t"wor ld"\n');
+      expect(nova('db', 'flush', d).status).toBe(0);
+      const stats = JSON.parse(nova('db', 'stats', d).stdout) as { lastSequence: number; memtables: number };
+      expect(stats.lastSequence).toBe(3);
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a directory another live engine holds, saying which process', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'nova-db-'));
+    const db = await Engine.open(d, { sync: false });
+    try {
+      const r = nova('db', 'get', d, 'k');
+      expect(r.status).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`nova: BUSY: .* in use by process ${process.pid}`));
+    } finally {
+      await db.close();
+      rmSync(d, { recursive: true, force: true });
+    }
   });
 });

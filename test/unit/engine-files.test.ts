@@ -71,6 +71,7 @@ describe('engine files', () => {
     const db = await Engine.open(dir, { sync: false });
     await db.put(Buffer.from('a'), Buffer.from('1'));
     await db.put(Buffer.from('b'), Buffer.from('2'));
+    await db.close(); // the memtable stays in its log
     // Simulate a crash mid-append: half a record at the end of the log.
     appendFileSync(only(dir, /\.log$/), Buffer.from([1, 2, 3, 4, 200, 0, 1, 9, 9]));
     const warnings: string[] = [];
@@ -88,7 +89,7 @@ describe('engine files', () => {
     // A table whose edit never landed, a log never bound, a MANIFEST CURRENT never named,
     // a half-replaced CURRENT; and files that are not the engine's.
     const leftovers = ['999990.sst', '999991.log', 'MANIFEST-999992', 'CURRENT.tmp'];
-    const foreign = ['notes.txt', '12.sst.bak', 'LOCK'];
+    const foreign = ['notes.txt', '12.sst.bak', 'LOCK.old'];
     for (const name of [...leftovers, ...foreign]) writeFileSync(join(dir, name), 'x');
     const db = await Engine.open(dir);
     const after = readdirSync(dir);
@@ -98,6 +99,21 @@ describe('engine files', () => {
     for (const name of before.filter((n) => n.endsWith('.sst'))) expect(after).toContain(name);
     for (let i = 0; i < 300; i++) expect(await db.get(Buffer.from(`k${String(i).padStart(4, '0')}`)), `k${i}`).toEqual(Buffer.alloc(100, i & 0xff));
     await db.close();
+  });
+
+  it('refuses a second open of a directory until the first closes; takes over a dead owner\'s lock', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
+    dirs.push(dir);
+    const db = await Engine.open(dir, { sync: false });
+    await expect(Engine.open(dir)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/in use by this process/) });
+    await db.close();
+    const again = await Engine.open(dir);
+    await again.close();
+    // A LOCK left by a process that died (kill -9): a pid no process has.
+    writeFileSync(join(dir, 'LOCK'), '4194303\n');
+    const third = await Engine.open(dir);
+    await third.close();
+    expect(readdirSync(dir)).not.toContain('LOCK');
   });
 
   it('group-commits concurrent synced writes: one fdatasync for many', async () => {
