@@ -8,7 +8,8 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { ValueType, makeInternalKey } from '../src/common/internal-key.js';
 import { Memtable } from '../src/ltc/memtable.js';
-import { MergingIterator, VisibleIterator } from '../src/sstable/merging-iterator.js';
+import { compactionEntries } from '../src/ltc/compaction.js';
+import { MergingIterator } from '../src/sstable/merging-iterator.js';
 import { TableBuilder } from '../src/sstable/table-builder.js';
 import { TableReader } from '../src/sstable/table-reader.js';
 import { htmlReport, textTable, type Column } from './report.js';
@@ -72,13 +73,16 @@ export function runMicroBench(o: MicroOptions): MicroRow[] {
   const rows: MicroRow[] = [];
   const n = o.entries;
   const cases = [
-    { label: '16 B key, 100 B value', keys: keys16(n, 7, false), valueSize: 100, target: true },
-    { label: '16 B key, 1024 B value', keys: keys16(n, 7, false), valueSize: 1024, target: false },
+    { label: '16 B key, 100 B value', makeKeys: () => keys16(n, 7, false), valueSize: 100, target: true },
+    { label: '16 B key, 1024 B value', makeKeys: () => keys16(n, 7, false), valueSize: 1024, target: false },
     // YCSB's shape: every key starts "user0000", so a plain 6-byte abbreviation would tie.
-    { label: '16 B "user0000…" key, 100 B value', keys: ycsbKeys16(n, 7), valueSize: 100, target: false },
+    { label: '16 B "user0000…" key, 100 B value', makeKeys: () => ycsbKeys16(n, 7), valueSize: 100, target: false },
   ];
-  for (const { label, keys, valueSize, target } of cases) {
+  // Keys are made per case and dropped after it: hundreds of thousands of live Buffers
+  // would tax the garbage collector in every later measurement.
+  for (const { label, makeKeys, valueSize, target } of cases) {
     o.log(`memtable, ${label}, ${n} entries`);
+    const keys = makeKeys();
     const value = Buffer.alloc(valueSize, 1);
     let best = { ins: 0, get: 0 };
     for (let round = 0; round < 3; round++) { // best of three: the first pays for JIT warm-up
@@ -118,10 +122,11 @@ export function runMicroBench(o: MicroOptions): MicroRow[] {
   let mergeMBs = 0;
   for (let round = 0; round < 3; round++) {
     const s = time(() => {
-      const it = new VisibleIterator(new MergingIterator(parts.map((x) => x.iterator())), 1e12);
-      const out = new TableBuilder();
-      let seq = 1;
-      for (it.first(); it.valid; it.next()) out.add(makeInternalKey(it.key, seq++, ValueType.Put), it.value);
+      // What Engine.runCompaction runs: the merge rule over a MergingIterator, into a builder
+      // whose buffer starts at the output size (as the engine's does).
+      const it = new MergingIterator(parts.map((x) => x.iterator()));
+      const out = new TableBuilder({ expectedSize: tableN * (kv + 16) });
+      for (const [k, v] of compactionEntries(it, { smallestSnapshot: 1e12, isBottomFor: () => true })) out.add(k, v);
       out.finish();
     });
     mergeMBs = Math.max(mergeMBs, (tableN * kv) / s / 1e6);

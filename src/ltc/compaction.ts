@@ -93,28 +93,33 @@ export interface MergeRule {
  *  - a delete that is that newest-visible version goes too when no deeper level may hold
  *    the key (nothing older could be uncovered).
  * Identical internal keys (the same write recovered twice) are yielded once. Yields the
- * iterator's views: use each entry before asking for the next.
+ * iterator's views in one reused pair: use each entry before asking for the next.
  */
 export function* compactionEntries(it: InternalIterator, rule: MergeRule): Generator<[Buffer, Buffer]> {
-  let current: Buffer | undefined; // user key of the previous entry
-  let lastKey: Buffer | undefined; // previous internal key
-  let seenVisible = false; // a version <= smallestSnapshot of `current` was handled
+  // The previous internal key, copied into a reused buffer: no allocation per entry.
+  let last = Buffer.allocUnsafe(256);
+  let lastLen = -1; // none yet
+  let seenVisible = false; // a version <= smallestSnapshot of the current user key was handled
+  const pair: [Buffer, Buffer] = [last, last];
   for (it.first(); it.valid; it.next()) {
     const k = it.key;
-    if (lastKey && compareInternalKeys(lastKey, k) === 0) continue;
-    if (!current || compareBytes(current, 0, current.length, k, 0, k.length - TRAILER_BYTES) !== 0) {
-      current = Buffer.from(userKey(k));
-      seenVisible = false;
+    const userLen = k.length - TRAILER_BYTES;
+    if (lastLen >= 0 && compareBytes(last, 0, lastLen - TRAILER_BYTES, k, 0, userLen) === 0) {
+      if (compareInternalKeys(last.subarray(0, lastLen), k) === 0) continue;
+    } else {
+      seenVisible = false; // a new user key
     }
-    lastKey = Buffer.from(k);
+    if (k.length > last.length) last = Buffer.allocUnsafe(k.length * 2);
+    last.set(k, 0);
+    lastLen = k.length;
     const seq = sequenceOf(k);
-    if (seq > rule.smallestSnapshot) {
-      yield [k, it.value];
-      continue;
+    if (seq <= rule.smallestSnapshot) {
+      if (seenVisible) continue; // shadowed for every reader
+      seenVisible = true;
+      if (k[userLen] === ValueType.Delete && rule.isBottomFor(userKey(k))) continue;
     }
-    if (seenVisible) continue; // shadowed for every reader
-    seenVisible = true;
-    if (k[k.length - TRAILER_BYTES] === ValueType.Delete && rule.isBottomFor(current)) continue;
-    yield [k, it.value];
+    pair[0] = k;
+    pair[1] = it.value;
+    yield pair;
   }
 }
