@@ -40,17 +40,16 @@ function keys16(n: number, seed: number, sorted: boolean): Buffer[] {
   return out;
 }
 
-/** n distinct 16-byte keys "user0000" + 8 digits, in random order (deterministic). */
+/** The keys "user0000" + the 8-digit numbers 0…n−1, in random order (deterministic). */
 function ycsbKeys16(n: number, seed: number): Buffer[] {
   let x = seed >>> 0 || 1;
-  const out: Buffer[] = [];
-  for (let i = 0; i < n; i++) {
+  const nums = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) { // Fisher–Yates
     x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    // The low digits are the index, so keys are distinct; the high ones are random.
-    const num = (x % 100) * 1_000_000 + i;
-    out.push(Buffer.from(`user0000${String(num).padStart(8, '0')}`));
+    const j = x % (i + 1);
+    [nums[i], nums[j]] = [nums[j], nums[i]];
   }
-  return out;
+  return nums.map((num) => Buffer.from(`user0000${String(num).padStart(8, '0')}`));
 }
 
 function time(fn: () => void): number {
