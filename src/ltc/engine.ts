@@ -35,7 +35,7 @@ import { TableReader } from '../sstable/table-reader.js';
 import {
   LocalBlockStore, LocalLogWriter, lockDir, logName, manifestName, replaceFile, syncDir, tableName, type BlockStore, type LogWriter,
 } from './local-store.js';
-import { boundsFromSample } from './dranges.js';
+import { boundsFromSample, drangeOf } from './dranges.js';
 import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
 import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
@@ -157,6 +157,7 @@ export class Engine {
   private closed = false;
   private stopping = false;
   private unlock: () => void = () => undefined;
+  private memtableLimit = 2; // δ, raised if the MANIFEST holds more Dranges (recover)
 
   private constructor(private readonly dir: string, options: EngineOptions) {
     const active = options.activeMemtables ?? 1;
@@ -174,6 +175,7 @@ export class Engine {
       onWarning: options.onWarning,
     };
     const o = this.options;
+    if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
     if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);
     if (!(Number.isInteger(o.maxMemtables) && o.maxMemtables > active)) {
       throw new NovaError('BAD_ARGUMENT', `maxMemtables (δ) must be an integer > activeMemtables (α = ${active}), not ${o.maxMemtables}`);
@@ -305,7 +307,12 @@ export class Engine {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.writeChain; // pending writes may need the background to make room
+    // Pending writes may need the background to make room, and a round that hit its size
+    // cap chains another behind itself: wait until the chain stops growing.
+    for (let chain = this.writeChain; ; chain = this.writeChain) {
+      await chain;
+      if (chain === this.writeChain && this.queued.length === 0) break;
+    }
     this.stopping = true;
     await this.background;
     await this.manifestChain;
@@ -360,6 +367,7 @@ export class Engine {
       if (this.failed) throw this.failed;
       await this.makeRoom();
     } catch (err) {
+      // A failed memtable switch left files half made: fail() already marked the engine.
       this.rejectQueued(err as Error);
       return;
     }
@@ -396,13 +404,20 @@ export class Engine {
       for (const w of group) w.reject(failure);
       return;
     }
-    for (const { batch, first, home } of applied) {
-      let seq = first;
-      batch.forEach((type, key, value) => {
-        const m = this.memtables.active(this.memtables.drangeOf(key));
-        m.add(seq++, type, key, value);
-        if (m !== home) this.memtables.link(home, m);
-      });
+    try {
+      for (const { batch, first, home } of applied) {
+        let seq = first;
+        batch.forEach((type, key, value) => {
+          const m = this.memtables.active(this.memtables.drangeOf(key));
+          m.add(seq++, type, key, value);
+          if (m !== home) this.memtables.link(home, m);
+        });
+      }
+    } catch (err) {
+      // The records are in the log but not all in memtables: only a reopen can tell.
+      const failure = this.fail('memtable insert', err);
+      for (const w of group) w.reject(failure);
+      return;
     }
     this.lastSequence = next - 1;
     this.counts.writes += group.length;
@@ -437,7 +452,7 @@ export class Engine {
       }
       const full = this.memtables.fullDrange(this.options.memtableBytes);
       if (full < 0) break;
-      const roomy = this.memtables.size < this.options.maxMemtables && this.levels[0].length < this.options.l0StopTrigger;
+      const roomy = this.memtables.size < this.memtableLimit && this.levels[0].length < this.options.l0StopTrigger;
       if (roomy) {
         await this.retire(full, true);
         this.kick();
@@ -467,6 +482,14 @@ export class Engine {
    * memtable (`learn`) cuts the key space into Dranges from a sample of its keys instead.
    */
   private async retire(d: number, learn: boolean): Promise<void> {
+    try {
+      await this.switchMemtables(d, learn);
+    } catch (err) {
+      throw this.fail('memtable switch', err); // a log may exist unbound, or an edit be half written
+    }
+  }
+
+  private async switchMemtables(d: number, learn: boolean): Promise<void> {
     const old = this.memtables.active(d);
     const edit = emptyEdit();
     const α = this.options.activeMemtables;
@@ -679,10 +702,11 @@ export class Engine {
       this.levels[meta.level].push({ meta, reader: new TableReader(bytes, join(this.dir, tableName(meta.file))) });
     }
     for (let l = 1; l < LEVELS; l++) this.levels[l].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
-    // Replay every bound log into one memtable. Sequence numbers order the entries, and
-    // every entry in a log is newer than what its Drange has in tables (flushes take the
-    // oldest memtables first), so one L0 table, newest of all, holds them correctly.
-    const replay = new Memtable(0);
+    // Replay every bound log into one memtable per Drange (so no one memtable must hold all
+    // of them). Sequence numbers order the entries within each, and every entry in a log is
+    // newer than what its Drange has in tables (flushes take the oldest memtables first), so
+    // these L0 tables, newest of all and disjoint, hold them correctly.
+    const replays = Array.from({ length: bounds.length + 1 }, () => new Memtable(0));
     for (const [memtable, log] of [...logs.entries()].sort((a, b) => a[0] - b[0])) {
       const path = join(this.dir, logName(log));
       if (!existsSync(path)) {
@@ -694,7 +718,7 @@ export class Engine {
       }
       contents.records.forEach((r, i) => {
         const b = decodeBatch(r, `${path} record ${i}`);
-        b.entries.forEach((e, j) => replay.add(b.firstSequence + j, e.type, e.key, e.value));
+        b.entries.forEach((e, j) => replays[drangeOf(bounds, e.key)].add(b.firstSequence + j, e.type, e.key, e.value));
         this.lastSequence = Math.max(this.lastSequence, b.firstSequence + b.entries.length - 1);
       });
     }
@@ -708,23 +732,29 @@ export class Engine {
     syncDir(this.dir);
     snapshot.added.push(...this.levels.flat().map((t) => t.meta));
     // Old logs stay bound until their entries are in a table (below); empty ones need not.
-    if (replay.entries > 0) for (const [memtable, log] of logs) snapshot.boundLogs.push({ memtable, log });
+    const replayed = replays.some((m) => m.entries > 0);
+    if (replayed) for (const [memtable, log] of logs) snapshot.boundLogs.push({ memtable, log });
     if (bounds.length > 0) snapshot.dranges = bounds;
     snapshot.nextFile = this.nextFile;
     snapshot.lastSequence = this.lastSequence;
     await this.logEdit(snapshot);
     replaceFile(this.dir, 'CURRENT', manifestName(manifestFile) + '\n');
     this.memtables = new MemtableSet(bounds, fresh);
-    // What the replayed logs held becomes an L0 table; then their logs can go.
-    if (replay.entries > 0) {
-      const table = await this.writeL0(replay);
+    // The tree's Dranges come from its MANIFEST, whatever α this open asks for; δ must leave
+    // room for one immutable memtable beside their active ones.
+    this.memtableLimit = Math.max(this.options.maxMemtables, bounds.length + 2);
+    // What the replayed logs held becomes L0 tables, recorded in one edit that also
+    // releases the logs (a crash before it leaves unrecorded tables, deleted next open).
+    if (replayed) {
+      const tables: LiveTable[] = [];
+      for (const m of replays) if (m.entries > 0) tables.push(await this.writeL0(m));
       const edit = emptyEdit();
-      edit.added.push(table.meta);
+      edit.added.push(...tables.map((t) => t.meta));
       edit.releasedLogs.push(...logs.keys());
       edit.nextFile = this.nextFile;
       edit.lastSequence = this.lastSequence;
       await this.logEdit(edit);
-      this.levels[0].push(table);
+      this.levels[0].push(...tables);
     }
     await this.removeObsoleteFiles(manifestFile);
   }

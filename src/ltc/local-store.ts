@@ -6,7 +6,7 @@
  * edits, log-framed), `CURRENT` (the name of the live MANIFEST, replaced atomically).
  */
 import { closeSync, existsSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { LogFramer } from '../logc/log-format.js';
 import type { Fragment } from './version-edit.js';
@@ -106,13 +106,23 @@ function writeAll(fd: number, bytes: Buffer): void {
   while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
 }
 
+/** Directories this process holds locks on (a pid alone cannot tell a restarted process
+ * that reuses a dead one's pid, as PID 1 in a container does, from the holder itself). */
+const heldHere = new Set<string>();
+
 /**
  * Takes `dir/LOCK` for this open: two engines on one directory would each rewrite the
  * MANIFEST and delete the other's files. The file holds the owner's pid; a lock whose
  * process is gone (kill -9) is taken over. Returns the release function.
+ *
+ * Known limit: two processes that both find the same stale lock at the same instant may both
+ * take it over (read, unlink and create are separate steps); an OS lock (flock) would close
+ * that window, and Node has none.
  */
 export function lockDir(dir: string): () => void {
   const path = join(dir, 'LOCK');
+  const key = resolve(dir);
+  if (heldHere.has(key)) throw new NovaError('BUSY', `${dir} is in use by this process (an engine already open on it): close that engine first`);
   for (let attempt = 0; ; attempt++) {
     try {
       const fd = openSync(path, 'wx');
@@ -121,10 +131,13 @@ export function lockDir(dir: string): () => void {
       } finally {
         closeSync(fd);
       }
+      heldHere.add(key);
       let held = true;
       return () => {
-        if (held && existsSync(path)) unlinkSync(path);
+        if (!held) return;
         held = false;
+        heldHere.delete(key);
+        if (existsSync(path)) unlinkSync(path);
       };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
@@ -136,9 +149,9 @@ export function lockDir(dir: string): () => void {
       continue; // released meanwhile
     }
     const pid = Number(text);
-    if (/^\d+$/.test(text) && processAlive(pid)) {
-      const who = pid === process.pid ? 'this process (an engine already open on it)' : `process ${pid}`;
-      throw new NovaError('BUSY', `${dir} is in use by ${who}: close that engine first (${path})`);
+    // Our own pid in a lock we do not hold: a previous process with this pid wrote it.
+    if (/^\d+$/.test(text) && pid !== process.pid && processAlive(pid)) {
+      throw new NovaError('BUSY', `${dir} is in use by process ${pid}: close that engine first (if that process is not a Nova engine, delete ${path})`);
     }
     unlinkSync(path); // its owner is gone, or it is not a lock we wrote
   }

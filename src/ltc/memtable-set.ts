@@ -80,9 +80,9 @@ export class MemtableSet {
     return this.lists.findIndex((l) => l[0] === m);
   }
 
-  /** A Drange whose active memtable holds at least `bytes`, or −1. */
+  /** A Drange whose active memtable has entries and holds at least `bytes`, or −1. */
   fullDrange(bytes: number): number {
-    return this.lists.findIndex((l) => l[0].approximateBytes >= bytes);
+    return this.lists.findIndex((l) => l[0].entries > 0 && l[0].approximateBytes >= bytes);
   }
 
   /** `fresh` becomes the active memtable of `drange`; the old one waits for its flush. */

@@ -14,6 +14,7 @@
  * valid while inserts continue and sees every entry that sorts after it when it moves.
  * Keys are unique: a sequence number is never reused. Single-threaded, like all JS here.
  */
+import { constants as bufferConstants } from 'node:buffer';
 import { NovaError } from '../common/errors.js';
 import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, writeTrailer } from '../common/internal-key.js';
 import type { GetResult } from '../sstable/table-reader.js';
@@ -22,6 +23,7 @@ const MAX_HEIGHT = 12;
 const NIL = -1;
 // A node is a run of int32s in `nodes`, named by where it starts:
 //   [abbrHi, abbrLo, keyOff, keyLen, valLen, next at level 0, …, next at level h−1]
+// keyOff is an unsigned 32-bit offset (read with >>> 0), so an arena may reach 4 GiB.
 // abbrHi/abbrLo are 3 + 3 bytes of the user key after the prefix all keys share (zero-padded):
 // most comparisons end there. Links name the next node's start, so a search step reads one
 // place in memory, not several parallel arrays.
@@ -126,7 +128,7 @@ export class Memtable {
     this.lookup.set(userKey, 0);
     const n = this.seekNode(this.lookup, userKey.length + TRAILER_BYTES);
     if (n === NIL) return undefined;
-    const off = this.nodes[n + KEY_OFF];
+    const off = this.nodes[n + KEY_OFF] >>> 0;
     const ulen = this.nodes[n + KEY_LEN] - TRAILER_BYTES;
     if (compareBytes(this.arena, off, off + ulen, userKey, 0, userKey.length) !== 0) return undefined;
     if (this.arena[off + ulen] !== ValueType.Put) return { type: 'delete' };
@@ -164,13 +166,13 @@ export class Memtable {
 
   /** @internal */
   keyOf(n: number): Buffer {
-    const off = this.nodes[n + KEY_OFF];
+    const off = this.nodes[n + KEY_OFF] >>> 0;
     return this.arena.subarray(off, off + this.nodes[n + KEY_LEN]);
   }
 
   /** @internal */
   valueOf(n: number): Buffer {
-    const start = this.nodes[n + KEY_OFF] + this.nodes[n + KEY_LEN];
+    const start = (this.nodes[n + KEY_OFF] >>> 0) + this.nodes[n + KEY_LEN];
     return this.arena.subarray(start, start + this.nodes[n + VAL_LEN]);
   }
 
@@ -185,7 +187,7 @@ export class Memtable {
       if (nl !== lo) return nl - lo;
     }
     const a = this.arena;
-    const ao = nodes[n + KEY_OFF];
+    const ao = nodes[n + KEY_OFF] >>> 0;
     const au = ao + nodes[n + KEY_LEN] - TRAILER_BYTES;
     const bu = off + len - TRAILER_BYTES;
     const c = compareBytes(a, ao, au, b, off, bu);
@@ -213,7 +215,7 @@ export class Memtable {
     this.prefix = this.prefix.subarray(0, c);
     const nodes = this.nodes;
     for (let n = nodes[HEAD + LINKS]; n !== NIL; n = nodes[n + LINKS]) {
-      const off = nodes[n + KEY_OFF];
+      const off = nodes[n + KEY_OFF] >>> 0;
       const end = off + nodes[n + KEY_LEN] - TRAILER_BYTES;
       nodes[n + ABBR_HI] = abbreviate3(this.arena, off + c, end);
       nodes[n + ABBR_LO] = abbreviate3(this.arena, off + c + 3, end);
@@ -222,9 +224,11 @@ export class Memtable {
 
   private reserveArena(n: number): void {
     if (this.used + n <= this.arena.length) return;
+    const limit = Math.min(0xffffffff, bufferConstants.MAX_LENGTH);
+    if (this.used + n > limit) throw new NovaError('BAD_ARGUMENT', `memtable ${this.id}: over ${limit} bytes; use smaller memtables`);
     let size = this.arena.length * 2;
     while (size < this.used + n) size *= 2;
-    if (size > 0xffffffff) throw new NovaError('BAD_ARGUMENT', `memtable ${this.id}: over 4 GiB`);
+    size = Math.min(size, limit);
     const next = Buffer.allocUnsafe(size);
     this.arena.copy(next, 0, 0, this.used);
     this.arena = next;

@@ -109,11 +109,47 @@ describe('engine files', () => {
     await db.close();
     const again = await Engine.open(dir);
     await again.close();
-    // A LOCK left by a process that died (kill -9): a pid no process has.
-    writeFileSync(join(dir, 'LOCK'), '4194303\n');
-    const third = await Engine.open(dir);
-    await third.close();
-    expect(readdirSync(dir)).not.toContain('LOCK');
+    // A LOCK left by a process that died (kill -9): a pid no process has; and one left by
+    // an earlier process with this process's pid (a restarted container's PID 1).
+    for (const pid of [4194303, process.pid]) {
+      writeFileSync(join(dir, 'LOCK'), `${pid}\n`);
+      const third = await Engine.open(dir);
+      await third.close();
+      expect(readdirSync(dir)).not.toContain('LOCK');
+    }
+  });
+
+  it('close waits for every write accepted before it, even past a group commit\'s size cap', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
+    dirs.push(dir);
+    const db = await Engine.open(dir, { memtableBytes: 64 * 1024, sync: false });
+    const writes = Array.from({ length: 40 }, (_, i) => db.put(Buffer.from(`c${i}`), Buffer.alloc(4000, i)));
+    await db.close();
+    await Promise.all(writes); // every one acknowledged, none failed by closed files
+    const again = await Engine.open(dir);
+    for (let i = 0; i < 40; i++) expect(await again.get(Buffer.from(`c${i}`)), `c${i}`).toEqual(Buffer.alloc(4000, i));
+    await again.close();
+  });
+
+  it('reopens a tree cut into more Dranges than the α it is opened with', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
+    dirs.push(dir);
+    const value = Buffer.alloc(200, 3);
+    const db = await Engine.open(dir, { memtableBytes: 4096, activeMemtables: 4, sync: false });
+    for (let i = 0; db.stats.dranges < 3; i++) await db.put(Buffer.from(`k${i % 500}`), value);
+    await db.close();
+    const again = await Engine.open(dir, { memtableBytes: 4096 }); // α 1, δ 2
+    expect(again.stats.dranges).toBeGreaterThanOrEqual(3);
+    for (let i = 0; i < 2000; i++) await again.put(Buffer.from(`k${i % 500}`), Buffer.from(`v${i}`));
+    for (let i = 1500; i < 2000; i++) expect((await again.get(Buffer.from(`k${i % 500}`)))?.toString()).toBe(`v${i}`);
+    await again.close();
+  });
+
+  it('refuses memtables too small to hold an entry', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
+    dirs.push(dir);
+    await expect(Engine.open(dir, { memtableBytes: 64 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/memtableBytes/) });
+    await expect(Engine.open(dir, { activeMemtables: 4, maxMemtables: 4 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/maxMemtables/) });
   });
 
   it('group-commits concurrent synced writes: one fdatasync for many', async () => {
