@@ -2,7 +2,7 @@
  * `nova`: the program's one command. Subcommands are added here as the components land.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportReports } from '../../bench/transport.js';
@@ -10,6 +10,11 @@ import { textTable } from '../../bench/report.js';
 import { microTable, runMicroBench, writeMicroReports } from '../../bench/micro.js';
 import { Fabric } from '../transport/fabric.js';
 import { Engine } from '../ltc/engine.js';
+import { ENGINES } from '../../bench/ycsb/engines.js';
+import { DISTRIBUTIONS, type Distribution } from '../../bench/ycsb/generators.js';
+import { compareTable, runTable, sessionHtml } from '../../bench/ycsb/report.js';
+import { compareRows, runSession } from '../../bench/ycsb/session.js';
+import { WORKLOADS, parseWorkload } from '../../bench/ycsb/workload.js';
 import { checkFile, dumpFile, printable, type FileKind } from '../tools/inspect.js';
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
@@ -29,6 +34,60 @@ function nonNegativeInt(value: string): number {
 
 function intList(value: string): number[] {
   return value.split(',').map((v) => positiveInt(v.trim()));
+}
+
+function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!(n > 0 && Number.isFinite(n))) throw new InvalidArgumentError('expected a positive number');
+  return n;
+}
+
+interface YcsbCliOptions {
+  records: number; duration: number; operations?: number; concurrency: number; valueSize: number; scanLength: number;
+  zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
+}
+
+async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: string[], dists: string[] | undefined, baseline: string, rounds: number): Promise<void> {
+  for (const d of dists ?? []) {
+    if (!(DISTRIBUTIONS as readonly string[]).includes(d)) throw new InvalidArgumentError(`unknown distribution "${d}": use ${DISTRIBUTIONS.join(', ')}`);
+  }
+  const tty = process.stderr.isTTY === true;
+  let lastLine = 0;
+  const progress = (line: string, final: boolean): void => {
+    if (tty) process.stderr.write(`\r\x1b[K${line}${final ? '\n' : ''}`);
+    else if (final || Date.now() - lastLine > 5000) {
+      lastLine = Date.now();
+      process.stderr.write(`${line}\n`);
+    }
+  };
+  const result = await runSession({
+    engines, workloads: workloads.map(parseWorkload), dists: dists as Distribution[] | undefined,
+    records: o.records, duration: o.duration, operations: o.operations, concurrency: o.concurrency, valueSize: o.valueSize,
+    scanLength: o.scanLength, zipfianConstant: o.zipfianConstant, verify: o.verify, sync: o.sync, seed: o.seed,
+    rounds, dir: o.dir, keep: o.keep, progress,
+  });
+  console.log(runTable(result.runs));
+  if (engines.length > 1) {
+    console.log('');
+    console.log(compareTable(compareRows(result.runs, engines, baseline), engines, baseline));
+  }
+  for (const n of result.notes) console.log(`note: ${n}`);
+  if (o.json) {
+    writeFileSync(o.json, JSON.stringify(result, null, 2));
+    console.log(`results written to ${o.json}`);
+  }
+  if (o.html) {
+    writeFileSync(o.html, sessionHtml(result, baseline));
+    console.log(`report written to ${o.html}`);
+  }
+  const bad = result.runs.filter((r) => r.errors > 0 || (r.verify?.errors ?? 0) > 0);
+  if (bad.length > 0) {
+    for (const r of bad) {
+      process.stderr.write(`nova: ${r.engine} ${r.workload}/${r.dist}: ${r.errors} operation errors, ${r.verify?.errors ?? 0} verify errors\n`);
+      for (const m of [...r.errorSamples, ...(r.verify?.samples ?? [])].slice(0, 5)) process.stderr.write(`  ${m}\n`);
+    }
+    process.exitCode = 1;
+  }
 }
 
 export function buildProgram(): Command {
@@ -127,6 +186,51 @@ export function buildProgram(): Command {
     .action((dir: string) => withEngine(dir, async (e) => { console.log(JSON.stringify(e.stats, null, 2)); }));
   db.command('flush <dir>').description('write every memtable to a table and run the compactions that are due')
     .action((dir: string) => withEngine(dir, (e) => e.flush()));
+
+  const ycsb = (cmd: Command): Command => cmd
+    .option('--records <n>', 'records loaded before the runs', positiveInt, 100_000)
+    .option('--duration <s>', 'seconds per run', positiveNumber, 10)
+    .option('--operations <n>', 'operations per run instead of a duration', positiveInt)
+    .option('--concurrency <n>', 'requests outstanding', positiveInt, 64)
+    .option('--value-size <bytes>', 'value size', positiveInt, 1024)
+    .option('--scan-length <n>', 'entries per scan', positiveInt, 10)
+    .option('--zipfian-constant <θ>', 'Zipfian skew', positiveNumber, 0.99)
+    .option('--verify', 'check every value read, then read every key back; any error fails the run', false)
+    .option('--sync', 'make each write durable (fdatasync) before it is acknowledged', false)
+    .option('--seed <n>', 'random seed', nonNegativeInt, 1)
+    .option('--dir <path>', 'where the engines\' directories go (default: the OS temp dir)')
+    .option('--keep', 'keep the engines\' directories after the run', false)
+    .option('--json <file>', 'also write every figure as JSON to <file>')
+    .option('--html <file>', 'also write an HTML report (throughput over time, latency distributions) to <file>');
+  ycsb(bench.command('run')
+    .description('YCSB-style run of one engine: load, settle, run a workload; progress on stderr, a table on stdout')
+    .option('--engine <name>', `one of ${ENGINES.map((e) => e.name).join(', ')}`, 'nova-embedded')
+    .option('--workload <w>', `${Object.keys(WORKLOADS).join(', ')}, or a mix such as read=0.7,update=0.3`, 'A')
+    .option('--dist <d>', `${DISTRIBUTIONS.join(', ')} (default: the workload's own)`))
+    .action(async (opts: YcsbCliOptions & { engine: string; workload: string; dist?: string }) => {
+      await ycsbSession(opts, [opts.engine], [opts.workload], opts.dist ? [opts.dist] : undefined, opts.engine, 1);
+    });
+  ycsb(bench.command('compare')
+    .description('several engines on the same workloads, interleaved, with ratios to a baseline engine')
+    .option('--engines <list>', 'comma-separated (default: every installed one)')
+    .option('--workloads <list>', 'comma-separated', 'RW50,W100,SW50,A,B,C')
+    .option('--dists <list>', 'comma-separated', 'uniform,zipfian')
+    .option('--baseline <engine>', 'the engine ratios are relative to (default: the first)')
+    .option('--rounds <n>', 'times each cell runs (engines interleaved each time); the median counts', positiveInt, 1))
+    .action(async (opts: YcsbCliOptions & { engines?: string; workloads: string; dists: string; baseline?: string; rounds: number }) => {
+      let engines = opts.engines?.split(',').map((e) => e.trim()).filter(Boolean);
+      if (!engines) {
+        engines = [];
+        for (const e of ENGINES) {
+          const why = await e.available();
+          if (why) process.stderr.write(`nova: skipping ${e.name}: ${why}\n`);
+          else engines.push(e.name);
+        }
+      }
+      const baseline = opts.baseline ?? engines[0];
+      if (!engines.includes(baseline)) throw new InvalidArgumentError(`baseline ${baseline} is not among the engines`);
+      await ycsbSession(opts, engines, opts.workloads.split(','), opts.dists.split(','), baseline, opts.rounds);
+    });
 
   bench.command('micro')
     .description('single-thread costs of the engine\'s parts: memtable, SSTable build and lookup, merge, filtered misses')

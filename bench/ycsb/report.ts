@@ -1,0 +1,139 @@
+/**
+ * Reports of a bench session: a text table for the terminal, and one self-contained HTML
+ * page (inline SVG, no scripts or network) with the comparison table, throughput over time
+ * and the latency distribution of each cell, per engine.
+ */
+import { textTable, type Column } from '../report.js';
+import { fmt, type RunResult } from './runner.js';
+import { compareRows, type CompareRow, type SessionResult } from './session.js';
+import { OP_KINDS } from './workload.js';
+
+const us = (n: number | undefined): string => (n === undefined ? '' : n >= 100 ? fmt(n) : n.toFixed(1));
+
+export function runTable(runs: RunResult[]): string {
+  const cols: Column<RunResult>[] = [
+    { title: 'engine', value: (r) => r.engine, align: 'left' },
+    { title: 'workload', value: (r) => r.workload, align: 'left' },
+    { title: 'dist', value: (r) => r.dist, align: 'left' },
+    { title: 'ops/s', value: (r) => fmt(r.opsPerSec) },
+    ...OP_KINDS.map((k): Column<RunResult> => ({
+      title: `${k} p50/p99 µs`,
+      value: (r) => (r.latency[k] ? `${us(r.latency[k]!.p50Us)}/${us(r.latency[k]!.p99Us)}` : ''),
+    })),
+    { title: 'errors', value: (r) => String(r.errors) },
+    { title: 'verify', value: (r) => (r.verify ? `${r.verify.errors} bad of ${r.verify.reads}` : 'off') },
+  ];
+  return textTable(runs, cols.filter((c) => runs.some((r) => c.value(r) !== '')));
+}
+
+export function compareTable(rows: CompareRow[], engines: string[], baseline: string): string {
+  const cols: Column<CompareRow>[] = [
+    { title: 'workload', value: (r) => r.workload, align: 'left' },
+    { title: 'dist', value: (r) => r.dist, align: 'left' },
+    ...engines.map((e): Column<CompareRow> => ({
+      title: e === baseline ? `${e} ops/s` : `${e} ops/s (×)`,
+      value: (r) => (e === baseline ? fmt(r.opsPerSec[e]) : `${fmt(r.opsPerSec[e])} (${r.ratio[e].toFixed(2)})`),
+    })),
+  ];
+  return textTable(rows, cols);
+}
+
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2'];
+const esc = (s: string): string => s.replace(/[&<>"]/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
+interface Series {
+  name: string;
+  color: string;
+  points: Array<[number, number]>;
+}
+
+/** A line chart as inline SVG; `logX` for latency. */
+function chart(title: string, xLabel: string, yLabel: string, series: Series[], logX = false): string {
+  const W = 520;
+  const H = 240;
+  const L = 64;
+  const B = 36;
+  const pts = series.flatMap((s) => s.points);
+  if (pts.length === 0) return '';
+  const fx = (x: number): number => (logX ? Math.log10(Math.max(x, 0.1)) : x);
+  const xs = pts.map(([x]) => fx(x));
+  const x0 = Math.min(...xs);
+  const x1 = Math.max(...xs, x0 + 1e-9);
+  const y1 = Math.max(...pts.map(([, y]) => y), 1e-9);
+  const px = (x: number): number => L + ((fx(x) - x0) / (x1 - x0)) * (W - L - 10);
+  const py = (y: number): number => H - B - (y / y1) * (H - B - 20);
+  const lines = series.map((s) => `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${s.points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ')}"/>`).join('');
+  const ticks = [0, 0.5, 1].map((f) => `<text x="${L - 6}" y="${py(y1 * f) + 4}" text-anchor="end">${esc(fmtShort(y1 * f))}</text>`).join('');
+  const xt = [0, 0.5, 1].map((f) => {
+    const v = x0 + (x1 - x0) * f;
+    const label = logX ? fmtShort(10 ** v) : fmtShort(v);
+    return `<text x="${(L + f * (W - L - 10)).toFixed(1)}" y="${H - B + 16}" text-anchor="middle">${esc(label)}</text>`;
+  }).join('');
+  const legend = series.map((s, i) => `<text x="${L + 8 + i * 110}" y="14" fill="${s.color}">${esc(s.name)}</text>`).join('');
+  return `<figure><figcaption>${esc(title)}</figcaption><svg width="${W}" height="${H}" font-size="11">
+<line x1="${L}" y1="${H - B}" x2="${W - 10}" y2="${H - B}" stroke="#999"/><line x1="${L}" y1="20" x2="${L}" y2="${H - B}" stroke="#999"/>
+${ticks}${xt}${legend}${lines}
+<text x="${(W + L) / 2}" y="${H - 4}" text-anchor="middle">${esc(xLabel)}</text>
+<text x="12" y="${H / 2}" transform="rotate(-90 12 ${H / 2})" text-anchor="middle">${esc(yLabel)}</text>
+</svg></figure>`;
+}
+
+function fmtShort(n: number): string {
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)}M`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)}k`;
+  return n >= 10 ? n.toFixed(0) : n.toFixed(1);
+}
+
+/** Cumulative distribution of one run's latencies (all operations), as [µs, fraction]. */
+function cdf(r: RunResult): Array<[number, number]> {
+  const merged = new Map<number, number>();
+  for (const h of Object.values(r.histograms)) for (const [b, c] of h) merged.set(b, (merged.get(b) ?? 0) + c);
+  const sorted = [...merged.entries()].sort((a, b) => a[0] - b[0]);
+  const total = sorted.reduce((n, [, c]) => n + c, 0);
+  let seen = 0;
+  return sorted.map(([b, c]) => { seen += c; return [b, seen / total]; });
+}
+
+export function sessionHtml(s: SessionResult, baseline: string): string {
+  const engines = s.options.engines;
+  const rows = compareRows(s.runs, engines, baseline);
+  const color = (e: string): string => COLORS[engines.indexOf(e) % COLORS.length];
+  const head = ['workload', 'dist', ...engines.map((e) => (e === baseline ? `${e} ops/s` : `${e} ops/s (× ${baseline})`)), ...engines.map((e) => `${e} p99 µs`)];
+  const table = `<table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr><td>${esc(r.workload)}</td><td>${esc(r.dist)}</td>${engines.map((e) => `<td class="r">${fmt(r.opsPerSec[e])}${e === baseline ? '' : ` (${r.ratio[e].toFixed(2)})`}</td>`).join('')}${engines.map((e) => `<td class="r">${esc(us(r.p99Us[e]))}</td>`).join('')}</tr>`).join('\n')}</tbody></table>`;
+  const loads = `<table><thead><tr><th>engine</th><th>load records/s</th><th>load s</th><th>settle s</th></tr></thead><tbody>${engines.map((e) => {
+    const l = s.loads[e];
+    return `<tr><td>${esc(e)}</td><td class="r">${fmt(l.opsPerSec)}</td><td class="r">${l.seconds.toFixed(1)}</td><td class="r">${l.settleSeconds.toFixed(1)}</td></tr>`;
+  }).join('')}</tbody></table>`;
+  const cells = rows.map((row) => {
+    const rs = s.runs.filter((r) => r.workload === row.workload && r.dist === row.dist);
+    const byEngine = engines.map((e) => rs.filter((r) => r.engine === e));
+    const tput = chart(`${row.workload} / ${row.dist}: throughput over time (first round)`, 'seconds', 'ops/s',
+      byEngine.map((runs, i) => ({ name: engines[i], color: color(engines[i]), points: (runs[0]?.timeline ?? []).map((y, j) => [((j + 1) * (runs[0]?.timelineMs ?? 1000)) / 1000, y] as [number, number]) })));
+    const lat = chart(`${row.workload} / ${row.dist}: latency distribution (first round, all operations)`, 'µs (log scale)', 'fraction ≤',
+      byEngine.map((runs, i) => ({ name: engines[i], color: color(engines[i]), points: runs[0] ? cdf(runs[0]) : [] })), true);
+    return `<section><h3>${esc(row.workload)} / ${esc(row.dist)}</h3><div class="charts">${tput}${lat}</div></section>`;
+  }).join('\n');
+  const verify = s.runs.some((r) => r.verify)
+    ? `<p>Verify: ${s.runs.map((r) => `${esc(r.engine)} ${esc(r.workload)}/${esc(r.dist)}: ${r.verify ? `${r.verify.errors} errors in ${r.verify.reads} values` : 'off'}`).join('; ')}.</p>`
+    : '';
+  return `<!doctype html>
+<html><head><meta charset="utf-8"><title>nova bench: ${esc(engines.join(', '))}</title>
+<style>
+body { font: 14px system-ui, sans-serif; margin: 2em; color: #222 }
+table { border-collapse: collapse; margin-bottom: 1em } th, td { padding: 4px 10px; border-bottom: 1px solid #ddd }
+th { text-align: left; background: #f4f4f4 } td.r { text-align: right; font-variant-numeric: tabular-nums }
+.charts { display: flex; flex-wrap: wrap; gap: 1em } figure { margin: 0 } figcaption { font-size: 12px; color: #555 }
+</style></head><body>
+<h1>nova bench</h1>
+<p>${esc(s.startedAt)}, Node ${esc(s.node)}. Records ${s.options.records.toLocaleString('en-US')}, values ${s.options.valueSize} B, scans of ${s.options.scanLength}, ${s.options.operations ? `${s.options.operations} operations` : `${s.options.duration} s`} per run. Ratios are to ${esc(baseline)}; throughput is the median over ${s.options.rounds} round(s).</p>
+${s.notes.map((n) => `<p>${esc(n)}</p>`).join('\n')}
+${verify}
+<h2>Throughput</h2>
+${table}
+<h2>Load</h2>
+${loads}
+<h2>Cells</h2>
+${cells}
+</body></html>
+`;
+}

@@ -1,0 +1,290 @@
+/**
+ * The YCSB-style runner: load N records (batched), settle, then run a workload for a duration
+ * or an operation count with `concurrency` requests outstanding, recording per-operation
+ * latency histograms and throughput over time. With `verify`, every value read is checked
+ * (verifier.ts) and a final pass reads every key back.
+ *
+ * One client: this process, with `concurrency` loops. The embedded stores cannot be shared
+ * across processes, so several client processes arrive with the cluster client (`nova`).
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Histogram } from './histogram.js';
+import { Random, keyNumber, keyOf, makeChooser, type Distribution, type KeyChooser } from './generators.js';
+import type { KvStore } from './engines.js';
+import { KeySpace, verifyErrors, type VerifyCounts } from './verifier.js';
+import { makeValue } from './values.js';
+import { OP_KINDS, OpChooser, type OpKind, type Workload } from './workload.js';
+
+/** How each run goes, whatever the workload and distribution. */
+export interface RunSettings {
+  /** Seconds to run (ignored when `operations` is set). */
+  duration: number;
+  operations?: number;
+  concurrency: number;
+  valueSize: number;
+  scanLength: number;
+  zipfianConstant: number;
+  verify: boolean;
+  seed: number;
+}
+
+export interface RunSpec extends RunSettings {
+  workload: Workload;
+  dist: Distribution;
+}
+
+export interface LatencyStats {
+  ops: number;
+  meanUs: number;
+  p50Us: number;
+  p99Us: number;
+  p999Us: number;
+  maxUs: number;
+}
+
+export interface RunResult {
+  engine: string;
+  workload: string;
+  mix: Record<OpKind, number>;
+  dist: Distribution;
+  records: number;
+  valueSize: number;
+  scanLength: number;
+  concurrency: number;
+  sync: boolean;
+  ops: number;
+  seconds: number;
+  opsPerSec: number;
+  latency: Partial<Record<OpKind, LatencyStats>>;
+  /** Completed operations per second, one point per `timelineMs`. */
+  timeline: number[];
+  timelineMs: number;
+  /** Latency distribution per operation: [bucket upper bound µs, count]. */
+  histograms: Partial<Record<OpKind, Array<[number, number]>>>;
+  errors: number;
+  errorSamples: string[];
+  verify?: VerifyCounts & { errors: number; samples: string[] };
+  warmedBytes: number;
+}
+
+export interface LoadResult {
+  records: number;
+  seconds: number;
+  opsPerSec: number;
+  settleSeconds: number;
+}
+
+/** A store opened by the runner, with what it knows about the keys. */
+export interface Target {
+  engine: string;
+  dir: string;
+  store: KvStore;
+  sync: boolean;
+  keys: KeySpace;
+  records: number;
+}
+
+export type Progress = (line: string, final: boolean) => void;
+
+/** Loads keys 0…records−1 (version 1), `batch` per write, a few batches in flight. */
+export async function load(t: Target, valueSize: number, verify: boolean, batch = 1000, progress?: Progress): Promise<LoadResult> {
+  const start = performance.now();
+  let next = 0;
+  let lastReport = start;
+  const worker = async (): Promise<void> => {
+    while (next < t.records) {
+      const from = next;
+      const to = Math.min(t.records, from + batch);
+      next = to;
+      const entries: Array<[Buffer, Buffer]> = [];
+      for (let k = from; k < to; k++) entries.push([keyOf(k), makeValue(k, 1, valueSize, verify)]);
+      await t.store.putMany(entries);
+      const now = performance.now();
+      if (progress && now - lastReport > 1000) {
+        lastReport = now;
+        progress(`[${t.engine}] load ${Math.min(next, t.records).toLocaleString('en-US')}/${t.records.toLocaleString('en-US')} records, ${fmt(next / ((now - start) / 1000))} records/s`, false);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, worker));
+  t.keys.loaded(t.records);
+  const loaded = performance.now();
+  await t.store.settle();
+  const seconds = (loaded - start) / 1000;
+  const result = { records: t.records, seconds, opsPerSec: t.records / seconds, settleSeconds: (performance.now() - loaded) / 1000 };
+  progress?.(`[${t.engine}] loaded ${t.records.toLocaleString('en-US')} records in ${seconds.toFixed(1)} s (${fmt(result.opsPerSec)}/s), settled in ${result.settleSeconds.toFixed(1)} s`, true);
+  return result;
+}
+
+/** Reads every file of the store once, so every engine starts with its data in the page cache. */
+export function warmPageCache(dir: string): number {
+  let bytes = 0;
+  const walk = (d: string): void => {
+    for (const name of readdirSync(d)) {
+      const p = join(d, name);
+      const s = statSync(p);
+      if (s.isDirectory()) walk(p);
+      else if (s.isFile()) bytes += readFileSync(p).length;
+    }
+  };
+  walk(dir);
+  return bytes;
+}
+
+/** Runs one workload against a loaded target. */
+export async function run(t: Target, spec: RunSpec, progress?: Progress, timelineMs = 1000): Promise<RunResult> {
+  const warmedBytes = warmPageCache(t.dir);
+  // Verify counts accumulate on the key space across runs; this run reports its own.
+  const countsBefore = { ...t.keys.counts };
+  t.keys.samples.length = 0;
+  const r = new Random(spec.seed);
+  const ops = new OpChooser(spec.workload.mix, r);
+  const chooser: KeyChooser = makeChooser(spec.dist, new Random(spec.seed ^ 0x5bd1e995), t.keys.readable, spec.zipfianConstant);
+  const keys = t.keys;
+  const hist = new Map<OpKind, Histogram>(OP_KINDS.map((k) => [k, new Histogram()]));
+  const timeline: number[] = [];
+  const errorSamples: string[] = [];
+  let errors = 0;
+  let done = 0;
+  let issued = 0;
+  let stop = false;
+  const limit = spec.operations ?? Infinity;
+  const { valueSize, verify } = spec;
+
+  const write = async (k: number): Promise<void> => {
+    const unlock = verify ? await keys.lock(k) : undefined; // one write per key at a time
+    try {
+      const version = keys.nextVersion(k);
+      await t.store.put(keyOf(k), makeValue(k, version, valueSize, verify));
+      keys.written(k, version);
+    } finally {
+      unlock?.();
+    }
+  };
+  const read = async (k: number): Promise<void> => {
+    const min = keys.minVersion(k);
+    const mustExist = k < keys.readable;
+    const v = await t.store.get(keyOf(k));
+    if (verify) keys.checkRead(k, v, min, valueSize, mustExist);
+  };
+  const execute = async (op: OpKind): Promise<void> => {
+    switch (op) {
+      case 'read': return read(chooser.next(keys.readable));
+      case 'update': return write(chooser.next(keys.readable));
+      case 'rmw': {
+        const k = chooser.next(keys.readable);
+        await read(k);
+        return write(k);
+      }
+      case 'insert': {
+        const k = keys.nextInsert++;
+        await write(k);
+        keys.inserted(k);
+        return;
+      }
+      case 'scan': {
+        const start = chooser.next(keys.readable);
+        const since = keys.now;
+        const readableThen = keys.readable;
+        const rows = await t.store.scan(keyOf(start), spec.scanLength);
+        if (verify) keys.checkScan(start, rows.map(([k, v]) => [keyNumber(k), v]), since, readableThen, spec.scanLength, valueSize);
+        return;
+      }
+    }
+  };
+  const loop = async (): Promise<void> => {
+    for (let mine = 1; ; mine++) {
+      // A store that answers from memory settles promises without ever leaving the microtask
+      // queue; yield now and then so timers (the clock, the progress line) get their turn.
+      if ((mine & 63) === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (stop || issued >= limit) break;
+      issued++;
+      const op = ops.next();
+      const t0 = performance.now();
+      try {
+        await execute(op);
+      } catch (err) {
+        errors++;
+        if (errorSamples.length < 10) errorSamples.push(`${op}: ${(err as Error).message}`);
+      }
+      hist.get(op)!.record((performance.now() - t0) * 1000);
+      done++;
+    }
+  };
+
+  const start = performance.now();
+  let lastTick = start;
+  let lastDone = 0;
+  const label = `[${t.engine} ${spec.workload.name} ${spec.dist}]`;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    timeline.push(((done - lastDone) * 1000) / (now - lastTick));
+    lastTick = now;
+    lastDone = done;
+    if (progress) {
+      const all = mergedHistogram(hist);
+      progress(`${label} ${((now - start) / 1000).toFixed(0)} s  ${fmt(done / ((now - start) / 1000))} ops/s  p99 ${fmt(all.percentile(0.99))} µs  errors ${errors}`, false);
+    }
+  }, timelineMs);
+  const timer = spec.operations === undefined ? setTimeout(() => { stop = true; }, spec.duration * 1000) : undefined;
+  try {
+    await Promise.all(Array.from({ length: spec.concurrency }, loop));
+  } finally {
+    clearInterval(ticker);
+    if (timer) clearTimeout(timer);
+  }
+  const seconds = (performance.now() - start) / 1000;
+
+  let verifyOut: RunResult['verify'];
+  if (verify) {
+    progress?.(`${label} final pass: reading ${keys.readable.toLocaleString('en-US')} keys back`, false);
+    await finalPass(t, valueSize);
+    const c = keys.counts;
+    const mine: VerifyCounts = {
+      reads: c.reads - countsBefore.reads, corrupt: c.corrupt - countsBefore.corrupt, wrongKey: c.wrongKey - countsBefore.wrongKey,
+      missing: c.missing - countsBefore.missing, stale: c.stale - countsBefore.stale, finalChecked: c.finalChecked - countsBefore.finalChecked,
+    };
+    verifyOut = { ...mine, errors: verifyErrors(mine), samples: [...keys.samples] };
+  }
+
+  const latency: RunResult['latency'] = {};
+  const histograms: RunResult['histograms'] = {};
+  for (const [k, h] of hist) {
+    if (h.total === 0) continue;
+    latency[k] = { ops: h.total, meanUs: h.mean, p50Us: h.percentile(0.5), p99Us: h.percentile(0.99), p999Us: h.percentile(0.999), maxUs: h.max };
+    histograms[k] = h.buckets();
+  }
+  const result: RunResult = {
+    engine: t.engine, workload: spec.workload.name, mix: spec.workload.mix, dist: spec.dist, records: t.records,
+    valueSize, scanLength: spec.scanLength, concurrency: spec.concurrency, sync: t.sync,
+    ops: done, seconds, opsPerSec: done / seconds, latency, timeline, timelineMs, histograms,
+    errors, errorSamples, verify: verifyOut, warmedBytes,
+  };
+  const v = verifyOut ? `, verify: ${verifyOut.errors} errors in ${verifyOut.reads.toLocaleString('en-US')} values` : '';
+  progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}`, true);
+  return result;
+}
+
+async function finalPass(t: Target, valueSize: number): Promise<void> {
+  const n = t.keys.readable;
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < n) {
+      const k = next++;
+      t.keys.checkFinal(k, await t.store.get(keyOf(k)), valueSize);
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+}
+
+function mergedHistogram(hist: Map<OpKind, Histogram>): Histogram {
+  const all = new Histogram();
+  for (const h of hist.values()) if (h.total > 0) all.merge(h);
+  return all;
+}
+
+export function fmt(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}

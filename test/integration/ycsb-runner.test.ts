@@ -1,0 +1,126 @@
+/**
+ * The YCSB runner end to end: `--verify` catches a store that drops, corrupts, mixes up,
+ * loses or serves stale values (and passes an honest one); a tiny run on every adapter;
+ * the `nova bench run` command with its JSON.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ENGINES, type KvStore } from '../../bench/ycsb/engines.js';
+import { keyNumber } from '../../bench/ycsb/generators.js';
+import { runSession, type SessionOptions } from '../../bench/ycsb/session.js';
+import { parseWorkload } from '../../bench/ycsb/workload.js';
+import { ROOT } from '../helpers/peer-process.js';
+
+const parent = mkdtempSync(join(tmpdir(), 'nova-ycsb-test-'));
+afterAll(() => rmSync(parent, { recursive: true, force: true }));
+
+function options(o: Partial<SessionOptions>): SessionOptions {
+  return {
+    engines: ['nova-embedded'], workloads: [parseWorkload('A')], dists: ['uniform'], records: 300, duration: 1, operations: 3000,
+    concurrency: 8, valueSize: 256, scanLength: 10, zipfianConstant: 0.99, verify: true, sync: false, seed: 1, rounds: 1,
+    dir: parent, keep: false, ...o,
+  };
+}
+
+type Fault = (s: KvStore) => KvStore;
+const sometimes = (k: Buffer): boolean => keyNumber(k) % 5 === 0;
+
+const FAULTS: Record<string, { wrap: Fault; expect: 'stale' | 'corrupt' | 'wrongKey' | 'missing' }> = {
+  'drops writes': { expect: 'stale', wrap: (s) => ({ ...s, put: async (k, v) => { if (!sometimes(k)) await s.put(k, v); } }) },
+  'corrupts values': {
+    expect: 'corrupt',
+    wrap: (s) => ({ ...s, get: async (k) => { const v = await s.get(k); if (v && sometimes(k)) { const c = Buffer.from(v); c[100] ^= 1; return c; } return v; } }),
+  },
+  'mixes up keys': {
+    expect: 'wrongKey',
+    wrap: (s) => ({ ...s, get: async (k) => (sometimes(k) ? s.get(Buffer.from(`user${String(keyNumber(k) + 1).padStart(12, '0')}`)) : s.get(k)) }),
+  },
+  'loses keys': { expect: 'missing', wrap: (s) => ({ ...s, get: async (k) => (sometimes(k) ? undefined : s.get(k)) }) },
+  'returns older writes': {
+    expect: 'stale',
+    wrap: (s) => {
+      const previous = new Map<string, Buffer>();
+      return {
+        ...s,
+        put: async (k, v) => {
+          const old = await s.get(k);
+          if (old) previous.set(k.toString('latin1'), old);
+          await s.put(k, v);
+        },
+        get: async (k) => (sometimes(k) ? previous.get(k.toString('latin1')) ?? s.get(k) : s.get(k)),
+      };
+    },
+  },
+};
+
+describe('nova bench --verify', () => {
+  it('passes an honest store with zero errors, checking every read and every key at the end', async () => {
+    const r = await runSession(options({ workloads: [parseWorkload('A'), parseWorkload('E'), parseWorkload('F')] }));
+    for (const run of r.runs) {
+      expect(run.errors, run.workload).toBe(0);
+      expect(run.verify?.errors, `${run.workload}: ${run.verify?.samples.join('; ')}`).toBe(0);
+      expect(run.verify!.reads).toBeGreaterThan(300);
+      expect(run.verify!.finalChecked).toBeGreaterThanOrEqual(300);
+    }
+  });
+
+  it.each(Object.entries(FAULTS))('catches a store that %s', async (_name, fault) => {
+    const r = await runSession(options({ wrap: (_e, s) => fault.wrap(s) }));
+    const v = r.runs[0].verify!;
+    expect(v[fault.expect], JSON.stringify(v)).toBeGreaterThan(0);
+    expect(v.errors).toBeGreaterThan(0);
+  });
+});
+
+describe('nova bench adapters', () => {
+  it.each(ENGINES.map((e) => e.name))('%s: loads, runs reads, updates, inserts and scans, and verifies clean', async (name) => {
+    const engine = ENGINES.find((e) => e.name === name)!;
+    // The peers are optional dependencies that scripts/setup.sh installs: missing is a failure here.
+    expect(await engine.available()).toBeUndefined();
+    const r = await runSession(options({
+      engines: [name], records: 500, operations: 2000, workloads: [parseWorkload('A'), parseWorkload('E')], dists: ['zipfian'],
+    }));
+    expect(r.loads[name].records).toBe(500);
+    for (const run of r.runs) {
+      expect(run.errors, `${run.workload}: ${run.errorSamples.join('; ')}`).toBe(0);
+      expect(run.verify?.errors, `${run.workload}: ${run.verify?.samples.join('; ')}`).toBe(0);
+      expect(run.ops).toBe(2000);
+    }
+  });
+});
+
+describe('nova bench run', () => {
+  const nova = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin', 'nova.js'), ...args], { encoding: 'utf8', timeout: 60_000 });
+
+  it('writes a JSON with the figures a run must report, and an HTML report', () => {
+    const json = join(parent, 'run.json');
+    const html = join(parent, 'run.html');
+    const r = nova('bench', 'run', '--engine', 'nova-embedded', '--workload', 'SW50', '--dist', 'uniform', '--records', '400',
+      '--operations', '1000', '--value-size', '128', '--verify', '--dir', parent, '--json', json, '--html', html);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/nova-embedded\s+SW50\s+uniform/);
+    const out = JSON.parse(readFileSync(json, 'utf8')) as { runs: Array<Record<string, unknown>> };
+    const run = out.runs[0] as { engine: string; workload: string; dist: string; records: number; ops: number; seconds: number; opsPerSec: number; errors: number; latency: Record<string, { p50Us: number; p99Us: number; p999Us: number }>; verify: { errors: number } };
+    expect(run).toMatchObject({ engine: 'nova-embedded', workload: 'SW50', dist: 'uniform', records: 400, ops: 1000, errors: 0 });
+    expect(run.opsPerSec).toBeGreaterThan(0);
+    for (const op of ['scan', 'update']) {
+      expect(run.latency[op].p50Us).toBeGreaterThan(0);
+      expect(run.latency[op].p999Us).toBeGreaterThanOrEqual(run.latency[op].p99Us);
+    }
+    expect(run.verify.errors).toBe(0);
+    const page = readFileSync(html, 'utf8');
+    expect(page).toMatch(/<svg/);
+    expect(page).not.toMatch(/<script|https?:\/\//);
+  });
+
+  it('says what is wrong with a bad engine, workload or distribution', () => {
+    expect(nova('bench', 'run', '--engine', 'nope').stderr).toMatch(/unknown engine "nope": use one of nova-embedded, leveldb/);
+    expect(nova('bench', 'run', '--engine', 'nova').stderr).toMatch(/not implemented yet/);
+    expect(nova('bench', 'run', '--workload', 'Z').stderr).toMatch(/unknown workload "Z"/);
+    expect(nova('bench', 'run', '--dist', 'pareto').stderr).toMatch(/unknown distribution "pareto"/);
+    expect(nova('bench', 'run', '--value-size', '8', '--records', '10').stderr).toMatch(/value size 8/);
+  });
+});
