@@ -100,9 +100,9 @@ export function sessionHtml(s: SessionResult, baseline: string): string {
   const color = (e: string): string => COLORS[engines.indexOf(e) % COLORS.length];
   const head = ['workload', 'dist', ...engines.map((e) => (e === baseline ? `${e} ops/s` : `${e} ops/s (× ${baseline})`)), ...engines.map((e) => `${e} p99 µs`)];
   const table = `<table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr><td>${esc(r.workload)}</td><td>${esc(r.dist)}</td>${engines.map((e) => `<td class="r">${fmt(r.opsPerSec[e])}${e === baseline ? '' : ` (${r.ratio[e].toFixed(2)})`}</td>`).join('')}${engines.map((e) => `<td class="r">${esc(us(r.p99Us[e]))}</td>`).join('')}</tr>`).join('\n')}</tbody></table>`;
-  const loads = `<table><thead><tr><th>engine</th><th>load records/s</th><th>load s</th><th>settle s</th></tr></thead><tbody>${engines.map((e) => {
+  const loads = `<table><thead><tr><th>engine</th><th>load records/s</th><th>load s</th><th>settle s</th><th>settled by</th></tr></thead><tbody>${engines.map((e) => {
     const l = s.loads[e];
-    return `<tr><td>${esc(e)}</td><td class="r">${fmt(l.opsPerSec)}</td><td class="r">${l.seconds.toFixed(1)}</td><td class="r">${l.settleSeconds.toFixed(1)}</td></tr>`;
+    return `<tr><td>${esc(e)}</td><td class="r">${fmt(l.opsPerSec)}</td><td class="r">${l.seconds.toFixed(1)}</td><td class="r">${l.settleSeconds.toFixed(1)}</td><td>${esc(l.settled)}</td></tr>`;
   }).join('')}</tbody></table>`;
   const cells = rows.map((row) => {
     const rs = s.runs.filter((r) => r.workload === row.workload && r.dist === row.dist);

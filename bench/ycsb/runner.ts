@@ -74,6 +74,8 @@ export interface LoadResult {
   seconds: number;
   opsPerSec: number;
   settleSeconds: number;
+  /** What settling did (a full compaction, or why none). */
+  settled: string;
 }
 
 /** A store opened by the runner, with what it knows about the keys. */
@@ -111,10 +113,10 @@ export async function load(t: Target, valueSize: number, verify: boolean, batch 
   await Promise.all(Array.from({ length: 4 }, worker));
   t.keys.loaded(t.records);
   const loaded = performance.now();
-  await t.store.settle();
+  const settled = await t.store.settle();
   const seconds = (loaded - start) / 1000;
-  const result = { records: t.records, seconds, opsPerSec: t.records / seconds, settleSeconds: (performance.now() - loaded) / 1000 };
-  progress?.(`[${t.engine}] loaded ${t.records.toLocaleString('en-US')} records in ${seconds.toFixed(1)} s (${fmt(result.opsPerSec)}/s), settled in ${result.settleSeconds.toFixed(1)} s`, true);
+  const result = { records: t.records, seconds, opsPerSec: t.records / seconds, settleSeconds: (performance.now() - loaded) / 1000, settled };
+  progress?.(`[${t.engine}] loaded ${t.records.toLocaleString('en-US')} records in ${seconds.toFixed(1)} s (${fmt(result.opsPerSec)}/s), settled in ${result.settleSeconds.toFixed(1)} s (${settled})`, true);
   return result;
 }
 
@@ -124,9 +126,14 @@ export function warmPageCache(dir: string): number {
   const walk = (d: string): void => {
     for (const name of readdirSync(d)) {
       const p = join(d, name);
-      const s = statSync(p);
-      if (s.isDirectory()) walk(p);
-      else if (s.isFile()) bytes += readFileSync(p).length;
+      try {
+        const s = statSync(p);
+        if (s.isDirectory()) walk(p);
+        else if (s.isFile()) bytes += readFileSync(p).length;
+      } catch (err) {
+        // The engine's background work may delete a file between the listing and the read.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
     }
   };
   walk(dir);

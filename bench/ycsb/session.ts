@@ -2,18 +2,21 @@
  * `nova bench run` and `nova bench compare`: open each engine in a fresh directory, load it
  * once, settle it, then run the cells (workload × distribution) with the engines interleaved
  * in every cell — A B C, A B C, … — so that the machine's drift hits all of them alike.
- * Keys inserted by one cell stay for the next, as in YCSB's run-after-run practice.
+ * Keys inserted by one cell stay for the next, as in YCSB's run-after-run practice. Each
+ * engine runs in a process of its own (engine-worker.ts); tests that wrap stores run in-process.
  */
+import { fork } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { engineByName } from './engines.js';
+import { dirname, join, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { engineByName, type KvStore } from './engines.js';
 import type { Distribution } from './generators.js';
-import { load, run, type LoadResult, type Progress, type RunResult, type RunSettings, type Target } from './runner.js';
+import { load, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
+import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js';
 import { KeySpace } from './verifier.js';
 import { checkValueSize } from './values.js';
 import type { Workload } from './workload.js';
-import type { KvStore } from './engines.js';
 
 export interface SessionOptions extends RunSettings {
   engines: string[];
@@ -51,32 +54,29 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
   const parent = o.dir ?? tmpdir();
   mkdirSync(parent, { recursive: true });
   const root = mkdtempSync(join(parent, 'nova-bench-'));
-  const targets: Target[] = [];
+  const handles: EngineHandle[] = [];
   const loads: Record<string, LoadResult> = {};
   const runs: RunResult[] = [];
   try {
     for (const a of adapters) {
       const dir = join(root, a.name);
       mkdirSync(dir, { recursive: true });
-      const opened = await a.open(dir, { sync: o.sync });
-      const store = o.wrap ? o.wrap(a.name, opened) : opened;
-      const t: Target = { engine: a.name, dir, store, sync: o.sync, keys: new KeySpace(o.records), records: o.records };
-      targets.push(t);
-      loads[a.name] = await load(t, o.valueSize, o.verify, 1000, o.progress);
+      const h = o.wrap ? await inProcess(a.name, dir, o) : await inChild(a.name, dir, o);
+      handles.push(h);
+      loads[a.name] = await h.load();
     }
     let seed = o.seed;
     for (let round = 0; round < o.rounds; round++) {
       for (const w of o.workloads) {
         for (const dist of o.dists ?? [w.defaultDist]) {
           seed++;
-          for (const t of targets) {
-            runs.push(await run(t, { ...o, workload: w, dist, seed }, o.progress));
-          }
+          const { progress: _p, wrap: _w, ...settings } = o;
+          for (const h of handles) runs.push(await h.run({ ...settings, workload: w, dist, seed }));
         }
       }
     }
   } finally {
-    for (const t of targets) await t.store.close().catch(() => undefined);
+    for (const h of handles) await h.close().catch(() => undefined);
     if (!o.keep) rmSync(root, { recursive: true, force: true });
   }
   const { progress: _p, wrap: _w, workloads, ...rest } = o;
@@ -87,11 +87,89 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     loads,
     runs,
     notes: [
-      `Each engine in its own fresh directory under ${o.keep ? root : parent}; loaded once (${o.records.toLocaleString('en-US')} records of ${o.valueSize} B, batches of 1,000), then settled (a full compaction for the LSM stores).`,
+      `Each engine in its own fresh directory under ${o.keep ? root : parent}; loaded once (${o.records.toLocaleString('en-US')} records of ${o.valueSize} B, batches of 1,000), then settled (${Object.entries(loads).map(([e, l]) => `${e}: ${l.settled}`).join('; ')}).`,
       'Before each run the engine\'s files are read once, so each starts with its data in the page cache.',
       `Cells run with the engines interleaved (${o.engines.join(', ')}), ${o.rounds} round(s); keys inserted by a cell remain for the next.`,
-      `${o.concurrency} requests outstanding from one client process; writes ${o.sync ? 'synced (fdatasync before the ack)' : 'not synced (durable against a process crash, not a power loss)'}.`,
+      `Each engine runs in a process of its own, with the client in it: ${o.concurrency} requests outstanding; writes ${o.sync ? 'synced (fdatasync before the ack)' : 'not synced (durable against a process crash, not a power loss)'}.`,
     ],
+  };
+}
+
+/** An engine the session drives: in this process (tests that wrap stores) or in its own. */
+interface EngineHandle {
+  load(): Promise<LoadResult>;
+  run(spec: RunSpec): Promise<RunResult>;
+  close(): Promise<void>;
+}
+
+async function inProcess(engine: string, dir: string, o: SessionOptions): Promise<EngineHandle> {
+  const opened = await engineByName(engine).open(dir, { sync: o.sync });
+  const store = o.wrap ? o.wrap(engine, opened) : opened;
+  const t: Target = { engine, dir, store, sync: o.sync, keys: new KeySpace(o.records), records: o.records };
+  return {
+    load: () => load(t, o.valueSize, o.verify, 1000, o.progress),
+    run: (spec) => run(t, spec, o.progress),
+    close: () => store.close(),
+  };
+}
+
+// Run from the TypeScript sources (the tests), the worker is still the built one in dist/.
+const HERE = fileURLToPath(import.meta.url);
+const WORKER = HERE.includes(`${sep}dist${sep}`)
+  ? join(dirname(HERE), 'engine-worker.js')
+  : join(dirname(HERE), '..', '..', 'dist', 'bench', 'ycsb', 'engine-worker.js');
+
+/** The engine in a child process (engine-worker.ts); its death fails what is pending. */
+async function inChild(engine: string, dir: string, o: SessionOptions): Promise<EngineHandle> {
+  const child = fork(WORKER, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  let nextId = 1;
+  let dead: Error | undefined;
+  child.on('message', (m: WorkerReply) => {
+    if ('op' in m) {
+      o.progress?.(m.line, m.final);
+      return;
+    }
+    const p = pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    clearTimeout(p.timer);
+    if (m.ok) p.resolve(m.result);
+    else p.reject(new Error(`${engine}: ${m.error}`));
+  });
+  child.on('exit', (code, signal) => {
+    dead = new Error(`${engine}: its process exited (${signal ? `signal ${signal}` : `code ${code}`}) with requests pending`);
+    for (const p of pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(dead);
+    }
+    pending.clear();
+  });
+  // Deadlines: generous, but a hung engine fails the session instead of hanging it.
+  const call = <T>(req: WorkerCall, deadlineMs: number): Promise<T> => {
+    if (dead) return Promise.reject(dead);
+    const id = nextId++;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        child.kill('SIGKILL');
+        reject(new Error(`${engine}: ${req.op} missed its deadline of ${Math.round(deadlineMs / 1000)} s`));
+      }, deadlineMs);
+      pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      child.send({ ...req, id } as WorkerRequest);
+    });
+  };
+  await call({ op: 'open', engine, dir, sync: o.sync, records: o.records, valueSize: o.valueSize, verify: o.verify }, 60_000);
+  const runDeadline = (spec: RunSpec): number => 300_000 + (spec.operations ?? 0) * 10 + spec.duration * 3000 + o.records * (o.verify ? 2 : 0);
+  return {
+    load: () => call<LoadResult>({ op: 'load' }, 120_000 + o.records * 2),
+    run: (spec) => call<RunResult>({ op: 'run', spec }, runDeadline(spec)),
+    close: async () => {
+      if (dead) return;
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      await call({ op: 'close' }, 60_000).catch(() => child.kill('SIGKILL'));
+      await exited;
+    },
   };
 }
 

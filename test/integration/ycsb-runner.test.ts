@@ -122,5 +122,6 @@ describe('nova bench run', () => {
     expect(nova('bench', 'run', '--workload', 'Z').stderr).toMatch(/unknown workload "Z"/);
     expect(nova('bench', 'run', '--dist', 'pareto').stderr).toMatch(/unknown distribution "pareto"/);
     expect(nova('bench', 'run', '--value-size', '8', '--records', '10').stderr).toMatch(/value size 8/);
+    expect(nova('bench', 'run', '--clients', '4').stderr).toMatch(/--clients 4: nova-embedded run inside this process/);
   });
 });
