@@ -143,9 +143,7 @@ export function warmPageCache(dir: string): number {
 /** Runs one workload against a loaded target. */
 export async function run(t: Target, spec: RunSpec, progress?: Progress, timelineMs = 1000): Promise<RunResult> {
   const warmedBytes = warmPageCache(t.dir);
-  // Verify counts accumulate on the key space across runs; this run reports its own.
-  const countsBefore = { ...t.keys.counts };
-  t.keys.samples.length = 0;
+  t.keys.resetCounts(); // each run reports its own verify counts
   const r = new Random(spec.seed);
   const ops = new OpChooser(spec.workload.mix, r);
   const chooser: KeyChooser = makeChooser(spec.dist, new Random(spec.seed ^ 0x5bd1e995), t.keys.readable, spec.zipfianConstant);
@@ -248,12 +246,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   if (verify) {
     progress?.(`${label} final pass: reading ${keys.readable.toLocaleString('en-US')} keys back`, false);
     await finalPass(t, valueSize);
-    const c = keys.counts;
-    const mine: VerifyCounts = {
-      reads: c.reads - countsBefore.reads, corrupt: c.corrupt - countsBefore.corrupt, wrongKey: c.wrongKey - countsBefore.wrongKey,
-      missing: c.missing - countsBefore.missing, stale: c.stale - countsBefore.stale, finalChecked: c.finalChecked - countsBefore.finalChecked,
-    };
-    verifyOut = { ...mine, errors: verifyErrors(mine), samples: [...keys.samples] };
+    verifyOut = { ...keys.counts, errors: verifyErrors(keys.counts), samples: [...keys.samples] };
   }
 
   const latency: RunResult['latency'] = {};

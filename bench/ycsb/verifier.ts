@@ -38,8 +38,14 @@ export class KeySpace {
   nextInsert: number;
   private readonly insertedAcked = new Set<number>();
   private readonly writing = new Map<number, Promise<void>>();
-  readonly counts = emptyCounts();
+  counts = emptyCounts();
   readonly samples: string[] = [];
+
+  /** Starts a run's counts and samples afresh (the key versions carry over). */
+  resetCounts(): void {
+    this.counts = emptyCounts();
+    this.samples.length = 0;
+  }
 
   constructor(records: number) {
     const cap = Math.max(1024, Math.ceil(records * 1.25));
