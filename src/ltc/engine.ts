@@ -33,7 +33,7 @@ import { MergingIterator, VisibleIterator, type InternalIterator } from '../ssta
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
 import {
-  LocalBlockStore, LocalLogWriter, lockDir, logName, manifestName, replaceFile, syncDir, tableName, type BlockStore, type LogWriter,
+  LocalBlockStore, LocalLogStore, LocalLogWriter, lockDir, manifestName, replaceFile, syncDir, tableName, type BlockStore, type LogStore, type LogWriter,
 } from './local-store.js';
 import { boundsFromSample, drangeOf } from './dranges.js';
 import { Memtable } from './memtable.js';
@@ -71,14 +71,17 @@ export interface EngineOptions {
 }
 
 export interface EngineEnv {
+  /** SSTables. */
   store: BlockStore;
-  /** Opens `path` for appending, truncated to `truncateTo` bytes if given. */
-  openLog(path: string, truncateTo?: number): LogWriter;
+  /** Memtable logs. */
+  logs: LogStore;
+  /** Opens the MANIFEST at `path` (in the engine's directory) for appending. */
+  openManifest(path: string): LogWriter;
 }
 
 /** The local-directory environment. */
 export function localEnv(dir: string): EngineEnv {
-  return { store: new LocalBlockStore(dir), openLog: (path, truncateTo) => new LocalLogWriter(path, truncateTo) };
+  return { store: new LocalBlockStore(dir), logs: new LocalLogStore(dir), openManifest: (path) => new LocalLogWriter(path, 0) };
 }
 
 export interface ReadOptions {
@@ -513,7 +516,7 @@ export class Engine {
   /** A memtable with a new, empty log file, its binding added to `edit`. */
   private newMemtable(edit: VersionEdit): Memtable {
     const id = this.nextFile++;
-    this.logs.set(id, this.env.openLog(join(this.dir, logName(id)), 0));
+    this.logs.set(id, this.env.logs.create(id));
     edit.boundLogs.push({ memtable: id, log: id });
     return new Memtable(id, this.options.memtableBytes);
   }
@@ -592,10 +595,7 @@ export class Engine {
     this.levels[0].push(...added);
     this.memtables.flushed(group);
     this.counts.flushes++;
-    for (const m of group) {
-      const path = join(this.dir, logName(m.id));
-      if (existsSync(path)) unlinkSync(path);
-    }
+    for (const m of group) await this.env.logs.remove(m.id);
   }
 
   /** Builds and stores the L0 table of `mem`; the caller records it. */
@@ -708,11 +708,12 @@ export class Engine {
     // these L0 tables, newest of all and disjoint, hold them correctly.
     const replays = Array.from({ length: bounds.length + 1 }, () => new Memtable(0));
     for (const [memtable, log] of [...logs.entries()].sort((a, b) => a[0] - b[0])) {
-      const path = join(this.dir, logName(log));
-      if (!existsSync(path)) {
+      const path = this.env.logs.describe(log);
+      const bytes = await this.env.logs.read(log);
+      if (bytes === undefined) {
         throw new NovaError('CORRUPTION', `${path}: log of memtable ${memtable} named by the MANIFEST is missing`);
       }
-      const contents = readLog(readFileSync(path), path);
+      const contents = readLog(bytes, path);
       if (contents.tornAt !== undefined) {
         this.warn(`${path}: torn tail at offset ${contents.tornAt} truncated (writes never acknowledged)`);
       }
@@ -725,7 +726,7 @@ export class Engine {
     // A fresh MANIFEST that states the whole tree, and fresh memtables and logs for writes.
     const manifestFile = this.nextFile++;
     const manifestPath = join(this.dir, manifestName(manifestFile));
-    this.manifest = this.env.openLog(manifestPath, 0);
+    this.manifest = this.env.openManifest(manifestPath);
     const snapshot = emptyEdit();
     const fresh: Memtable[] = [];
     for (let i = 0; i <= bounds.length; i++) fresh.push(this.newMemtable(snapshot));
@@ -767,14 +768,11 @@ export class Engine {
    */
   private async removeObsoleteFiles(manifestFile: number): Promise<void> {
     const liveTables = new Set(this.levels.flat().map((t) => t.meta.file));
+    for (const file of await this.store.listTables()) if (!liveTables.has(file)) await this.store.deleteTable(file);
+    for (const file of await this.env.logs.list()) if (!this.logs.has(file)) await this.env.logs.remove(file);
     for (const name of readdirSync(this.dir)) {
-      const m = /^(\d+)\.(sst|log)$|^MANIFEST-(\d+)$|^CURRENT\.tmp$/.exec(name);
-      if (!m) continue;
-      if (m[2] === 'sst') {
-        if (!liveTables.has(Number(m[1]))) await this.store.deleteTable(Number(m[1]));
-      } else if (m[2] === 'log' ? !this.logs.has(Number(m[1])) : Number(m[3]) !== manifestFile) {
-        unlinkSync(join(this.dir, name));
-      }
+      const m = /^MANIFEST-(\d+)$|^CURRENT\.tmp$/.exec(name);
+      if (m && Number(m[1]) !== manifestFile) unlinkSync(join(this.dir, name));
     }
   }
 

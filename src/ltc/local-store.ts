@@ -5,7 +5,7 @@
  * Local layout: `<n>.log` (a memtable's log), `<n>.sst` (a table), `MANIFEST-<n>` (version
  * edits, log-framed), `CURRENT` (the name of the live MANIFEST, replaced atomically).
  */
-import { closeSync, existsSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
+import { closeSync, existsSync, readdirSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { LogFramer } from '../logc/log-format.js';
@@ -17,6 +17,21 @@ export interface BlockStore {
   writeTable(file: number, bytes: Buffer): Promise<Fragment[]>;
   readTable(file: number, fragments: Fragment[]): Promise<Buffer>;
   deleteTable(file: number): Promise<void>;
+  /** Tables present in the store, referenced or not (so a clean open can drop orphans). */
+  listTables(): Promise<number[]>;
+}
+
+/** Where a range's memtable logs live: one log per memtable, named by its file number. */
+export interface LogStore {
+  /** A new, empty log for memtable `file`. */
+  create(file: number): LogWriter;
+  /** The bytes of log `file` (from its best replica), or undefined if it does not exist. */
+  read(file: number): Promise<Buffer | undefined>;
+  remove(file: number): Promise<void>;
+  /** Logs present, owned by a memtable or not. */
+  list(): Promise<number[]>;
+  /** How messages name log `file` (a path; StoC file names). */
+  describe(file: number): string;
 }
 
 /** An append-only log of records (a memtable's log, or the MANIFEST). */
@@ -66,6 +81,49 @@ export class LocalBlockStore implements BlockStore {
     const path = join(this.dir, tableName(file));
     if (existsSync(path)) unlinkSync(path);
   }
+
+  async listTables(): Promise<number[]> {
+    return numbered(this.dir, /^(\d+)\.sst$/);
+  }
+}
+
+/** Memtable logs as `<n>.log` files in a local directory. */
+export class LocalLogStore implements LogStore {
+  constructor(private readonly dir: string) {
+    mkdirSync(dir, { recursive: true });
+  }
+
+  create(file: number): LogWriter {
+    return new LocalLogWriter(this.describe(file), 0);
+  }
+
+  async read(file: number): Promise<Buffer | undefined> {
+    const path = this.describe(file);
+    return existsSync(path) ? readFileSync(path) : undefined;
+  }
+
+  async remove(file: number): Promise<void> {
+    const path = this.describe(file);
+    if (existsSync(path)) unlinkSync(path);
+  }
+
+  async list(): Promise<number[]> {
+    return numbered(this.dir, /^(\d+)\.log$/);
+  }
+
+  describe(file: number): string {
+    return join(this.dir, logName(file));
+  }
+}
+
+/** File numbers of the names in `dir` that `pattern` matches (its first group). */
+function numbered(dir: string, pattern: RegExp): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync(dir)) {
+    const m = pattern.exec(name);
+    if (m) out.push(Number(m[1]));
+  }
+  return out;
 }
 
 /** A log file in a local directory, framed by LogFramer. Appends are sequential. */

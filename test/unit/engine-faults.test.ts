@@ -20,6 +20,14 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
   let syncs = 0;
   let tables = 0;
   let edits = 0;
+  const syncFails = (log: LogWriter): LogWriter => ({
+    append: (record, sync) => log.append(record, sync),
+    sync: async () => {
+      if (fault.syncFailsAfter !== undefined && syncs++ >= fault.syncFailsAfter) throw new Error('injected: EIO on fdatasync');
+      return log.sync();
+    },
+    close: () => log.close(),
+  });
   return {
     store: {
       writeTable: async (file, bytes) => {
@@ -28,22 +36,25 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
       },
       readTable: (file, fragments) => base.store.readTable(file, fragments),
       deleteTable: (file) => base.store.deleteTable(file),
+      listTables: () => base.store.listTables(),
     },
-    openLog: (path, truncateTo) => {
-      const log = base.openLog(path, truncateTo);
-      const isManifest = path.includes('MANIFEST');
-      const wrapped: LogWriter = {
+    logs: {
+      create: (file) => syncFails(base.logs.create(file)),
+      read: (file) => base.logs.read(file),
+      remove: (file) => base.logs.remove(file),
+      list: () => base.logs.list(),
+      describe: (file) => base.logs.describe(file),
+    },
+    openManifest: (path) => {
+      const log = base.openManifest(path);
+      return {
         append: async (record, sync) => {
-          if (isManifest && fault.manifestFailsAfter !== undefined && edits++ >= fault.manifestFailsAfter) throw new Error('injected: MANIFEST write failed');
+          if (fault.manifestFailsAfter !== undefined && edits++ >= fault.manifestFailsAfter) throw new Error('injected: MANIFEST write failed');
           return log.append(record, sync);
         },
-        sync: async () => {
-          if (!isManifest && fault.syncFailsAfter !== undefined && syncs++ >= fault.syncFailsAfter) throw new Error('injected: EIO on fdatasync');
-          return log.sync();
-        },
+        sync: () => log.sync(),
         close: () => log.close(),
       };
-      return wrapped;
     },
   };
 }

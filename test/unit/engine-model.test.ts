@@ -37,7 +37,8 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
   const env = localEnv(dir);
   const store = env.store;
   return {
-    openLog: env.openLog,
+    logs: env.logs,
+    openManifest: env.openManifest,
     store: {
       writeTable: async (file, bytes) => {
         await new Promise((resolve) => setTimeout(resolve, r() * ms));
@@ -45,6 +46,7 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
       },
       readTable: (file, fragments) => store.readTable(file, fragments),
       deleteTable: (file) => store.deleteTable(file),
+      listTables: () => store.listTables(),
     },
   };
 }
@@ -169,7 +171,8 @@ function gatedEnv(dir: string, free: number): { env: EngineEnv; release: () => v
   let waiters: Array<() => void> = [];
   return {
     env: {
-      openLog: env.openLog,
+      logs: env.logs,
+    openManifest: env.openManifest,
       store: {
         writeTable: async (file, bytes) => {
           if (allowed-- <= 0) await new Promise<void>((resolve) => waiters.push(resolve));
@@ -177,6 +180,7 @@ function gatedEnv(dir: string, free: number): { env: EngineEnv; release: () => v
         },
         readTable: (file, fragments) => env.store.readTable(file, fragments),
         deleteTable: (file) => env.store.deleteTable(file),
+        listTables: () => env.store.listTables(),
       },
     },
     release: () => {
