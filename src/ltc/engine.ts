@@ -33,8 +33,9 @@ import { MergingIterator, VisibleIterator, type InternalIterator } from '../ssta
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
 import {
-  LocalBlockStore, LocalLogStore, LocalLogWriter, lockDir, manifestName, replaceFile, syncDir, tableName, type BlockStore, type LogStore, type LogWriter,
+  LocalBlockStore, LocalLogStore, LocalLogWriter, manifestName, tableName, type BlockStore, type LogStore, type LogWriter,
 } from './local-store.js';
+import { lockDir, replaceFile, syncDir } from '../common/files.js';
 import { boundsFromSample, drangeOf } from './dranges.js';
 import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
@@ -385,22 +386,24 @@ export class Engine {
     let next = this.lastSequence + 1;
     const applied: Array<{ batch: WriteBatch; first: number; home: Memtable }> = [];
     try {
-      const touched = new Set<LogWriter>();
+      // One append per log for the whole group: a remote log (LogC) then costs one round
+      // trip per group, not one per write.
+      const perLog = new Map<LogWriter, Buffer[]>();
       for (const w of group) {
         const firstKey = w.batch.firstKey();
         if (firstKey === undefined) continue;
         // The whole batch is one record in the log of its first key's memtable: atomic.
         const home = this.memtables.active(this.memtables.drangeOf(firstKey));
         const log = this.logs.get(home.id)!;
-        await log.append(w.batch.encode(home.id, next), false);
-        touched.add(log);
+        let records = perLog.get(log);
+        if (!records) perLog.set(log, records = []);
+        records.push(w.batch.encode(home.id, next));
         applied.push({ batch: w.batch, first: next, home });
         next += w.batch.count;
       }
-      if (touched.size > 0 && group.some((w) => w.sync)) {
-        await Promise.all([...touched].map((l) => l.sync()));
-        this.counts.syncs += touched.size;
-      }
+      const sync = group.some((w) => w.sync);
+      await Promise.all([...perLog].map(([log, records]) => log.append(records, sync)));
+      if (sync) this.counts.syncs += perLog.size;
     } catch (err) {
       // Some records may be in a log: refuse further writes rather than guess.
       const failure = this.fail('log append', err);
@@ -522,7 +525,7 @@ export class Engine {
   }
 
   private async logEdit(edit: VersionEdit): Promise<void> {
-    const run = this.manifestChain.then(() => this.manifest.append(encodeEdit(edit), true));
+    const run = this.manifestChain.then(() => this.manifest.append([encodeEdit(edit)], true));
     this.manifestChain = run.catch(() => undefined);
     await run;
   }

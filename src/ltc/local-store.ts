@@ -5,7 +5,8 @@
  * Local layout: `<n>.log` (a memtable's log), `<n>.sst` (a table), `MANIFEST-<n>` (version
  * edits, log-framed), `CURRENT` (the name of the live MANIFEST, replaced atomically).
  */
-import { closeSync, existsSync, readdirSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
+import { closeSync, existsSync, readdirSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
+import { syncDir } from '../common/files.js';
 import { join, resolve } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { LogFramer } from '../logc/log-format.js';
@@ -36,10 +37,12 @@ export interface LogStore {
 
 /** An append-only log of records (a memtable's log, or the MANIFEST). */
 export interface LogWriter {
-  /** Appends a record; with `sync`, resolves only once it (and all before it) is durable. */
-  append(record: Buffer, sync: boolean): Promise<void>;
-  /** Makes every record appended so far durable. */
-  sync(): Promise<void>;
+  /**
+   * Appends records, in order; resolves once they reached the log's store (a process crash
+   * cannot lose them). With `sync`, only once they, and all before them, are durable.
+   * Calls must not overlap: the next append starts after this one settled.
+   */
+  append(records: readonly Buffer[], sync: boolean): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -142,16 +145,14 @@ export class LocalLogWriter implements LogWriter {
 
   private position: number;
 
-  async append(record: Buffer, sync: boolean): Promise<void> {
-    const bytes = this.framer.frame(record);
-    let done = 0;
-    while (done < bytes.length) done += writeSync(this.fd, bytes, done, bytes.length - done, this.position + done);
-    this.position += bytes.length;
+  async append(records: readonly Buffer[], sync: boolean): Promise<void> {
+    for (const record of records) {
+      const bytes = this.framer.frame(record);
+      let done = 0;
+      while (done < bytes.length) done += writeSync(this.fd, bytes, done, bytes.length - done, this.position + done);
+      this.position += bytes.length;
+    }
     if (sync) fdatasyncSync(this.fd);
-  }
-
-  async sync(): Promise<void> {
-    fdatasyncSync(this.fd);
   }
 
   async close(): Promise<void> {
@@ -164,86 +165,3 @@ function writeAll(fd: number, bytes: Buffer): void {
   while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
 }
 
-/** Directories this process holds locks on (a pid alone cannot tell a restarted process
- * that reuses a dead one's pid, as PID 1 in a container does, from the holder itself). */
-const heldHere = new Set<string>();
-
-/**
- * Takes `dir/LOCK` for this open: two engines on one directory would each rewrite the
- * MANIFEST and delete the other's files. The file holds the owner's pid; a lock whose
- * process is gone (kill -9) is taken over. Returns the release function.
- *
- * Known limit: two processes that both find the same stale lock at the same instant may both
- * take it over (read, unlink and create are separate steps); an OS lock (flock) would close
- * that window, and Node has none.
- */
-export function lockDir(dir: string): () => void {
-  const path = join(dir, 'LOCK');
-  const key = resolve(dir);
-  if (heldHere.has(key)) throw new NovaError('BUSY', `${dir} is in use by this process (an engine already open on it): close that engine first`);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const fd = openSync(path, 'wx');
-      try {
-        writeSync(fd, `${process.pid}\n`);
-      } finally {
-        closeSync(fd);
-      }
-      heldHere.add(key);
-      let held = true;
-      return () => {
-        if (!held) return;
-        held = false;
-        heldHere.delete(key);
-        if (existsSync(path)) unlinkSync(path);
-      };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
-    }
-    let text = '';
-    try {
-      text = readFileSync(path, 'utf8').trim();
-    } catch {
-      continue; // released meanwhile
-    }
-    const pid = Number(text);
-    // Our own pid in a lock we do not hold: a previous process with this pid wrote it.
-    if (/^\d+$/.test(text) && pid !== process.pid && processAlive(pid)) {
-      throw new NovaError('BUSY', `${dir} is in use by process ${pid}: close that engine first (if that process is not a Nova engine, delete ${path})`);
-    }
-    unlinkSync(path); // its owner is gone, or it is not a lock we wrote
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** Makes a directory's entries (created, renamed files) durable. */
-export function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Replaces `dir/name` with `contents` atomically (write a temp file, fsync, rename, fsync dir). */
-export function replaceFile(dir: string, name: string, contents: string): void {
-  const tmp = join(dir, `${name}.tmp`);
-  writeFileSync(tmp, contents);
-  const fd = openSync(tmp, 'r+');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, join(dir, name));
-  syncDir(dir);
-}

@@ -21,10 +21,11 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
   let tables = 0;
   let edits = 0;
   const syncFails = (log: LogWriter): LogWriter => ({
-    append: (record, sync) => log.append(record, sync),
-    sync: async () => {
-      if (fault.syncFailsAfter !== undefined && syncs++ >= fault.syncFailsAfter) throw new Error('injected: EIO on fdatasync');
-      return log.sync();
+    append: async (records, sync) => {
+      // The records reach the file; the fdatasync after them fails.
+      await log.append(records, false);
+      if (sync && fault.syncFailsAfter !== undefined && syncs++ >= fault.syncFailsAfter) throw new Error('injected: EIO on fdatasync');
+      if (sync) await log.append([], true);
     },
     close: () => log.close(),
   });
@@ -48,11 +49,10 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
     openManifest: (path) => {
       const log = base.openManifest(path);
       return {
-        append: async (record, sync) => {
+        append: async (records, sync) => {
           if (fault.manifestFailsAfter !== undefined && edits++ >= fault.manifestFailsAfter) throw new Error('injected: MANIFEST write failed');
-          return log.append(record, sync);
+          return log.append(records, sync);
         },
-        sync: () => log.sync(),
         close: () => log.close(),
       };
     },
