@@ -1,0 +1,104 @@
+/**
+ * The StoC persistent-file protocol, shared by StocServer and StocClient (DESIGN.md §6).
+ *
+ * RPC methods (msgpack over the transport's RPC layer; names are on the wire: never rename):
+ *
+ *   stoc.hello   {version}                        → {version, id, windowBytes, window: RemoteKey bytes}
+ *   stoc.attach  {key: RemoteKey bytes}           → null      the client's staging region, imported once
+ *   stoc.persist {file, slot, length, sync,
+ *                 offset | append: [seq, total, at]} → null   window[slot, +length) → the file
+ *   stoc.cancel  {seq}                            → null      an append that will send no (more) parts
+ *   stoc.fetch   {file, offset, length, slot}     → null      the file → client staging[slot, +length)
+ *   stoc.stat    {file}                           → size | null
+ *   stoc.list    {prefix}                         → [[name, size], ...]
+ *   stoc.remove  {file}                           → null
+ *   stoc.sync    {file}                           → null
+ *   stoc.load    null                             → {queueDepth, pendingReadBytes, pendingWriteBytes}
+ *   stoc.bye     null                             → null      frees the window once its work is done
+ *
+ * Data moves by one-sided WRITE into a per-connection window of the StoC's shared file buffer
+ * (writes), or into the client's staging region (reads); the RPC names the file and offset. A
+ * slot is the same offset in the window and in the staging region, and is owned by the client
+ * from the WRITE until the RPC's answer.
+ *
+ * Appends: `seq` counts appends per connection from 0 in call order; the StoC reserves
+ * `total` bytes at the file's end for append `seq` only after every earlier seq was reserved
+ * or cancelled, so appends land in call order even though their parts' RPCs may arrive in any
+ * order, and a multi-part append is contiguous even with other writers appending.
+ */
+import { NovaError } from '../common/errors.js';
+
+export const STOC_PROTOCOL_VERSION = 1; // 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye
+
+export const Method = {
+  hello: 'stoc.hello',
+  attach: 'stoc.attach',
+  persist: 'stoc.persist',
+  cancel: 'stoc.cancel',
+  fetch: 'stoc.fetch',
+  stat: 'stoc.stat',
+  list: 'stoc.list',
+  remove: 'stoc.remove',
+  sync: 'stoc.sync',
+  load: 'stoc.load',
+  bye: 'stoc.bye',
+} as const;
+
+export interface HelloReply {
+  version: number;
+  id: number;
+  windowBytes: number;
+  window: Uint8Array;
+}
+
+export interface StocLoad {
+  /** Data requests (persist, fetch, sync) the StoC is working on or holding. */
+  queueDepth: number;
+  /** Bytes of fetches not yet delivered. */
+  pendingReadBytes: number;
+  /** Bytes of persists not yet written to disk. */
+  pendingWriteBytes: number;
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
+const PREFIX = /^[A-Za-z0-9._-]{0,200}$/;
+/** The directory lock (src/common/files.ts); never served as a file. */
+export const RESERVED_NAMES: ReadonlySet<string> = new Set(['LOCK']);
+
+/** Throws BAD_ARGUMENT unless `name` is a plain file name the StoC may serve. */
+export function checkName(name: unknown): string {
+  if (typeof name !== 'string' || !NAME.test(name) || RESERVED_NAMES.has(name)) {
+    throw new NovaError('BAD_ARGUMENT',
+      `bad file name ${describe(name)}: want 1-200 of [A-Za-z0-9._-], starting with a letter or digit, not LOCK`);
+  }
+  return name;
+}
+
+export function checkPrefix(prefix: unknown): string {
+  if (typeof prefix !== 'string' || !PREFIX.test(prefix)) {
+    throw new NovaError('BAD_ARGUMENT', `bad file name prefix ${describe(prefix)}: want 0-200 of [A-Za-z0-9._-]`);
+  }
+  return prefix;
+}
+
+/** Throws BAD_ARGUMENT unless `v` is a safe integer in [0, max]. */
+export function checkUint(what: string, v: unknown, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0 || v > max) {
+    throw new NovaError('BAD_ARGUMENT', `${what} must be an integer in [0, ${max}], not ${describe(v)}`);
+  }
+  return v;
+}
+
+/** The fields of an RPC argument object, or BAD_ARGUMENT. */
+export function fields(method: string, args: unknown): Record<string, unknown> {
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+    throw new NovaError('BAD_ARGUMENT', `${method}: arguments must be a map, not ${describe(args)}`);
+  }
+  return args as Record<string, unknown>;
+}
+
+function describe(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 60 ? `${v.slice(0, 60)}...` : v);
+  if (v instanceof Uint8Array) return `${v.length} bytes`;
+  return typeof v === 'object' && v !== null ? (Array.isArray(v) ? 'an array' : 'a map') : String(v);
+}

@@ -1,0 +1,412 @@
+/**
+ * The StoC's persistent-file service (DESIGN.md §6; protocol in stoc-protocol.ts).
+ *
+ * A StocServer owns a directory of append-mostly files, a Fabric with an Rpc on it, and one
+ * shared file buffer: a single registered region cut into fixed windows, one per client
+ * connection (given at hello, returned to the free list when the connection says bye, is
+ * lost, or closes). Clients WRITE blocks into their window and ask the StoC to persist them;
+ * for reads the StoC reads the file into the window and WRITEs it into the client's staging
+ * region.
+ *
+ * Why WRITE + RPC, not WRITE-with-immediate + ack as in Nova-LSM: a request must name a file
+ * and an offset, which a 32-bit immediate cannot carry; the RPC costs the same round trips
+ * (one WRITE, one request, one answer).
+ *
+ * Contracts:
+ *  - Requests are validated; a bad one gets an error answer (BAD_ARGUMENT, OUT_OF_BOUNDS,
+ *    CORRUPTION for bytes that are not there), never a crash. Disk failures answer REMOTE
+ *    with the errno in the message.
+ *  - A window is reused only after every request that touched it has finished, so a lost
+ *    client's late disk write never reads another client's bytes.
+ *  - Nothing is deleted at start-up; files survive restarts. The directory is locked
+ *    (src/common/files.ts) so two StoCs never share it.
+ *  - `close` answers no new requests, waits for the ones running, then closes files and the
+ *    fabric (whose region the running requests read and write).
+ */
+import { mkdir } from 'node:fs/promises';
+import { NovaError } from '../common/errors.js';
+import { lockDir } from '../common/files.js';
+import { Fabric, type Endpoint, type FabricOptions, type MemoryRegion, type RemoteRegion } from '../transport/fabric.js';
+import { RemoteKey } from '../transport/remote-key.js';
+import { Rpc } from '../transport/rpc.js';
+import { AppendOrder } from './append-order.js';
+import { FileTable, type StoredFile } from './file-table.js';
+import {
+  Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
+  type HelloReply, type StocLoad,
+} from './stoc-protocol.js';
+
+export interface StocServerOptions {
+  dir: string;
+  id: number;
+  /** The shared file buffer: one registered region (default 64 MiB). */
+  bufferBytes?: number;
+  /** Each connection's window in the buffer (default 8 MiB): bufferBytes / windowBytes clients at once. */
+  windowBytes?: number;
+  fabric?: FabricOptions;
+  /** Open file descriptors kept (default 1024); idle ones beyond are closed, least recently used first. */
+  maxOpenFiles?: number;
+}
+
+export interface StocServerStats extends StocLoad {
+  id: number;
+  connections: number;
+  windows: number;
+  windowsInUse: number;
+  openFiles: number;
+  persists: number;
+  fetches: number;
+  bytesWritten: number;
+  bytesRead: number;
+  syncs: number;
+  failures: number;
+}
+
+const MiB = 1024 * 1024;
+/** Larger offsets are refused: no real file gets there, and positions stay exact. */
+const MAX_FILE_BYTES = 2 ** 47;
+/** Append parts that may wait for an earlier append, per connection. */
+const MAX_WAITING_PARTS = 4096;
+
+type Kind = 'read' | 'write' | 'other';
+
+/** One client connection's state. */
+class Connection {
+  client: RemoteRegion | undefined;
+  inflight = 0;
+  gone = false;
+  freed = false;
+  /** Called once the window is free (a bye waits for this). */
+  readonly onFreed: Array<() => void> = [];
+  readonly order = new AppendOrder(MAX_WAITING_PARTS);
+  /** Index of the connection's window in the buffer. */
+  constructor(readonly window: number) {}
+}
+
+export class StocServer {
+  readonly id: number;
+  /** The fabric's sealed worker address: what the coordinator hands to LTCs. */
+  readonly address: Buffer;
+  private readonly conns = new Map<Endpoint, Connection>();
+  private readonly freeWindows: number[] = [];
+  private readonly windowCount: number;
+  private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0 };
+  private readonly load: StocLoad = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
+  private active = 0;
+  private idleWaiters: Array<() => void> = [];
+  private stopping = false;
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    opts: StocServerOptions,
+    private readonly fabric: Fabric,
+    private readonly rpc: Rpc,
+    private readonly buffer: MemoryRegion,
+    private readonly windowBytes: number,
+    private readonly files: FileTable,
+    private readonly unlock: () => void,
+  ) {
+    this.id = opts.id;
+    this.address = fabric.address;
+    this.windowCount = Math.floor(buffer.length / windowBytes);
+    for (let i = this.windowCount - 1; i >= 0; i--) this.freeWindows.push(i);
+    this.serveAll();
+  }
+
+  static async start(opts: StocServerOptions): Promise<StocServer> {
+    const id = checkUint('StoC id', opts.id, 0xffffffff);
+    const bufferBytes = checkUint('bufferBytes', opts.bufferBytes ?? 64 * MiB, 2 ** 40);
+    const windowBytes = checkUint('windowBytes', opts.windowBytes ?? 8 * MiB, bufferBytes);
+    if (windowBytes < 4096) throw new NovaError('BAD_ARGUMENT', `windowBytes must be at least 4096, not ${windowBytes}`);
+    await mkdir(opts.dir, { recursive: true });
+    const unlock = lockDir(opts.dir);
+    let fabric: Fabric | undefined;
+    try {
+      fabric = Fabric.open(opts.fabric);
+      const buffer = fabric.allocate(bufferBytes);
+      const files = new FileTable(opts.dir, opts.maxOpenFiles ?? 1024);
+      return new StocServer({ ...opts, id }, fabric, new Rpc(fabric), buffer, windowBytes, files, unlock);
+    } catch (err) {
+      await fabric?.close();
+      unlock();
+      throw err;
+    }
+  }
+
+  stats(): StocServerStats {
+    return {
+      id: this.id,
+      connections: this.conns.size,
+      windows: this.windowCount,
+      windowsInUse: this.windowCount - this.freeWindows.length,
+      openFiles: this.files.openFiles,
+      ...this.counters,
+      ...this.load,
+    };
+  }
+
+  /** Stops serving, waits for running requests, closes files and the fabric. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    this.stopping = true;
+    const closed = new NovaError('CLOSED', `StoC ${this.id} is closing`);
+    for (const conn of this.conns.values()) conn.order.fail(closed);
+    if (this.active > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    this.rpc.close();
+    await this.files.closeAll();
+    await this.fabric.close();
+    this.unlock();
+  }
+
+  private serveAll(): void {
+    const serve = (method: string, fn: (args: unknown, ep: Endpoint) => unknown): void => {
+      this.rpc.serve(method, (args, ep) => {
+        if (this.stopping) throw new NovaError('CLOSED', `StoC ${this.id} is closing`);
+        return fn(args, ep);
+      });
+    };
+    serve(Method.hello, (a, ep) => this.hello(a, ep));
+    serve(Method.attach, (a, ep) => this.attach(a, ep));
+    serve(Method.persist, (a, ep) => this.persist(a, ep));
+    serve(Method.cancel, (a, ep) => this.cancel(a, ep));
+    serve(Method.fetch, (a, ep) => this.fetch(a, ep));
+    serve(Method.stat, (a) => this.stat(a));
+    serve(Method.list, (a) => this.list(a));
+    serve(Method.remove, (a) => this.remove(a));
+    serve(Method.sync, (a) => this.sync(a));
+    serve(Method.load, () => ({ ...this.load }));
+    serve(Method.bye, (_a, ep) => this.drop(ep));
+  }
+
+  // ---- connections and windows ----
+
+  private hello(args: unknown, ep: Endpoint): HelloReply {
+    const a = fields(Method.hello, args);
+    if (a.version !== STOC_PROTOCOL_VERSION) {
+      throw new NovaError('BAD_ARGUMENT', `StoC ${this.id} speaks protocol ${STOC_PROTOCOL_VERSION}, not ${String(a.version)}`);
+    }
+    let conn = this.conns.get(ep);
+    if (!conn) {
+      const window = this.freeWindows.pop();
+      if (window === undefined) {
+        throw new NovaError('BUSY', `StoC ${this.id}: all ${this.windowCount} windows of ${this.windowBytes} bytes are in use`);
+      }
+      conn = new Connection(window);
+      this.conns.set(ep, conn);
+      ep.onLost(() => void this.drop(ep));
+    }
+    const window = this.buffer.key.slice(conn.window * this.windowBytes, this.windowBytes).serialize();
+    return { version: STOC_PROTOCOL_VERSION, id: this.id, windowBytes: this.windowBytes, window };
+  }
+
+  private attach(args: unknown, ep: Endpoint): null {
+    const a = fields(Method.attach, args);
+    const conn = this.connection(ep, Method.attach);
+    if (!(a.key instanceof Uint8Array)) throw new NovaError('BAD_ARGUMENT', `${Method.attach}: key must be bytes`);
+    const key = RemoteKey.parse(a.key);
+    conn.client?.drop();
+    conn.client = ep.importKey(key);
+    return null;
+  }
+
+  /**
+   * The connection ended (bye, lost or closed): its window is freed once its requests finish.
+   * Resolves then, so a client that said bye knows the StoC no longer touches its staging region.
+   */
+  private drop(ep: Endpoint): Promise<null> {
+    const conn = this.conns.get(ep);
+    if (!conn) return Promise.resolve(null);
+    this.conns.delete(ep);
+    conn.gone = true;
+    conn.order.fail(new NovaError('CLOSED', `StoC ${this.id}: the connection ended`));
+    const freed = new Promise<null>((resolve) => conn.onFreed.push(() => resolve(null)));
+    this.freeIfDone(conn);
+    return freed;
+  }
+
+  private freeIfDone(conn: Connection): void {
+    if (!conn.gone || conn.inflight > 0 || conn.freed) return;
+    conn.freed = true;
+    conn.client?.drop();
+    this.freeWindows.push(conn.window);
+    for (const cb of conn.onFreed.splice(0)) cb();
+  }
+
+  private connection(ep: Endpoint, method: string): Connection {
+    const conn = this.conns.get(ep);
+    if (!conn) throw new NovaError('BAD_ARGUMENT', `StoC ${this.id}: ${method} before ${Method.hello} on this connection`);
+    return conn;
+  }
+
+  /** The bytes of `slot` in a connection's window. */
+  private windowSlice(conn: Connection, slot: number, length: number): Buffer {
+    const start = conn.window * this.windowBytes + slot;
+    return this.buffer.buffer.subarray(start, start + length);
+  }
+
+  // ---- requests ----
+
+  /** Runs a request, counting it in the load and keeping its connection's window alive. */
+  private async track<T>(conn: Connection | undefined, kind: Kind, bytes: number, work: () => Promise<T>): Promise<T> {
+    this.active++;
+    this.load.queueDepth++;
+    if (conn) conn.inflight++;
+    if (kind === 'read') this.load.pendingReadBytes += bytes;
+    if (kind === 'write') this.load.pendingWriteBytes += bytes;
+    try {
+      return await work();
+    } catch (err) {
+      this.counters.failures++;
+      throw err;
+    } finally {
+      if (kind === 'read') this.load.pendingReadBytes -= bytes;
+      if (kind === 'write') this.load.pendingWriteBytes -= bytes;
+      this.load.queueDepth--;
+      if (conn) {
+        conn.inflight--;
+        this.freeIfDone(conn);
+      }
+      if (--this.active === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+    }
+  }
+
+  private persist(args: unknown, ep: Endpoint): Promise<null> {
+    const a = fields(Method.persist, args);
+    const name = checkName(a.file);
+    const slot = checkUint('slot', a.slot, this.windowBytes);
+    const length = checkUint('length', a.length, this.windowBytes - slot);
+    const append = a.append === undefined || a.append === null ? undefined : this.appendArgs(a.append, length);
+    const offset = append ? 0 : checkUint('offset', a.offset, MAX_FILE_BYTES - length);
+    const conn = this.connection(ep, Method.persist);
+    const what = append ? `append ${append.seq} to ${name}` : `write of ${name} [${offset}, +${length})`;
+    return this.track(conn, 'write', length, () => this.disk(what, async () => {
+      const file = (await this.files.acquire(name, true))!;
+      try {
+        let target: StoredFile = file;
+        let position = offset;
+        if (append) {
+          const p = await conn.order.place(append.seq, file, append.total);
+          target = p.file;
+          position = p.base + append.at;
+        } else if (length > 0) {
+          file.extend(offset + length);
+        }
+        await target.writeAt(this.windowSlice(conn, slot, length), position);
+        if (append) conn.order.consume(append.seq, length);
+        if (a.sync === true) await this.syncFile(target);
+        this.counters.persists++;
+        this.counters.bytesWritten += length;
+        return null;
+      } finally {
+        file.unpin();
+      }
+    }));
+  }
+
+  private appendArgs(v: unknown, length: number): { seq: number; total: number; at: number } {
+    if (!Array.isArray(v) || v.length !== 3) {
+      throw new NovaError('BAD_ARGUMENT', `append must be [seq, total, at], not ${Array.isArray(v) ? `${v.length} items` : typeof v}`);
+    }
+    const seq = checkUint('append seq', v[0]);
+    const total = checkUint('append total', v[1], MAX_FILE_BYTES);
+    const at = checkUint('append part offset', v[2], total - length);
+    return { seq, total, at };
+  }
+
+  private cancel(args: unknown, ep: Endpoint): null {
+    const a = fields(Method.cancel, args);
+    this.connection(ep, Method.cancel).order.cancel(checkUint('seq', a.seq));
+    return null;
+  }
+
+  private fetch(args: unknown, ep: Endpoint): Promise<null> {
+    const a = fields(Method.fetch, args);
+    const name = checkName(a.file);
+    const slot = checkUint('slot', a.slot, this.windowBytes);
+    const length = checkUint('length', a.length, this.windowBytes - slot);
+    const offset = checkUint('offset', a.offset, MAX_FILE_BYTES);
+    const conn = this.connection(ep, Method.fetch);
+    const client = conn.client;
+    if (!client) throw new NovaError('BAD_ARGUMENT', `StoC ${this.id}: ${Method.fetch} before ${Method.attach} on this connection`);
+    if (slot + length > client.length) {
+      throw new NovaError('OUT_OF_BOUNDS', `StoC ${this.id}: slot [${slot}, +${length}) is outside the client's ${client.length}-byte staging region`);
+    }
+    const what = `read of ${name} [${offset}, +${length})`;
+    return this.track(conn, 'read', length, () => this.disk(what, async () => {
+      const file = await this.files.acquire(name, false);
+      if (!file) throw new NovaError('CORRUPTION', `StoC ${this.id}: ${what}: ${name} does not exist`);
+      try {
+        if (offset + length > file.size) {
+          throw new NovaError('CORRUPTION', `StoC ${this.id}: ${what} is past the end of ${name} (${file.size} bytes)`);
+        }
+        if (length === 0) return null;
+        await file.readAt(this.windowSlice(conn, slot, length), offset);
+        await ep.write(this.buffer, conn.window * this.windowBytes + slot, client, slot, length);
+        this.counters.fetches++;
+        this.counters.bytesRead += length;
+        return null;
+      } finally {
+        file.unpin();
+      }
+    }));
+  }
+
+  private async stat(args: unknown): Promise<number | null> {
+    const name = checkName(fields(Method.stat, args).file);
+    return (await this.disk(`stat of ${name}`, () => this.files.size(name))) ?? null;
+  }
+
+  private async list(args: unknown): Promise<Array<[string, number]>> {
+    const prefix = checkPrefix(fields(Method.list, args).prefix);
+    return this.disk(`list of "${prefix}"`, () => this.files.list(prefix, isName));
+  }
+
+  private async remove(args: unknown): Promise<null> {
+    const name = checkName(fields(Method.remove, args).file);
+    await this.disk(`remove of ${name}`, () => this.files.remove(name));
+    return null;
+  }
+
+  private sync(args: unknown): Promise<null> {
+    const name = checkName(fields(Method.sync, args).file);
+    return this.track(undefined, 'other', 0, () => this.disk(`sync of ${name}`, async () => {
+      const file = await this.files.acquire(name, false);
+      if (!file) throw new NovaError('CORRUPTION', `StoC ${this.id}: sync of ${name}: it does not exist`);
+      try {
+        await this.syncFile(file);
+        return null;
+      } finally {
+        file.unpin();
+      }
+    }));
+  }
+
+  private async syncFile(file: StoredFile): Promise<void> {
+    await file.sync();
+    this.counters.syncs++;
+  }
+
+  /** Runs file-system work; an errno failure becomes REMOTE naming the StoC and the operation. */
+  private async disk<T>(what: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof NovaError) throw err;
+      const e = err as NodeJS.ErrnoException;
+      throw new NovaError('REMOTE', `StoC ${this.id}: ${what} failed: ${e.code ?? ''} ${e.message}`.trim(), { cause: err });
+    }
+  }
+}
+
+function isName(name: string): boolean {
+  try {
+    checkName(name);
+    return true;
+  } catch {
+    return false;
+  }
+}

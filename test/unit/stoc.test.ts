@@ -1,0 +1,308 @@
+/**
+ * StoC persistent files: a StocServer and StocClients on separate fabrics in this process,
+ * over shared memory. Data path, append order, validation, restarts, window reuse, load.
+ */
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { NovaError } from '../../src/common/errors.js';
+import { StocClient } from '../../src/stoc/stoc-client.js';
+import { StocServer } from '../../src/stoc/stoc-server.js';
+import { Fabric, type Endpoint } from '../../src/transport/fabric.js';
+import { Rpc } from '../../src/transport/rpc.js';
+import { pattern } from '../fixtures/pattern.js';
+import { useTls } from '../helpers/peer-process.js';
+import { rng } from '../helpers/rng.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const SLOT = 256 * KiB; // the client's default slot
+
+const dirs: string[] = [];
+const servers: StocServer[] = [];
+const fabrics: Fabric[] = [];
+
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'nova-stoc-'));
+  dirs.push(d);
+  return d;
+}
+
+async function startServer(dir = tempDir(), windows = 4, maxOpenFiles?: number): Promise<StocServer> {
+  useTls('sm');
+  const s = await StocServer.start({ dir, id: 7, bufferBytes: windows * 2 * MiB, windowBytes: 2 * MiB, maxOpenFiles });
+  servers.push(s);
+  return s;
+}
+
+function openFabric(): { fabric: Fabric; rpc: Rpc } {
+  useTls('sm');
+  const fabric = Fabric.open();
+  fabrics.push(fabric);
+  return { fabric, rpc: new Rpc(fabric) };
+}
+
+async function connect(s: StocServer, timeoutMs?: number): Promise<StocClient> {
+  const { fabric, rpc } = openFabric();
+  return StocClient.connect(fabric, rpc, s.address, { timeoutMs });
+}
+
+/** A bare endpoint to the StoC, for requests the client would never send. */
+async function raw(s: StocServer): Promise<{ rpc: Rpc; ep: Endpoint }> {
+  const { fabric, rpc } = openFabric();
+  return { rpc, ep: await fabric.connect(s.address) };
+}
+
+function bytes(n: number, seed: number): Buffer {
+  const b = Buffer.alloc(n);
+  pattern(b, seed);
+  return b;
+}
+
+async function until(cond: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+afterEach(async () => {
+  for (const f of fabrics.splice(0)) await f.close();
+  for (const s of servers.splice(0)) await s.close();
+});
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('StoC persistent files', () => {
+  it('knows the StoC id and round-trips writes of 0, 1, a slot, and several MiB', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    expect(c.stocId).toBe(7);
+    expect(c.alive).toBe(true);
+    for (const size of [0, 1, SLOT - 1, SLOT, SLOT + 1, 5 * MiB + 123]) {
+      const data = bytes(size, size + 1);
+      await c.write(`f-${size}`, 0, data, size % 2 === 0);
+      expect((await c.readAll(`f-${size}`))!.equals(data)).toBe(true);
+      expect((await c.read(`f-${size}`, 0, size)).equals(data)).toBe(true);
+      if (size > 10) {
+        const mid = Math.floor(size / 3);
+        expect((await c.read(`f-${size}`, mid, size - mid - 1)).equals(data.subarray(mid, size - 1))).toBe(true);
+      }
+    }
+    expect(s.stats()).toMatchObject({ id: 7, connections: 1, windows: 4, windowsInUse: 1 });
+    expect(s.stats().bytesWritten).toBeGreaterThan(5 * MiB);
+  });
+
+  it('writes at offsets overwrite in place; a gap reads as zeros', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    await c.write('g', 0, Buffer.alloc(100, 1), false);
+    await c.write('g', 40, Buffer.alloc(10, 2), false);
+    await c.write('g', 200, Buffer.alloc(5, 3), true);
+    const all = (await c.readAll('g'))!;
+    expect(all.length).toBe(205);
+    expect([all[39], all[40], all[49], all[50], all[150], all[204]]).toEqual([1, 2, 2, 1, 0, 3]);
+    await Promise.all(Array.from({ length: 40 }, (_, i) => c.write('h', i * 1000, Buffer.alloc(1000, i), false)));
+    const h = (await c.readAll('h'))!;
+    for (let i = 0; i < 40; i++) expect(h[i * 1000] === i && h[i * 1000 + 999] === i).toBe(true);
+  });
+
+  it('appends from one client land in call order, many in flight, some larger than a slot', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    const r = rng(5);
+    const chunks = Array.from({ length: 120 }, (_, i) => bytes(i % 10 === 0 ? Math.floor(r() * 3 * SLOT) : Math.floor(r() * 5000), i));
+    await Promise.all(chunks.map((b, i) => c.append('log', b, i % 7 === 0)));
+    expect((await c.readAll('log'))!.equals(Buffer.concat(chunks))).toBe(true);
+    await c.append('log', Buffer.alloc(0), true);
+    await c.append('log', Buffer.from('tail'), false);
+    expect((await c.readAll('log'))!.subarray(-4).toString()).toBe('tail');
+  });
+
+  it('appends from two clients to one file each land whole and in their own order', async () => {
+    const s = await startServer();
+    const [a, b] = [await connect(s), await connect(s)];
+    const record = (who: number, i: number, n: number): Buffer => {
+      const body = bytes(n, who * 1000 + i);
+      const head = Buffer.alloc(9);
+      head.writeUInt32LE(n, 0);
+      head[4] = who;
+      head.writeUInt32LE(i, 5);
+      return Buffer.concat([head, body]);
+    };
+    const r = rng(9);
+    const work = [a, b].flatMap((c, who) => Array.from({ length: 40 }, (_, i) =>
+      c.append('shared', record(who, i, Math.floor(r() * (i % 8 === 0 ? 2 * SLOT : 3000))), false)));
+    await Promise.all(work);
+    const file = (await a.readAll('shared'))!;
+    const seen = [0, 0];
+    for (let at = 0; at < file.length;) {
+      const n = file.readUInt32LE(at);
+      const who = file[at + 4];
+      const i = file.readUInt32LE(at + 5);
+      expect(i).toBe(seen[who]++);
+      expect(file.subarray(at, at + 9 + n).equals(record(who, i, n))).toBe(true);
+      at += 9 + n;
+    }
+    expect(seen).toEqual([40, 40]);
+  });
+
+  it('missing files, reads past the end, list and remove', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    expect(await c.readAll('nope')).toBeUndefined();
+    await expect(c.read('nope', 0, 1)).rejects.toMatchObject({ code: 'CORRUPTION', message: expect.stringMatching(/StoC 7.*nope/) });
+    await c.write('r1-a.sst', 0, Buffer.alloc(10), false);
+    await c.write('r1-b.sst', 0, Buffer.alloc(20), false);
+    await c.write('r2-a.sst', 0, Buffer.alloc(30), false);
+    const err = await c.read('r1-a.sst', 5, 6).catch((e: NovaError) => e);
+    expect(err).toMatchObject({ code: 'CORRUPTION' });
+    expect((err as Error).message).toMatch(/StoC 7.*r1-a\.sst \[5, \+6\).*10 bytes/);
+    expect((await c.read('r1-a.sst', 10, 0)).length).toBe(0);
+    expect(await c.list('r1-')).toEqual([{ name: 'r1-a.sst', size: 10 }, { name: 'r1-b.sst', size: 20 }]);
+    expect((await c.list('')).map((f) => f.name)).toEqual(['r1-a.sst', 'r1-b.sst', 'r2-a.sst']); // not LOCK
+    await c.remove('r1-a.sst');
+    await c.remove('r1-a.sst'); // missing: fine
+    expect(await c.readAll('r1-a.sst')).toBeUndefined();
+    expect((await c.list('r1-')).map((f) => f.name)).toEqual(['r1-b.sst']);
+    await c.append('r1-a.sst', Buffer.from('new'), true); // a fresh file after remove
+    expect((await c.readAll('r1-a.sst'))!.toString()).toBe('new');
+    await c.sync('r1-b.sst');
+    await expect(c.sync('nope')).rejects.toMatchObject({ code: 'CORRUPTION' });
+  });
+
+  it('files survive closing and restarting the StoC on the same directory', async () => {
+    const dir = tempDir();
+    let s = await startServer(dir);
+    let c = await connect(s);
+    const data = bytes(3 * SLOT + 17, 42);
+    await c.write('keep.sst', 0, data, true);
+    await c.append('keep.log', Buffer.from('one,'), true);
+    await c.close();
+    expect(c.alive).toBe(false);
+    await s.close();
+    await expect(startServer(dir).then(() => undefined)).resolves.toBeUndefined(); // lock released
+    await servers.pop()!.close();
+    s = await startServer(dir);
+    c = await connect(s);
+    expect((await c.readAll('keep.sst'))!.equals(data)).toBe(true);
+    await c.append('keep.log', Buffer.from('two'), true);
+    expect((await c.readAll('keep.log'))!.toString()).toBe('one,two');
+    expect(readdirSync(dir).sort()).toEqual(['LOCK', 'keep.log', 'keep.sst']);
+  });
+
+  it('keeps at most maxOpenFiles idle files open, reopening on use', async () => {
+    const s = await startServer(tempDir(), 4, 2);
+    const c = await connect(s);
+    for (let i = 0; i < 6; i++) await c.append(`e${i}`, Buffer.from(`first ${i};`), false);
+    expect(s.stats().openFiles).toBeLessThanOrEqual(2);
+    await Promise.all(Array.from({ length: 6 }, (_, i) => c.append(`e${i}`, Buffer.from(`second ${i}`), i % 2 === 0)));
+    for (let i = 0; i < 6; i++) expect((await c.readAll(`e${i}`))!.toString()).toBe(`first ${i};second ${i}`);
+    expect((await c.list('e')).map((f) => f.size)).toEqual(Array.from({ length: 6 }, (_, i) => `first ${i};second ${i}`.length));
+  });
+
+  it('refuses a second StoC on a directory in use', async () => {
+    const dir = tempDir();
+    await startServer(dir);
+    await expect(StocServer.start({ dir, id: 8 })).rejects.toMatchObject({ code: 'BUSY' });
+  });
+
+  it('rejects bad names and offsets with clear errors and keeps serving', async () => {
+    const dir = tempDir();
+    const s = await startServer(dir);
+    const c = await connect(s);
+    for (const name of ['', '../etc/passwd', 'a/b', '.hidden', 'LOCK', 'x'.repeat(201), 'sp ace']) {
+      await expect(c.write(name, 0, Buffer.alloc(1), false)).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('StoC 7') });
+    }
+    await expect(c.write('ok', -1, Buffer.alloc(1), false)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(c.read('ok', 0.5, 1)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(c.list('a/')).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+
+    // What a broken or hostile client could send.
+    const { rpc, ep } = await raw(s);
+    await expect(rpc.call(ep, 'stoc.persist', { file: 'x', slot: 0, length: 1, offset: 0 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('before stoc.hello') });
+    await rpc.call(ep, 'stoc.hello', { version: 1 });
+    await expect(rpc.call(ep, 'stoc.hello', { version: 99 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    const bad: unknown[] = [
+      null, 5, [1, 2], { file: '../x', slot: 0, length: 1, offset: 0 },
+      { file: 'x', slot: 2 * MiB, length: 1, offset: 0 }, { file: 'x', slot: 0, length: 2 * MiB + 1, offset: 0 },
+      { file: 'x', slot: 0, length: 1, offset: -5 }, { file: 'x', slot: 0, length: 1, offset: 2 ** 60 },
+      { file: 'x', slot: 0, length: 1, offset: 'zero' }, { file: 'x', slot: 0, length: 10, append: [0, 5, 0] },
+      { file: 'x', slot: 0, length: 1, append: 'no' },
+    ];
+    for (const args of bad) await expect(rpc.call(ep, 'stoc.persist', args)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(rpc.call(ep, 'stoc.fetch', { file: 'x', slot: 0, length: 1, offset: 0 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('before stoc.attach') });
+    await expect(rpc.call(ep, 'stoc.attach', { key: Buffer.from('not a key') })).rejects.toMatchObject({ code: 'BAD_REMOTE_KEY' });
+    await expect(rpc.call(ep, 'stoc.nothing', {})).rejects.toMatchObject({ code: 'UNKNOWN_METHOD' });
+    await expect(rpc.call(ep, 'stoc.remove', { file: 'a\0b' })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+
+    await c.write('still', 0, Buffer.from('serving'), true);
+    expect((await c.readAll('still'))!.toString()).toBe('serving');
+    expect(readdirSync(dir)).not.toContain('x');
+  });
+
+  it('a client whose fabric closes mid-write frees its window for a new client', async () => {
+    const s = await startServer(tempDir(), 2);
+    const { fabric, rpc } = openFabric();
+    const doomed = await StocClient.connect(fabric, rpc, s.address);
+    await connect(s);
+    expect(s.stats().windowsInUse).toBe(2);
+    await expect(connect(s)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringContaining('StoC 7') });
+    const lost = new Promise<string>((resolve) => doomed.onLost(resolve));
+    const writing = doomed.write('big', 0, bytes(6 * MiB, 1), true);
+    await new Promise((r) => setTimeout(r, 2));
+    await fabric.close();
+    await expect(writing).rejects.toMatchObject({ code: 'CLOSED', message: expect.stringContaining('big') });
+    expect(await lost).toBe('CLOSED');
+    expect(doomed.alive).toBe(false);
+    await expect(doomed.readAll('big')).rejects.toBeInstanceOf(NovaError);
+    await until(() => s.stats().windowsInUse === 1);
+    const fresh = await connect(s);
+    await fresh.write('after', 0, Buffer.from('ok'), false);
+    expect((await fresh.readAll('after'))!.toString()).toBe('ok');
+  });
+
+  it('close says bye: the window is free at once, and pending calls fail with CLOSED', async () => {
+    const s = await startServer(tempDir(), 1);
+    const c = await connect(s);
+    const pending = c.write('w', 0, bytes(4 * MiB, 3), false).catch((e: NovaError) => e);
+    await c.close();
+    expect(await pending).toMatchObject({ code: 'CLOSED' });
+    expect(s.stats().windowsInUse).toBe(0);
+    await expect(c.write('w', 0, Buffer.alloc(1), false)).rejects.toMatchObject({ code: 'CLOSED', message: expect.stringContaining('StoC 7') });
+    await c.close(); // idempotent
+    await (await connect(s)).write('w2', 0, Buffer.alloc(1), false);
+  });
+
+  it('load() counts requests in progress and the bytes they wait on', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    expect(await c.load()).toEqual({ queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 });
+    // Append 3 of a raw connection waits at the StoC until appends 0-2 arrive or are cancelled.
+    const { rpc, ep } = await raw(s);
+    await rpc.call(ep, 'stoc.hello', { version: 1 });
+    const waiting = rpc.call(ep, 'stoc.persist', { file: 'q', slot: 0, length: 1000, append: [3, 1000, 0], sync: false });
+    const waiting2 = rpc.call(ep, 'stoc.persist', { file: 'q', slot: 1000, length: 24, append: [2, 24, 0], sync: false });
+    await until(async () => (await c.load()).queueDepth === 2);
+    expect(await c.load()).toEqual({ queueDepth: 2, pendingReadBytes: 0, pendingWriteBytes: 1024 });
+    expect(s.stats()).toMatchObject({ queueDepth: 2, pendingWriteBytes: 1024 });
+    await rpc.call(ep, 'stoc.cancel', { seq: 1 });
+    await rpc.call(ep, 'stoc.cancel', { seq: 0 });
+    await Promise.all([waiting, waiting2]);
+    expect(await c.load()).toEqual({ queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 });
+    expect((await c.readAll('q'))!.length).toBe(1024); // append 2's 24 bytes, then append 3's 1000
+  });
+
+  it('a call past its deadline fails with DEADLINE_EXCEEDED naming the StoC and file', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    const err = await c.write('slow', 0, bytes(8 * MiB, 2), false, { timeoutMs: 1 }).catch((e: NovaError) => e);
+    expect(err).toMatchObject({ code: 'DEADLINE_EXCEEDED', message: expect.stringMatching(/StoC 7.*slow/) });
+    await c.close();
+    const d = await connect(s);
+    await d.append('slow.log', Buffer.from('fine'), false);
+  });
+});
