@@ -15,7 +15,9 @@ export type ErrorCode =
   | 'UNKNOWN_METHOD' // an RPC named a method the peer does not serve
   | 'REMOTE' // an RPC handler failed without a code of its own
   | 'CORRUPTION' // bytes that fail a checksum or a length check
-  | 'BUSY'; // a resource another process (or another open) holds
+  | 'BUSY' // a resource another process (or another open) holds
+  | 'STALE_CONFIG' // the request named an old configuration, or a range this LTC does not serve
+  | 'UNAVAILABLE'; // a component is starting or recovering; retry shortly
 
 export class NovaError extends Error {
   readonly code: ErrorCode;
@@ -38,7 +40,7 @@ export class RemoteError extends NovaError {
 
 const CODES: ReadonlySet<string> = new Set<ErrorCode>([
   'PEER_LOST', 'OUT_OF_BOUNDS', 'BAD_REMOTE_KEY', 'CLOSED', 'BAD_ARGUMENT', 'TRANSPORT',
-  'TIMEOUT', 'DEADLINE_EXCEEDED', 'UNKNOWN_METHOD', 'REMOTE', 'CORRUPTION', 'BUSY',
+  'TIMEOUT', 'DEADLINE_EXCEEDED', 'UNKNOWN_METHOD', 'REMOTE', 'CORRUPTION', 'BUSY', 'STALE_CONFIG', 'UNAVAILABLE',
 ]);
 
 export function isErrorCode(code: string): code is ErrorCode {

@@ -1,0 +1,293 @@
+/**
+ * Request/response over plain TCP (frames.ts), for client ↔ LTC and control traffic with the
+ * coordinator. Clients are outside the cluster (DESIGN.md §2), so this is Node `net`, not the
+ * fabric.
+ *
+ *   frame payload = msgpack [message, ...]
+ *   request  = [id, op, args]                  args: an array
+ *   response = [id, 0, result] | [id, 1, code, message, detail]
+ *
+ * Pipelined and batched: calls made in one event-loop turn leave in one frame; a server
+ * answers what completes in one turn in one frame. Every call has a deadline. A server
+ * answers a malformed request whose id it can read with BAD_ARGUMENT, an unknown op with
+ * UNKNOWN_METHOD; a frame it cannot parse closes that connection (with a logged reason)
+ * and nothing else.
+ */
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { Packr } from 'msgpackr';
+import { NovaError, RemoteError } from './errors.js';
+import { DEFAULT_MAX_FRAME, FrameReader, encodeFrame } from './frames.js';
+
+const packr = new Packr({ useRecords: false, moreTypes: false });
+const SWEEP_MS = 25;
+
+export type TcpHandler = (args: unknown[], peer: string) => unknown;
+
+type Message = unknown[];
+
+/** Collects messages for one socket and writes them as one frame per event-loop turn. */
+class Outbox {
+  private queue: Message[] = [];
+  private scheduled = false;
+  constructor(private readonly socket: Socket) {}
+
+  push(message: Message): void {
+    this.queue.push(message);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.flush);
+    }
+  }
+
+  private readonly flush = (): void => {
+    this.scheduled = false;
+    const batch = this.queue;
+    this.queue = [];
+    if (batch.length === 0 || this.socket.destroyed) return;
+    this.socket.write(encodeFrame(packr.pack(batch)));
+  };
+}
+
+export interface ServerOptions {
+  host?: string;
+  port?: number;
+  /** Names this server in log lines and errors. */
+  name: string;
+  handlers: Record<string, TcpHandler>;
+  maxFrame?: number;
+  onLog?: (line: string) => void;
+}
+
+export class TcpRpcServer {
+  private readonly sockets = new Set<Socket>();
+  malformed = 0;
+
+  private constructor(private readonly server: Server, private readonly options: ServerOptions) {}
+
+  static listen(options: ServerOptions): Promise<TcpRpcServer> {
+    const server = createServer({ noDelay: true });
+    const s = new TcpRpcServer(server, options);
+    server.on('connection', (socket) => s.accept(socket));
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve(s);
+      });
+    });
+  }
+
+  get port(): number {
+    const a = this.server.address();
+    return typeof a === 'object' && a ? a.port : 0;
+  }
+
+  close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(socket: Socket): void {
+    this.sockets.add(socket);
+    const peer = `${socket.remoteAddress}:${socket.remotePort}`;
+    const reader = new FrameReader(`${this.options.name} connection from ${peer}`, this.options.maxFrame ?? DEFAULT_MAX_FRAME);
+    const out = new Outbox(socket);
+    socket.on('data', (chunk: Buffer) => {
+      let payloads: Buffer[];
+      try {
+        payloads = reader.push(chunk);
+      } catch (err) {
+        this.drop(socket, (err as Error).message);
+        return;
+      }
+      for (const p of payloads) this.onFrame(p, socket, out, peer);
+    });
+    socket.on('error', () => undefined); // 'close' follows; a reset peer is not our failure
+    socket.on('close', () => this.sockets.delete(socket));
+  }
+
+  private drop(socket: Socket, why: string): void {
+    this.malformed++;
+    this.options.onLog?.(`closing connection: ${why}`);
+    socket.destroy();
+  }
+
+  private onFrame(payload: Buffer, socket: Socket, out: Outbox, peer: string): void {
+    let batch: unknown;
+    try {
+      batch = packr.unpack(payload);
+    } catch (err) {
+      this.drop(socket, `${this.options.name}: undecodable frame from ${peer}: ${(err as Error).message}`);
+      return;
+    }
+    if (!Array.isArray(batch)) {
+      this.drop(socket, `${this.options.name}: frame from ${peer} is not a batch of requests`);
+      return;
+    }
+    for (const m of batch) this.onRequest(m, out, peer);
+  }
+
+  private onRequest(m: unknown, out: Outbox, peer: string): void {
+    if (!Array.isArray(m) || typeof m[0] !== 'number') {
+      this.malformed++;
+      this.options.onLog?.(`${this.options.name}: request from ${peer} without an id ignored`);
+      return;
+    }
+    const id = m[0];
+    const [, op, args] = m;
+    if (typeof op !== 'string' || !Array.isArray(args)) {
+      this.malformed++;
+      out.push([id, 1, 'BAD_ARGUMENT', 'a request is [id, op, args]', null]);
+      return;
+    }
+    const handler = Object.hasOwn(this.options.handlers, op) ? this.options.handlers[op] : undefined;
+    if (!handler) {
+      out.push([id, 1, 'UNKNOWN_METHOD', `${this.options.name} has no request "${op}"`, null]);
+      return;
+    }
+    const fail = (err: unknown): void => {
+      const e = err as { code?: unknown; message?: unknown; detail?: unknown };
+      const code = typeof e?.code === 'string' ? e.code : 'REMOTE';
+      out.push([id, 1, code, String(e?.message ?? err), e?.detail ?? null]);
+    };
+    try {
+      const result = handler(args, peer);
+      if (result instanceof Promise) result.then((r) => out.push([id, 0, r ?? null]), fail);
+      else out.push([id, 0, result ?? null]);
+    } catch (err) {
+      fail(err);
+    }
+  }
+}
+
+interface Pending {
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+  deadline: number;
+  op: string;
+}
+
+/** An error answered by a TCP RPC server; `detail` carries data such as a newer config id. */
+export class TcpRemoteError extends RemoteError {
+  constructor(code: string, message: string, readonly detail: unknown) {
+    super(code, message);
+  }
+}
+
+export class TcpRpcClient {
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private readonly out: Outbox;
+  private sweeper: NodeJS.Timeout | undefined;
+  private closedWith: NovaError | undefined;
+  private readonly closeListeners: Array<() => void> = [];
+
+  private constructor(private readonly socket: Socket, readonly address: string, private readonly defaultTimeoutMs: number) {
+    this.out = new Outbox(socket);
+    const reader = new FrameReader(`connection to ${address}`);
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        for (const p of reader.push(chunk)) this.onFrame(p);
+      } catch (err) {
+        this.shut(err as NovaError);
+      }
+    });
+    socket.on('error', (err) => this.shut(new NovaError('PEER_LOST', `${address}: ${err.message}`)));
+    socket.on('close', () => this.shut(new NovaError('PEER_LOST', `${address}: connection closed`)));
+  }
+
+  static connect(address: string, options: { timeoutMs?: number } = {}): Promise<TcpRpcClient> {
+    const { host, port } = parseAddress(address);
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    return new Promise((resolve, reject) => {
+      const socket = createConnection({ host, port, noDelay: true });
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new NovaError('DEADLINE_EXCEEDED', `connect to ${address}: no answer in ${timeoutMs} ms`));
+      }, timeoutMs);
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        reject(new NovaError('PEER_LOST', `connect to ${address}: ${err.message}`));
+      });
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        socket.removeAllListeners('error');
+        resolve(new TcpRpcClient(socket, address, timeoutMs));
+      });
+    });
+  }
+
+  get closed(): boolean {
+    return this.closedWith !== undefined;
+  }
+
+  onClose(listener: () => void): void {
+    if (this.closed) queueMicrotask(listener);
+    else this.closeListeners.push(listener);
+  }
+
+  call<T = unknown>(op: string, args: unknown[], timeoutMs = this.defaultTimeoutMs): Promise<T> {
+    if (this.closedWith) return Promise.reject(this.closedWith);
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, op });
+      this.out.push([id, op, args]);
+      this.armSweeper();
+    });
+  }
+
+  close(): void {
+    this.shut(new NovaError('CLOSED', `connection to ${this.address} closed`));
+  }
+
+  private onFrame(payload: Buffer): void {
+    const batch = packr.unpack(payload) as unknown;
+    if (!Array.isArray(batch)) throw new NovaError('CORRUPTION', `${this.address}: response frame is not a batch`);
+    for (const m of batch) {
+      if (!Array.isArray(m)) continue;
+      const p = this.pending.get(m[0] as number);
+      if (!p) continue; // answered after its deadline
+      this.pending.delete(m[0] as number);
+      if (m[1] === 0) p.resolve(m[2]);
+      else p.reject(new TcpRemoteError(String(m[2]), `${this.address} ${p.op}: ${String(m[3])}`, m[4]));
+    }
+  }
+
+  private armSweeper(): void {
+    if (this.sweeper) return;
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const [id, p] of this.pending) {
+        if (p.deadline <= now) {
+          this.pending.delete(id);
+          p.reject(new NovaError('DEADLINE_EXCEEDED', `${this.address} ${p.op}: no answer by its deadline`));
+        }
+      }
+      if (this.pending.size === 0) {
+        clearInterval(this.sweeper);
+        this.sweeper = undefined;
+      }
+    }, SWEEP_MS);
+    this.sweeper.unref();
+  }
+
+  private shut(error: NovaError): void {
+    if (this.closedWith) return;
+    this.closedWith = error;
+    this.socket.destroy();
+    if (this.sweeper) clearInterval(this.sweeper);
+    for (const p of this.pending.values()) p.reject(error);
+    this.pending.clear();
+    for (const l of this.closeListeners.splice(0)) l();
+  }
+}
+
+/** Splits "host:port"; a bad address is a BAD_ARGUMENT that says what was expected. */
+export function parseAddress(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  const port = Number(address.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) {
+    throw new NovaError('BAD_ARGUMENT', `"${address}" is not HOST:PORT`);
+  }
+  return { host: address.slice(0, i), port };
+}

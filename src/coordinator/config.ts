@@ -1,0 +1,131 @@
+/**
+ * The cluster configuration the coordinator holds (DESIGN.md §7): ranges (key intervals) →
+ * LTC, the members and their addresses, LogC and placement settings. Its `id` grows with
+ * every change; clients and LTCs compare ids to notice they are out of date.
+ *
+ * Pure functions only: the coordinator persists and serves configurations, everyone else
+ * reads them.
+ */
+import { NovaError } from '../common/errors.js';
+import { compareBytes } from '../common/internal-key.js';
+
+export type Role = 'ltc' | 'stoc';
+export type LogMode = 'disk' | 'memory' | 'memory+disk' | 'none';
+export type Placement = 'power-of-d' | 'random' | 'round-robin';
+
+export interface Member {
+  role: Role;
+  id: number;
+  /** LTC: HOST:PORT of its client server. StoC: its sealed fabric worker address, base64. */
+  address: string;
+  pid: number;
+  host: string;
+}
+
+export interface RangeInfo {
+  id: number;
+  /** Inclusive lower bound; empty for the first range. */
+  start: Buffer;
+  /** Exclusive upper bound; undefined for the last range. */
+  end?: Buffer;
+  ltc: number;
+}
+
+export interface Settings {
+  /** LogC mode and replicas of each log. */
+  logMode: LogMode;
+  logReplicas: number;
+  /** ρ: StoCs one SSTable's bytes are scattered over, and how they are chosen. */
+  scatter: number;
+  placement: Placement;
+  /** Engine knobs each range's LSM-tree opens with. */
+  memtableBytes: number;
+  activeMemtables: number;
+  maxMemtables: number;
+  l0Trigger: number;
+  sync: boolean;
+}
+
+export interface ClusterConfig {
+  id: number;
+  ranges: RangeInfo[];
+  members: Member[];
+  settings: Settings;
+}
+
+export const DEFAULT_SETTINGS: Settings = {
+  logMode: 'disk',
+  logReplicas: 3,
+  scatter: 1,
+  placement: 'power-of-d',
+  memtableBytes: 16 * 1024 * 1024,
+  activeMemtables: 1,
+  maxMemtables: 2,
+  l0Trigger: 4,
+  sync: false,
+};
+
+/** Ranges cut at `splits` (ascending, distinct), assigned round-robin to LTCs 1..ltcs. */
+export function makeRanges(splits: Buffer[], ltcs: number): RangeInfo[] {
+  for (let i = 1; i < splits.length; i++) {
+    if (compareBytes(splits[i - 1], 0, splits[i - 1].length, splits[i], 0, splits[i].length) >= 0) {
+      throw new NovaError('BAD_ARGUMENT', 'split keys must be distinct and in ascending order');
+    }
+  }
+  if (splits.some((s) => s.length === 0)) throw new NovaError('BAD_ARGUMENT', 'a split key cannot be empty');
+  const bounds = [Buffer.alloc(0), ...splits];
+  return bounds.map((start, i) => ({ id: i + 1, start, end: splits[i], ltc: (i % ltcs) + 1 }));
+}
+
+/** Split keys that cut the bench key space (user + 12 digits, numbers below `records`) evenly. */
+export function benchSplits(ranges: number, records: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let i = 1; i < ranges; i++) out.push(Buffer.from(`user${String(Math.floor((i * records) / ranges)).padStart(12, '0')}`));
+  return out;
+}
+
+/** The range holding `key`. */
+export function rangeOf(config: ClusterConfig, key: Uint8Array): RangeInfo {
+  const rs = config.ranges;
+  let lo = 0;
+  let hi = rs.length - 1;
+  while (lo < hi) { // the last range whose start <= key
+    const mid = (lo + hi + 1) >> 1;
+    const s = rs[mid].start;
+    if (compareBytes(s, 0, s.length, key, 0, key.length) <= 0) lo = mid;
+    else hi = mid - 1;
+  }
+  return rs[lo];
+}
+
+export function memberOf(config: ClusterConfig, role: Role, id: number): Member | undefined {
+  return config.members.find((m) => m.role === role && m.id === id);
+}
+
+/** JSON form: keys as hex. */
+export function configToJson(c: ClusterConfig): unknown {
+  return { ...c, ranges: c.ranges.map((r) => ({ ...r, start: r.start.toString('hex'), end: r.end?.toString('hex') })) };
+}
+
+export function configFromJson(j: unknown, what: string): ClusterConfig {
+  const c = j as Omit<ClusterConfig, 'ranges'> & { ranges: Array<{ id: number; start: string; end?: string | null; ltc: number }> };
+  if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges) || !Array.isArray(c.members) || typeof c.settings !== 'object') {
+    throw new NovaError('CORRUPTION', `${what}: not a cluster configuration`);
+  }
+  return {
+    id: c.id,
+    members: c.members,
+    settings: { ...DEFAULT_SETTINGS, ...c.settings },
+    ranges: c.ranges.map((r) => ({ id: r.id, ltc: r.ltc, start: Buffer.from(r.start, 'hex'), end: r.end === undefined || r.end === null ? undefined : Buffer.from(r.end, 'hex') })),
+  };
+}
+
+/** The wire form (msgpack carries Buffers); normalises what msgpack decodes. */
+export function configFromWire(w: unknown): ClusterConfig {
+  const c = w as ClusterConfig;
+  if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges)) throw new NovaError('CORRUPTION', 'configuration from the coordinator is malformed');
+  return {
+    ...c,
+    ranges: c.ranges.map((r) => ({ ...r, start: Buffer.from(r.start as Uint8Array), end: r.end ? Buffer.from(r.end as Uint8Array) : undefined })),
+  };
+}

@@ -1,0 +1,99 @@
+/**
+ * A component's link to the coordinator: register, heartbeat, and follow the configuration.
+ * If the coordinator restarts or forgets us, the next beat registers again; a beat that
+ * reports a newer config id fetches it and hands it to `onConfig`.
+ */
+import { NovaError } from '../common/errors.js';
+import { TcpRpcClient } from '../common/tcp-rpc.js';
+import { HEARTBEAT_MS } from './coordinator.js';
+import { configFromWire, type ClusterConfig, type Role } from './config.js';
+
+export interface MembershipOptions {
+  coordinator: string;
+  role: Role;
+  id: number;
+  address: string;
+  host?: string;
+  /** What the LTC reports it serves (range ids); called on each beat. */
+  serving?: () => number[];
+  onConfig: (config: ClusterConfig) => void;
+  onLog?: (line: string) => void;
+}
+
+export class Membership {
+  private link: TcpRpcClient | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private configId = 0;
+  private beating = false;
+  private stopped = false;
+  private lastError = '';
+
+  private constructor(private readonly o: MembershipOptions) {}
+
+  /** Registers (retrying until `deadlineMs`) and starts heartbeats. */
+  static async join(o: MembershipOptions, deadlineMs = 30_000): Promise<Membership> {
+    const m = new Membership(o);
+    const until = Date.now() + deadlineMs;
+    for (;;) {
+      try {
+        await m.register();
+        break;
+      } catch (err) {
+        if (Date.now() > until) {
+          throw new NovaError('DEADLINE_EXCEEDED', `could not register with the coordinator at ${o.coordinator} in ${deadlineMs} ms: ${(err as Error).message}; is it running?`);
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    m.timer = setInterval(() => void m.beat(), HEARTBEAT_MS);
+    return m;
+  }
+
+  /** Fetches the configuration now (after a client said ours is old). */
+  async refresh(): Promise<void> {
+    const c = configFromWire(await (await this.connection()).call('config', []));
+    this.accept(c);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.link?.close();
+  }
+
+  private async connection(): Promise<TcpRpcClient> {
+    if (!this.link || this.link.closed) this.link = await TcpRpcClient.connect(this.o.coordinator, { timeoutMs: 5_000 });
+    return this.link;
+  }
+
+  private async register(): Promise<void> {
+    const c = await (await this.connection()).call('register', [this.o.role, this.o.id, this.o.address, process.pid, this.o.host ?? '']);
+    this.accept(configFromWire(c));
+  }
+
+  private accept(c: ClusterConfig): void {
+    if (c.id <= this.configId) return;
+    this.configId = c.id;
+    this.o.onConfig(c);
+  }
+
+  private async beat(): Promise<void> {
+    if (this.beating || this.stopped) return;
+    this.beating = true;
+    try {
+      const id = await (await this.connection()).call<number>('heartbeat', [this.o.role, this.o.id, this.o.serving?.() ?? []]);
+      if (id > this.configId) await this.refresh();
+      this.lastError = '';
+    } catch (err) {
+      const e = err as NovaError;
+      if (e.code === 'STALE_CONFIG') {
+        await this.register().catch(() => undefined); // the coordinator forgot us (new directory)
+      } else if (e.message !== this.lastError) {
+        this.lastError = e.message;
+        this.o.onLog?.(`heartbeat to the coordinator failed: ${e.message} (retrying)`);
+      }
+    } finally {
+      this.beating = false;
+    }
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * The cluster's pure parts: TCP frames, the configuration (ranges, routing, its JSON form),
+ * placement policies, and the TCP RPC's batching, deadlines and malformed-input handling.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FRAME_HEADER, FrameReader, encodeFrame } from '../../src/common/frames.js';
+import { TcpRpcClient, TcpRpcServer } from '../../src/common/tcp-rpc.js';
+import { benchSplits, configFromJson, configToJson, makeRanges, rangeOf, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
+import { Coordinator } from '../../src/coordinator/coordinator.js';
+import { place, sample } from '../../src/ltc/placement.js';
+import { rng } from '../helpers/rng.js';
+
+describe('TCP frames', () => {
+  it('cut a stream into payloads however it is chunked', () => {
+    const payloads = [Buffer.from('a'), Buffer.alloc(0), Buffer.alloc(100_000, 7), Buffer.from('last')];
+    const stream = Buffer.concat(payloads.map(encodeFrame));
+    for (const chunk of [1, 3, 16, 17, 4096, stream.length]) {
+      const r = new FrameReader('test');
+      const out: Buffer[] = [];
+      for (let i = 0; i < stream.length; i += chunk) out.push(...r.push(stream.subarray(i, i + chunk)));
+      expect(out.map((b) => b.toString('hex'))).toEqual(payloads.map((b) => b.toString('hex')));
+    }
+  });
+
+  it('reject a bad header, an oversize length and a flipped bit, naming the offset', () => {
+    const good = encodeFrame(Buffer.from('hello'));
+    const badMagic = Buffer.from(good);
+    badMagic[0] ^= 1;
+    expect(() => new FrameReader('conn').push(badMagic)).toThrow(/conn: bad frame header .* at stream offset 0/);
+    const flipped = Buffer.from(good);
+    flipped[FRAME_HEADER + 2] ^= 4;
+    expect(() => new FrameReader('conn').push(Buffer.concat([good, flipped]))).toThrow(/checksum mismatch at stream offset 21/);
+    const huge = Buffer.from(good);
+    huge.writeUInt32LE(1 << 30, 8);
+    expect(() => new FrameReader('conn', 1 << 20).push(huge)).toThrow(/exceeds the 1048576-byte limit/);
+  });
+});
+
+describe('cluster configuration', () => {
+  const config = (splits: string[], ltcs: number): ClusterConfig => ({
+    id: 1, members: [], settings: DEFAULT_SETTINGS, ranges: makeRanges(splits.map((s) => Buffer.from(s)), ltcs),
+  });
+
+  it('routes every key to the range holding it', () => {
+    const c = config(['g', 'p', 'pz'], 2);
+    expect(c.ranges.map((r) => r.ltc)).toEqual([1, 2, 1, 2]);
+    const at = (k: string) => rangeOf(c, Buffer.from(k)).id;
+    expect([at(''), at('a'), at('g'), at('gz'), at('p'), at('pa'), at('pz'), at('zzz')]).toEqual([1, 1, 2, 2, 3, 3, 4, 4]);
+    expect(() => makeRanges([Buffer.from('b'), Buffer.from('a')], 1)).toThrow(/ascending/);
+  });
+
+  it('cuts the bench key space evenly and survives its JSON form', () => {
+    expect(benchSplits(4, 1000).map(String)).toEqual(['user000000000250', 'user000000000500', 'user000000000750']);
+    const c = config(['user000000000250', 'user000000000500'], 1);
+    const back = configFromJson(JSON.parse(JSON.stringify(configToJson(c))), 'x');
+    expect(back).toEqual(c);
+    expect(() => configFromJson({ id: 'x' }, 'config.json')).toThrow(/config.json: not a cluster configuration/);
+  });
+
+  it('the coordinator keeps its configuration across restarts and bumps the id on membership changes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-coord-'));
+    try {
+      let c = await Coordinator.start({ dir, ltcs: 2, splits: [Buffer.from('m')] });
+      const link = await TcpRpcClient.connect(c.address);
+      const first = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-a', 111, '']);
+      const again = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-a', 111, '']);
+      expect(again.id).toBe(first.id); // nothing changed
+      const moved = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-b', 112, '']);
+      expect(moved.id).toBe(first.id + 1);
+      await expect(link.call('register', ['nope', 1, 'a', 1])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      await expect(link.call('heartbeat', ['ltc', 9, []])).rejects.toMatchObject({ code: 'STALE_CONFIG' });
+      link.close();
+      await c.close();
+      c = await Coordinator.start({ dir });
+      expect(c.current().id).toBe(moved.id);
+      expect(c.current().ranges.map((r) => r.ltc)).toEqual([1, 2]);
+      expect(c.current().members).toMatchObject([{ role: 'stoc', id: 1, address: 'addr-b' }]);
+      await c.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('placement', () => {
+  it('power-of-d keeps the least loaded of 2ρ sampled StoCs', async () => {
+    const loads: Record<number, number> = { 1: 5, 2: 0, 3: 9, 4: 1, 5: 7, 6: 3 };
+    const r = rng(3);
+    for (let i = 0; i < 50; i++) {
+      const picked = await place('power-of-d', [1, 2, 3, 4, 5, 6], 2, { next: 0 }, async (id) => loads[id], r);
+      expect(new Set(picked).size).toBe(2);
+      // Both picks are among the least loaded of what was sampled: never the most loaded StoC
+      // when the sample has four.
+      expect(picked).not.toContain(3);
+    }
+    // A StoC whose load cannot be read is a last resort.
+    const dead = await place('power-of-d', [1, 2], 1, { next: 0 }, async (id) => { if (id === 2) throw new Error('gone'); return 9; }, r);
+    expect(dead).toEqual([1]);
+  });
+
+  it('round-robin cycles; too few StoCs is a clear error', async () => {
+    const s = { next: 0 };
+    const got = [];
+    for (let i = 0; i < 4; i++) got.push(await place('round-robin', [1, 2, 3], 1, s, async () => 0));
+    expect(got).toEqual([[1], [2], [3], [1]]);
+    await expect(place('random', [1], 2, s, async () => 0)).rejects.toThrow(/needs 2 StoC/);
+    expect(new Set(sample([1, 2, 3, 4], 4, rng(1))).size).toBe(4);
+  });
+});
+
+describe('TCP RPC', () => {
+  it('batches pipelined calls, answers errors with codes, and meets deadlines', async () => {
+    let frames = 0;
+    const server = await TcpRpcServer.listen({
+      name: 'test',
+      handlers: {
+        echo: (a) => a[0],
+        fail: () => { throw Object.assign(new Error('no'), { code: 'BUSY', detail: 42 }); },
+        slow: () => new Promise(() => undefined),
+      },
+    });
+    const c = await TcpRpcClient.connect(`127.0.0.1:${server.port}`);
+    const socket = (c as unknown as { socket: import('node:net').Socket }).socket;
+    const write = socket.write.bind(socket);
+    socket.write = ((b: Buffer) => { frames++; return write(b); }) as typeof socket.write;
+    const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => c.call('echo', [i])));
+    expect(answers).toEqual(Array.from({ length: 100 }, (_, i) => i));
+    expect(frames).toBe(1); // 100 calls in one turn leave in one frame
+    await expect(c.call('fail', [])).rejects.toMatchObject({ code: 'BUSY', detail: 42 });
+    await expect(c.call('nope', [])).rejects.toMatchObject({ code: 'UNKNOWN_METHOD' });
+    await expect(c.call('slow', [], 100)).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED' });
+    c.close();
+    await expect(c.call('echo', [1])).rejects.toMatchObject({ code: 'CLOSED' });
+    await server.close();
+  });
+});
