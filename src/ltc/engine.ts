@@ -351,6 +351,11 @@ export class Engine {
     return run;
   }
 
+  /** Why the engine refuses work (an append, flush or compaction failed), if it does. */
+  get failure(): NovaError | undefined {
+    return this.failed;
+  }
+
   get stats(): EngineStats {
     const mems = this.memtables.all();
     const c = this.counts;
@@ -501,7 +506,7 @@ export class Engine {
     const α = this.options.activeMemtables;
     const bounds = learn && α > 1 && this.memtables.dranges === 1 ? boundsFromSample(sampleKeys(old, α * 16), α) : [];
     const fresh: Memtable[] = [];
-    for (let i = 0; i <= bounds.length; i++) fresh.push(this.newMemtable(edit));
+    for (let i = 0; i <= bounds.length; i++) fresh.push(await this.newMemtable(edit));
     syncDir(this.dir); // the logs exist before the MANIFEST names them: recovery insists on it
     if (bounds.length > 0) edit.dranges = bounds;
     edit.nextFile = this.nextFile;
@@ -517,9 +522,10 @@ export class Engine {
   }
 
   /** A memtable with a new, empty log file, its binding added to `edit`. */
-  private newMemtable(edit: VersionEdit): Memtable {
+  private async newMemtable(edit: VersionEdit): Promise<Memtable> {
     const id = this.nextFile++;
-    this.logs.set(id, this.env.logs.create(id));
+    // The log exists before the MANIFEST names it, so recovery can tell an empty log from a lost one.
+    this.logs.set(id, await this.env.logs.create(id));
     edit.boundLogs.push({ memtable: id, log: id });
     return new Memtable(id, this.options.memtableBytes);
   }
@@ -732,7 +738,7 @@ export class Engine {
     this.manifest = this.env.openManifest(manifestPath);
     const snapshot = emptyEdit();
     const fresh: Memtable[] = [];
-    for (let i = 0; i <= bounds.length; i++) fresh.push(this.newMemtable(snapshot));
+    for (let i = 0; i <= bounds.length; i++) fresh.push(await this.newMemtable(snapshot));
     syncDir(this.dir);
     snapshot.added.push(...this.levels.flat().map((t) => t.meta));
     // Old logs stay bound until their entries are in a table (below); empty ones need not.

@@ -24,8 +24,8 @@ export interface BlockStore {
 
 /** Where a range's memtable logs live: one log per memtable, named by its file number. */
 export interface LogStore {
-  /** A new, empty log for memtable `file`. */
-  create(file: number): LogWriter;
+  /** Creates a new, empty log for memtable `file` (it exists once this resolves). */
+  create(file: number): Promise<LogWriter>;
   /** The bytes of log `file` (from its best replica), or undefined if it does not exist. */
   read(file: number): Promise<Buffer | undefined>;
   remove(file: number): Promise<void>;
@@ -96,7 +96,7 @@ export class LocalLogStore implements LogStore {
     mkdirSync(dir, { recursive: true });
   }
 
-  create(file: number): LogWriter {
+  async create(file: number): Promise<LogWriter> {
     return new LocalLogWriter(this.describe(file), 0);
   }
 

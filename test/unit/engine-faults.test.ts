@@ -40,7 +40,7 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
       listTables: () => base.store.listTables(),
     },
     logs: {
-      create: (file) => syncFails(base.logs.create(file)),
+      create: async (file) => syncFails(await base.logs.create(file)),
       read: (file) => base.logs.read(file),
       remove: (file) => base.logs.remove(file),
       list: () => base.logs.list(),

@@ -1,0 +1,99 @@
+/**
+ * LogC in `disk` mode (DESIGN.md §5): each memtable's log is a persistent StoC file
+ * `r<range>-<n>.log`, replicated on R StoCs. A group commit is one append per replica, sent
+ * to all replicas at once; it is acknowledged when every replica still in the set has it.
+ * A replica that fails is dropped from that log's set (the others carry on), so a StoC that
+ * dies does not stop writes while another replica remains; new logs pick among StoCs that
+ * answer, so a StoC that comes back is used again.
+ *
+ * Every replica receives the same framed bytes in the same order, and a dropped replica
+ * receives nothing more, so each replica is a prefix of the log: recovery reads every
+ * replica it can find and keeps the one with the most records.
+ */
+import { NovaError } from '../common/errors.js';
+import type { LogStore, LogWriter } from '../ltc/local-store.js';
+import { filesOnStocs, logFileName } from '../ltc/stoc-block-store.js';
+import type { StocPool } from '../ltc/stoc-pool.js';
+import { sample } from '../ltc/placement.js';
+import { LogFramer, readLog } from './log-format.js';
+
+export class StocLogStore implements LogStore {
+  /**
+   * @param strictUntil until this time (ms since the epoch), `read` refuses to choose while
+   *   a configured StoC does not answer: it may hold the longest replica. After it, the best
+   *   replica among those that answer is taken (availability over a second failure).
+   */
+  constructor(private readonly pool: StocPool, private readonly range: number, private readonly replicas: number,
+    private readonly onLog: (line: string) => void = () => undefined, private readonly strictUntil = 0) {}
+
+  /** Creates the log's file, empty, on R StoCs that answer (fewer if fewer answer). */
+  async create(file: number): Promise<LogWriter> {
+    const name = logFileName(this.range, file);
+    const chosen = sample(this.pool.healthy(), this.replicas, Math.random);
+    const made = await Promise.allSettled(chosen.map((id) => this.pool.on(id, (c) => c.append(name, Buffer.alloc(0), false))));
+    const replicas = chosen.filter((_, i) => made[i].status === 'fulfilled');
+    if (replicas.length === 0) throw new NovaError('UNAVAILABLE', `log ${name}: no StoC could create it (${chosen.length} tried)`);
+    if (replicas.length < this.replicas) this.onLog(`log ${name}: ${replicas.length} of ${this.replicas} replicas (fewer StoCs answering)`);
+    return new ReplicatedLog(this.pool, name, replicas, this.onLog);
+  }
+
+  async read(file: number): Promise<Buffer | undefined> {
+    const name = logFileName(this.range, file);
+    const ids = this.pool.ids();
+    const copies = await Promise.all(ids.map((id) =>
+      this.pool.on(id, (c) => c.readAll(name)).then((b) => ({ b }), (err: Error) => ({ err }))));
+    const silent = ids.filter((_, i) => 'err' in copies[i]);
+    if (silent.length > 0 && Date.now() < this.strictUntil) {
+      throw new NovaError('UNAVAILABLE', `log ${name}: StoC ${silent.join(', ')} did not answer and may hold its longest replica; waiting`);
+    }
+    let best: { bytes: Buffer; records: number } | undefined;
+    for (const copy of copies) {
+      const bytes = 'b' in copy ? copy.b : undefined;
+      if (bytes === undefined) continue;
+      let records = -1;
+      try {
+        records = readLog(bytes, name).records.length;
+      } catch {
+        // a damaged replica: another may be whole
+      }
+      if (!best || records > best.records) best = { bytes, records };
+    }
+    return best?.bytes;
+  }
+
+  async remove(file: number): Promise<void> {
+    const name = logFileName(this.range, file);
+    await Promise.all(this.pool.healthy().map((id) => this.pool.on(id, (c) => c.remove(name)).catch(() => undefined)));
+  }
+
+  list(): Promise<number[]> {
+    return filesOnStocs(this.pool, this.range, '.log');
+  }
+
+  describe(file: number): string {
+    return `StoC log ${logFileName(this.range, file)}`;
+  }
+}
+
+class ReplicatedLog implements LogWriter {
+  private readonly framer = new LogFramer(0);
+
+  constructor(private readonly pool: StocPool, private readonly name: string, private replicas: number[],
+    private readonly onLog: (line: string) => void) {}
+
+  async append(records: readonly Buffer[], sync: boolean): Promise<void> {
+    if (this.replicas.length === 0) throw new NovaError('UNAVAILABLE', `log ${this.name}: no StoC holds a replica`);
+    const bytes = Buffer.concat(records.map((r) => Buffer.from(this.framer.frame(r)))); // frame() returns a view: copy each
+    const results = await Promise.allSettled(this.replicas.map((id) => this.pool.on(id, (c) => c.append(this.name, bytes, sync))));
+    const failed = this.replicas.filter((_, i) => results[i].status === 'rejected');
+    if (failed.length === 0) return;
+    this.replicas = this.replicas.filter((id) => !failed.includes(id));
+    const why = (results.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason as Error;
+    this.onLog(`log ${this.name}: dropped replica(s) on StoC ${failed.join(', ')} (${why.message}); ${this.replicas.length} left`);
+    if (this.replicas.length === 0) throw new NovaError('UNAVAILABLE', `log ${this.name}: every replica failed; last error: ${why.message}`);
+  }
+
+  async close(): Promise<void> {
+    // Nothing is held open here: the StoCs keep their files.
+  }
+}

@@ -1,0 +1,295 @@
+/**
+ * The LTC process (DESIGN.md §4): serves the ranges the coordinator assigns to it, each an
+ * Engine whose tables live on StoCs (StocBlockStore) and whose memtable logs live on StoCs
+ * through LogC (StocLogStore). Clients reach it over TCP (tcp-rpc.ts).
+ *
+ * Every client request carries the config id it routed by. A request with an older id, or
+ * for a key in a range this LTC does not serve, fails with STALE_CONFIG carrying the
+ * current id, so the client refreshes and retries; one with a newer id makes the LTC fetch
+ * the configuration and answers UNAVAILABLE (retry).
+ *
+ * The MANIFEST and CURRENT of each range stay in this LTC's directory (`range-<id>/`); a
+ * range therefore restarts on this LTC, not on another machine (moving ranges between LTCs
+ * is the elasticity issue's).
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { NovaError } from '../common/errors.js';
+import { lockDir } from '../common/files.js';
+import { TcpRpcServer } from '../common/tcp-rpc.js';
+import { rangeOf, type ClusterConfig, type RangeInfo } from '../coordinator/config.js';
+import { Membership } from '../coordinator/membership.js';
+import { StocLogStore } from '../logc/stoc-log-store.js';
+import { Fabric } from '../transport/fabric.js';
+import { Rpc } from '../transport/rpc.js';
+import { Engine, type EngineStats } from './engine.js';
+import { LocalLogWriter } from './local-store.js';
+import { StocBlockStore } from './stoc-block-store.js';
+import { StocPool } from './stoc-pool.js';
+
+/** Largest scan one request may ask for; clients page through longer ones. */
+export const MAX_SCAN = 10_000;
+const REOPEN_MS = 1_000;
+/** How long a range waits for as many StoCs as it wants log replicas before opening with fewer. */
+const STOC_WAIT_MS = 10_000;
+/** How long recovery waits for every StoC to answer before replaying the best log replica it has. */
+const STRICT_LOG_READ_MS = 30_000;
+
+export interface LtcOptions {
+  dir: string;
+  id: number;
+  coordinator: string;
+  host?: string;
+  port?: number;
+  onLog?: (line: string) => void;
+}
+
+interface Served {
+  info: RangeInfo;
+  engine?: Engine;
+  store?: StocBlockStore;
+  opening?: Promise<void>;
+}
+
+export interface RangeStats extends EngineStats {
+  range: number;
+  /** Tables written to StoCs (flushes and compactions), their bytes and the time it took. */
+  tablesToStocs: number;
+  bytesToStocs: number;
+  msToStocs: number;
+}
+
+export class LtcServer {
+  private config!: ClusterConfig;
+  private readonly served = new Map<number, Served>();
+  private server!: TcpRpcServer;
+  private membership!: Membership;
+  private readonly fabric: Fabric;
+  private readonly rpc: Rpc;
+  private readonly pool: StocPool;
+  private readonly unlock: () => void;
+  private closing = false;
+
+  private constructor(private readonly o: LtcOptions) {
+    mkdirSync(o.dir, { recursive: true });
+    this.unlock = lockDir(o.dir);
+    this.fabric = Fabric.open();
+    this.rpc = new Rpc(this.fabric);
+    this.pool = new StocPool(this.fabric, this.rpc);
+  }
+
+  static async start(o: LtcOptions): Promise<LtcServer> {
+    const l = new LtcServer(o);
+    try {
+      l.server = await TcpRpcServer.listen({ host: o.host, port: o.port, name: `ltc ${o.id}`, onLog: o.onLog, handlers: l.handlers() });
+      l.membership = await Membership.join({
+        coordinator: o.coordinator, role: 'ltc', id: o.id, address: `${o.host ?? '127.0.0.1'}:${l.server.port}`, host: o.host,
+        serving: () => [...l.served.values()].filter((s) => s.engine).map((s) => s.info.id),
+        onConfig: (c) => l.apply(c), onLog: o.onLog,
+      });
+    } catch (err) {
+      await l.server?.close();
+      await l.fabric.close();
+      l.unlock();
+      throw err;
+    }
+    return l;
+  }
+
+  get port(): number {
+    return this.server.port;
+  }
+
+  /** Stops serving; with `flush`, writes every memtable to an SSTable first (nova down). */
+  async close(flush = true): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    await this.server.close();
+    this.membership.stop();
+    for (const s of this.served.values()) {
+      await s.opening?.catch(() => undefined);
+      if (!s.engine) continue;
+      if (flush) await s.engine.flush().catch((err: Error) => this.log(`range ${s.info.id}: flush at shutdown failed: ${err.message}`));
+      await s.engine.close().catch((err: Error) => this.log(`range ${s.info.id}: close failed: ${err.message}`));
+    }
+    this.pool.close();
+    this.rpc.close();
+    await this.fabric.close();
+    this.unlock();
+  }
+
+  stats(): RangeStats[] {
+    return [...this.served.values()].filter((s) => s.engine).map((s) => ({
+      range: s.info.id, ...s.engine!.stats,
+      tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
+    }));
+  }
+
+  private log(line: string): void {
+    this.o.onLog?.(line);
+  }
+
+  /** Takes a new configuration: StoC addresses, and ranges to open. */
+  private apply(config: ClusterConfig): void {
+    this.config = config;
+    this.pool.update(config);
+    for (const r of config.ranges) {
+      if (r.ltc !== this.o.id) continue;
+      const s = this.served.get(r.id);
+      if (s) s.info = r;
+      else void this.open({ info: r });
+    }
+  }
+
+  /** Opens a range, retrying while its StoCs cannot be read (they may be starting too). */
+  private open(s: Served): Promise<void> {
+    this.served.set(s.info.id, s);
+    const since = Date.now();
+    const attempt = async (): Promise<void> => {
+      const settings = this.config.settings;
+      const stocs = this.pool.healthy().length;
+      const want = Math.max(settings.logReplicas, settings.scatter);
+      if (stocs === 0 || (stocs < want && Date.now() - since < STOC_WAIT_MS)) {
+        throw new NovaError('UNAVAILABLE', `waiting for StoCs: ${stocs} registered, ${want} wanted`);
+      }
+      if (settings.logMode !== 'disk') {
+        throw new NovaError('BAD_ARGUMENT', `LogC mode "${settings.logMode}" is not implemented yet; use --log-mode disk`);
+      }
+      const dir = join(this.o.dir, `range-${s.info.id}`);
+      const store = new StocBlockStore(this.pool, s.info.id, settings.scatter, settings.placement);
+      const engine = await Engine.open(dir, {
+        memtableBytes: settings.memtableBytes, activeMemtables: settings.activeMemtables, maxMemtables: settings.maxMemtables,
+        l0Trigger: settings.l0Trigger, sync: settings.sync,
+        env: {
+          store,
+          logs: new StocLogStore(this.pool, s.info.id, settings.logReplicas, (line) => this.log(line), since + STRICT_LOG_READ_MS),
+          openManifest: (path) => new LocalLogWriter(path, 0),
+        },
+        onWarning: (m) => this.log(`range ${s.info.id}: ${m}`),
+      });
+      if (this.closing) {
+        await engine.close();
+        return;
+      }
+      s.store = store;
+      s.engine = engine;
+      this.log(`range ${s.info.id} open (config ${this.config.id})`);
+    };
+    const loop = async (): Promise<void> => {
+      let last = '';
+      for (let tries = 1; !this.closing; tries++) {
+        try {
+          await attempt();
+          return;
+        } catch (err) {
+          // Waiting for StoCs to register is normal at start-up: poll fast, log once.
+          const waiting = (err as NovaError).code === 'UNAVAILABLE' && /^waiting for StoCs/.test((err as Error).message);
+          const line = `range ${s.info.id}: not open yet: ${(err as Error).message}`;
+          if (line !== last) this.log(waiting ? line : `${line} (attempt ${tries}); retrying every ${REOPEN_MS} ms`);
+          last = line;
+          await new Promise((r) => setTimeout(r, waiting ? 100 : REOPEN_MS));
+        }
+      }
+    };
+    s.opening = loop();
+    return s.opening;
+  }
+
+  /** The engine serving `key` for a request routed by config `id`, or the reason why not. */
+  private engineFor(id: unknown, key: unknown): { engine: Engine; key: Buffer } {
+    const k = asKey(key);
+    const range = this.route(id, k);
+    const s = this.served.get(range.id);
+    if (s?.engine?.failure) this.reopen(s);
+    if (!s?.engine) throw new NovaError('UNAVAILABLE', `range ${range.id} is recovering on LTC ${this.o.id}; retry`);
+    return { engine: s.engine, key: k };
+  }
+
+  /**
+   * An engine that failed (say every replica of a log was lost) refuses all work until it
+   * is reopened; reopening recovers from the MANIFEST and whatever log replicas answer.
+   */
+  private reopen(s: Served): void {
+    const failed = s.engine!;
+    this.log(`range ${s.info.id}: ${failed.failure!.message}; reopening it`);
+    s.engine = undefined;
+    s.opening = failed.close().catch(() => undefined).then(() => this.open(s));
+  }
+
+  private route(id: unknown, key: Buffer): RangeInfo {
+    if (typeof id !== 'number') throw new NovaError('BAD_ARGUMENT', 'a request starts with the config id it was routed by');
+    if (this.closing) throw new NovaError('UNAVAILABLE', `LTC ${this.o.id} is shutting down`);
+    if (id > this.config.id) {
+      void this.membership.refresh().catch(() => undefined);
+      throw new NovaError('UNAVAILABLE', `LTC ${this.o.id} has config ${this.config.id}, older than the client's ${id}; retry`);
+    }
+    const range = rangeOf(this.config, key);
+    if (id < this.config.id || range.ltc !== this.o.id) {
+      throw Object.assign(new NovaError('STALE_CONFIG', `config ${id} is not current (${this.config.id}) or range ${range.id} is not on LTC ${this.o.id}`), { detail: this.config.id });
+    }
+    return range;
+  }
+
+  private handlers(): Record<string, (a: unknown[]) => unknown> {
+    return {
+      get: ([id, key]) => {
+        const t = this.engineFor(id, key);
+        return t.engine.get(t.key);
+      },
+      put: ([id, key, value]) => {
+        const t = this.engineFor(id, key);
+        return t.engine.put(t.key, asValue(value));
+      },
+      del: ([id, key]) => {
+        const t = this.engineFor(id, key);
+        return t.engine.delete(t.key);
+      },
+      write: ([id, ops]) => this.write(id, ops),
+      scan: ([id, start, end, limit]) => {
+        const t = this.engineFor(id, start);
+        const n = typeof limit === 'number' && limit > 0 ? Math.min(limit, MAX_SCAN) : MAX_SCAN;
+        const range = rangeOf(this.config, t.key);
+        const stop = end === null || end === undefined ? range.end : minKey(asKey(end), range.end);
+        return t.engine.scan(t.key, { end: stop, limit: n }).then((rows) => ({ rows, next: rows.length < n ? range.end ?? null : null }));
+      },
+      stats: () => this.stats(),
+      // Every memtable to an SSTable, then the compactions due (the bench's settle step).
+      flush: async () => {
+        for (const s of this.served.values()) await s.engine?.flush();
+      },
+    };
+  }
+
+  /** A batch: [[0, key, value] put | [1, key] delete, ...], all in one range (atomic there). */
+  private write(id: unknown, ops: unknown): Promise<void> {
+    if (!Array.isArray(ops) || ops.length === 0 || !ops.every((op) => Array.isArray(op))) {
+      throw new NovaError('BAD_ARGUMENT', 'write takes a non-empty list of [0, key, value] or [1, key]');
+    }
+    const keys = (ops as unknown[][]).map((op) => asKey(op[1]));
+    const first = rangeOf(this.config, keys[0]).id;
+    const other = keys.find((k) => rangeOf(this.config, k).id !== first);
+    if (other) throw new NovaError('BAD_ARGUMENT', `a batch spans ranges ${first} and ${rangeOf(this.config, other).id}: batches are atomic within one range only`);
+    const { engine } = this.engineFor(id, keys[0]);
+    const b = engine.newBatch();
+    (ops as unknown[][]).forEach((op, i) => {
+      if (op[0] === 0) b.put(keys[i], asValue(op[2]));
+      else if (op[0] === 1) b.delete(keys[i]);
+      else throw new NovaError('BAD_ARGUMENT', `unknown write op ${String(op[0])}`);
+    });
+    return engine.write(b);
+  }
+}
+
+function asKey(x: unknown): Buffer {
+  if (!(x instanceof Uint8Array)) throw new NovaError('BAD_ARGUMENT', 'keys are byte strings');
+  return Buffer.isBuffer(x) ? x : Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+}
+
+function asValue(x: unknown): Buffer {
+  if (!(x instanceof Uint8Array)) throw new NovaError('BAD_ARGUMENT', 'values are byte strings');
+  return Buffer.isBuffer(x) ? x : Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+}
+
+function minKey(a: Buffer, b: Buffer | undefined): Buffer {
+  return b === undefined || Buffer.compare(a, b) < 0 ? a : b;
+}

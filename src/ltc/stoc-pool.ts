@@ -1,0 +1,82 @@
+/**
+ * The LTC's connections to StoCs, by StoC id, following the configuration. A connection is
+ * made when first needed; a lost one is dropped and made again on next use (a restarted
+ * StoC registers a new address, which arrives with the next configuration).
+ */
+import { NovaError } from '../common/errors.js';
+import type { ClusterConfig } from '../coordinator/config.js';
+import { StocClient } from '../stoc/stoc-client.js';
+import type { Fabric } from '../transport/fabric.js';
+import type { Rpc } from '../transport/rpc.js';
+
+const CONNECT_MS = 5_000;
+
+export class StocPool {
+  private addresses = new Map<number, string>();
+  private readonly clients = new Map<number, Promise<StocClient>>();
+  /** StoCs that failed recently: not offered for new files until this time. */
+  private readonly shunned = new Map<number, number>();
+
+  constructor(private readonly fabric: Fabric, private readonly rpc: Rpc) {}
+
+  /** Takes the StoC set and addresses from a new configuration. */
+  update(config: ClusterConfig): void {
+    const next = new Map(config.members.filter((m) => m.role === 'stoc').map((m) => [m.id, m.address]));
+    for (const [id, address] of this.addresses) {
+      if (next.get(id) !== address) this.forget(id); // moved or removed
+    }
+    this.addresses = next;
+  }
+
+  /** StoC ids in the configuration. */
+  ids(): number[] {
+    return [...this.addresses.keys()].sort((a, b) => a - b);
+  }
+
+  /** StoC ids to place new files on: configured and not failed in the last few seconds. */
+  healthy(): number[] {
+    const now = Date.now();
+    return this.ids().filter((id) => (this.shunned.get(id) ?? 0) <= now);
+  }
+
+  /** Marks a StoC as failing; it is not chosen for new files for a while. */
+  shun(id: number, ms = 2_000): void {
+    this.shunned.set(id, Date.now() + ms);
+    this.forget(id);
+  }
+
+  get(id: number): Promise<StocClient> {
+    const known = this.clients.get(id);
+    if (known) return known;
+    const address = this.addresses.get(id);
+    if (address === undefined) return Promise.reject(new NovaError('UNAVAILABLE', `StoC ${id} is not in the configuration`));
+    const c = StocClient.connect(this.fabric, this.rpc, Buffer.from(address, 'base64'), { timeoutMs: CONNECT_MS });
+    this.clients.set(id, c);
+    const drop = (): void => {
+      if (this.clients.get(id) === c) this.clients.delete(id);
+    };
+    c.then((client) => client.onLost(drop), drop);
+    return c;
+  }
+
+  /** Runs `fn` on StoC `id`; a failure that means the StoC is gone shuns it and rethrows. */
+  async on<T>(id: number, fn: (c: StocClient) => Promise<T>): Promise<T> {
+    try {
+      return await fn(await this.get(id));
+    } catch (err) {
+      const code = (err as NovaError).code;
+      if (code === 'PEER_LOST' || code === 'DEADLINE_EXCEEDED' || code === 'CLOSED' || code === 'UNAVAILABLE') this.shun(id);
+      throw err;
+    }
+  }
+
+  close(): void {
+    for (const id of [...this.clients.keys()]) this.forget(id);
+  }
+
+  private forget(id: number): void {
+    const c = this.clients.get(id);
+    this.clients.delete(id);
+    c?.then((client) => client.close(), () => undefined);
+  }
+}
