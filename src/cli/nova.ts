@@ -16,41 +16,19 @@ import { compareTable, runTable, sessionHtml } from '../../bench/ycsb/report.js'
 import { compareRows, runSession } from '../../bench/ycsb/session.js';
 import { WORKLOADS, parseWorkload } from '../../bench/ycsb/workload.js';
 import { checkFile, dumpFile, printable, type FileKind } from '../tools/inspect.js';
+import { addClusterCommands } from './cluster-commands.js';
+import { intList, nonNegativeInt, positiveInt, positiveNumber } from './args.js';
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
-
-function nonNegativeInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
-  return n;
-}
-
-function intList(value: string): number[] {
-  return value.split(',').map((v) => positiveInt(v.trim()));
-}
-
-function positiveNumber(value: string): number {
-  const n = Number(value);
-  if (!(n > 0 && Number.isFinite(n))) throw new InvalidArgumentError('expected a positive number');
-  return n;
-}
-
 interface YcsbCliOptions {
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
+  coordinator?: string; ltcs: number; stocs: number; ranges: number;
 }
 
 async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: string[], dists: string[] | undefined, baseline: string, rounds: number): Promise<void> {
-  if (o.clients > 1) {
-    throw new Error(`--clients ${o.clients}: ${engines.join(', ')} run inside this process and cannot be shared with other client processes; several clients need the cluster engine "nova", which is not implemented yet. Raise --concurrency instead.`);
-  }
   for (const d of dists ?? []) {
     if (!(DISTRIBUTIONS as readonly string[]).includes(d)) throw new Error(`unknown distribution "${d}": use ${DISTRIBUTIONS.join(', ')}`);
   }
@@ -68,6 +46,7 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     records: o.records, duration: o.duration, operations: o.operations, concurrency: o.concurrency, valueSize: o.valueSize,
     scanLength: o.scanLength, zipfianConstant: o.zipfianConstant, verify: o.verify, sync: o.sync, seed: o.seed,
     rounds, dir: o.dir, keep: o.keep, progress,
+    cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges }, clients: o.clients,
   });
   console.log(runTable(result.runs));
   if (engines.length > 1) {
@@ -98,6 +77,8 @@ export function buildProgram(): Command {
     .description('Nova: a distributed, component-based LSM-tree key-value store over an RDMA-style transport (UCX)')
     .version(pkg.version, '-V, --version', 'print the Nova version')
     .showHelpAfterError('(run with --help for usage)');
+
+  addClusterCommands(program, join(root, 'bin', 'nova.js'));
 
   program.command('info')
     .description('print the versions of Nova, UCX and Node')
@@ -195,7 +176,7 @@ export function buildProgram(): Command {
     .option('--duration <s>', 'seconds per run', positiveNumber, 10)
     .option('--operations <n>', 'operations per run instead of a duration', positiveInt)
     .option('--concurrency <n>', 'requests outstanding', positiveInt, 64)
-    .option('--clients <n>', 'client processes (the in-process engines take one; several need the cluster engine)', positiveInt, 1)
+    .option('--clients <n>', 'client processes per engine, each with --concurrency requests outstanding (engine nova only; the others run in one process)', positiveInt, 1)
     .option('--value-size <bytes>', 'value size', positiveInt, 1024)
     .option('--scan-length <n>', 'entries per scan', positiveInt, 10)
     .option('--zipfian-constant <θ>', 'Zipfian skew', positiveNumber, 0.99)
@@ -205,7 +186,11 @@ export function buildProgram(): Command {
     .option('--dir <path>', 'where the engines\' directories go (default: the OS temp dir)')
     .option('--keep', 'keep the engines\' directories after the run', false)
     .option('--json <file>', 'also write every figure as JSON to <file>')
-    .option('--html <file>', 'also write an HTML report (throughput over time, latency distributions) to <file>');
+    .option('--html <file>', 'also write an HTML report (throughput over time, latency distributions) to <file>')
+    .option('--coordinator <host:port>', 'engine nova: use this running cluster (default: start one in the run\'s directory and stop it after)')
+    .option('--ltcs <n>', 'engine nova: LTCs of the cluster it starts', positiveInt, 1)
+    .option('--stocs <n>', 'engine nova: StoCs of the cluster it starts', positiveInt, 3)
+    .option('--ranges <n>', 'engine nova: ranges, cut evenly over the loaded keys', positiveInt, 1);
   ycsb(bench.command('run')
     .description('YCSB-style run of one engine: load, settle, run a workload; progress on stderr, a table on stdout')
     .option('--engine <name>', `one of ${ENGINES.map((e) => e.name).join(', ')}`, 'nova-embedded')

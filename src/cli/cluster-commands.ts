@@ -1,0 +1,176 @@
+/**
+ * The cluster's commands: `nova up|down|status`, the components in the foreground
+ * (`nova coordinator|stoc|ltc`), and the client commands `nova put|get|del|scan`.
+ */
+import { Command, Option } from 'commander';
+import { port, positiveInt } from './args.js';
+import { join } from 'node:path';
+import { NovaClient, coordinatorOf } from '../client/nova-client.js';
+import { benchSplits, DEFAULT_SETTINGS, type Settings } from '../coordinator/config.js';
+import { printable } from '../tools/inspect.js';
+import { down, fetchStatus, readClusterFile, up } from './cluster-control.js';
+import { runCoordinator, runLtc, runStoc } from './components.js';
+
+const DEFAULT_DIR = 'nova-data';
+
+/** The cluster-wide knobs (DESIGN.md §9), as flags of `nova up` and `nova coordinator`. */
+interface KnobFlags {
+  ranges: number; splitKeys?: string; benchRecords: number; memtableBytes: number; activeMemtables: number;
+  maxMemtables?: number; l0Trigger: number; scatter: number; placement: Settings['placement']; logMode: Settings['logMode'];
+  logReplicas: number; sync: boolean;
+}
+
+function knobs(cmd: Command): Command {
+  const d = DEFAULT_SETTINGS;
+  return cmd
+    .option('--ranges <n>', 'ranges, cut evenly over the bench key space (user + 12 digits below --bench-records)', positiveInt, 1)
+    .option('--split-keys <k1,k2,...>', 'cut ranges at these keys instead (UTF-8, ascending)')
+    .option('--bench-records <n>', 'key space --ranges cuts evenly', positiveInt, 1_000_000)
+    .option('--memtable-bytes <n>', 'τ: memtable and SSTable size', positiveInt, d.memtableBytes)
+    .option('--active-memtables <n>', 'α: active memtables (Dranges) per range', positiveInt, d.activeMemtables)
+    .option('--max-memtables <n>', 'δ: memtables per range, active and immutable (default 2α)', positiveInt)
+    .option('--l0-trigger <n>', 'L0 tables that start a compaction into L1', positiveInt, d.l0Trigger)
+    .option('--scatter <n>', 'ρ: StoCs one SSTable is scattered over', positiveInt, d.scatter)
+    .addOption(new Option('--placement <p>', 'how those StoCs are picked').choices(['power-of-d', 'random', 'round-robin']).default(d.placement))
+    .addOption(new Option('--log-mode <m>', 'LogC: where memtable logs live (only disk is implemented)').choices(['disk', 'memory', 'memory+disk', 'none']).default(d.logMode))
+    .option('--log-replicas <n>', 'R: StoCs each log is replicated on', positiveInt, d.logReplicas)
+    .option('--sync', 'fdatasync each write\'s log record on its StoCs before acknowledging it', d.sync);
+}
+
+/** The knobs as the coordinator's own flags (what `nova up` passes on). */
+function knobArgs(k: KnobFlags): string[] {
+  const out = ['--ranges', String(k.ranges), '--bench-records', String(k.benchRecords), '--memtable-bytes', String(k.memtableBytes),
+    '--active-memtables', String(k.activeMemtables), '--l0-trigger', String(k.l0Trigger), '--scatter', String(k.scatter),
+    '--placement', k.placement, '--log-mode', k.logMode, '--log-replicas', String(k.logReplicas)];
+  if (k.maxMemtables !== undefined) out.push('--max-memtables', String(k.maxMemtables));
+  if (k.splitKeys !== undefined) out.push('--split-keys', k.splitKeys);
+  if (k.sync) out.push('--sync');
+  return out;
+}
+
+function settingsOf(k: KnobFlags): Partial<Settings> {
+  return {
+    memtableBytes: k.memtableBytes, activeMemtables: k.activeMemtables, maxMemtables: k.maxMemtables ?? 2 * k.activeMemtables,
+    l0Trigger: k.l0Trigger, scatter: k.scatter, placement: k.placement, logMode: k.logMode, logReplicas: k.logReplicas, sync: k.sync,
+  };
+}
+
+function splitsOf(k: KnobFlags): Buffer[] {
+  if (k.splitKeys !== undefined) return k.splitKeys.split(',').map((s) => Buffer.from(s));
+  return benchSplits(k.ranges, k.benchRecords);
+}
+
+/** Where the client commands find the cluster. */
+function clientOptions(cmd: Command): Command {
+  return cmd
+    .option('--coordinator <host:port>', 'the cluster\'s coordinator')
+    .option('--dir <path>', 'or the directory of `nova up`', DEFAULT_DIR);
+}
+
+async function withClient(o: { coordinator?: string; dir: string }, fn: (c: NovaClient) => Promise<void>): Promise<void> {
+  const c = await NovaClient.connect({ coordinator: o.coordinator, dir: o.dir, timeoutMs: 15_000 });
+  try {
+    await fn(c);
+  } finally {
+    c.close();
+  }
+}
+
+export function addClusterCommands(program: Command, bin: string): void {
+  knobs(program.command('up')
+    .description('start a local cluster in the background (or what is missing of it) and wait until it serves')
+    .option('--dir <path>', 'the cluster\'s directory', DEFAULT_DIR)
+    .option('--ltcs <n>', 'η: LTCs (default 1, or as many as the cluster had)', positiveInt)
+    .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had)', positiveInt)
+    .option('--host <host>', 'address components listen on', '127.0.0.1'))
+    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string }) => {
+      const file = await up({
+        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, host: o.host, bin, coordinatorArgs: knobArgs(o),
+        progress: (line) => process.stderr.write(`nova up: ${line}\n`),
+      });
+      console.log(`cluster serving: coordinator ${file.coordinator}; ${file.components.length} processes; state in ${o.dir}`);
+      console.log(`try: nova put hello world --dir ${o.dir} && nova get hello --dir ${o.dir}`);
+    });
+
+  program.command('down')
+    .description('stop the local cluster gracefully: LTCs flush their memtables, then StoCs and the coordinator stop')
+    .option('--dir <path>', 'the cluster\'s directory', DEFAULT_DIR)
+    .action(async (o: { dir: string }) => {
+      const n = await down(o.dir, (line) => process.stderr.write(`nova down: ${line}\n`));
+      console.log(n === 0 ? 'nothing was running' : `stopped ${n} process(es)`);
+    });
+
+  clientOptions(program.command('status')
+    .description('print the components (role, id, address, pid, up or down), the ranges and the config id')
+    .option('--json', 'print JSON instead', false))
+    .action(async (o: { coordinator?: string; dir: string; json: boolean }) => {
+      const address = o.coordinator ?? coordinatorOf(o.dir);
+      const s = await fetchStatus(address);
+      const local = o.coordinator ? undefined : readClusterFile(o.dir);
+      const pidOf = (role: string, id: number) => local?.components.find((c) => c.role === role && c.id === id)?.pid;
+      if (o.json) {
+        console.log(JSON.stringify({
+          coordinator: address, configId: s.config.id, settings: s.config.settings,
+          components: s.members.map((m) => ({ role: m.role, id: m.id, address: m.role === 'ltc' ? m.address : `fabric(${m.address.length} chars)`, pid: m.pid, up: m.alive, serving: m.serving })),
+          ranges: s.config.ranges.map((r) => ({ id: r.id, start: r.start.toString('utf8'), end: r.end?.toString('utf8') ?? null, ltc: r.ltc })),
+        }, null, 2));
+        return;
+      }
+      console.log(`coordinator ${address}  config ${s.config.id}  pid ${pidOf('coordinator', 1) ?? '?'}`);
+      console.log('role  id  up    pid      address / serving');
+      for (const m of s.members) {
+        const where = m.role === 'ltc' ? `${m.address}  ranges ${m.serving.join(',') || '-'}` : `fabric worker on ${m.host || 'this host'}`;
+        console.log(`${m.role.padEnd(4)}  ${String(m.id).padEnd(2)}  ${(m.alive ? 'up' : 'DOWN').padEnd(4)}  ${String(m.pid).padEnd(7)}  ${where}`);
+      }
+      for (const r of s.config.ranges) {
+        console.log(`range ${r.id}: [${printable(r.start, 40) || '""'}, ${r.end ? printable(r.end, 40) : '∞'}) on LTC ${r.ltc}`);
+      }
+    });
+
+  knobs(program.command('coordinator')
+    .description('run the coordinator in the foreground (multi-machine deployments)')
+    .option('--dir <path>', 'its state directory', join(DEFAULT_DIR, 'coordinator'))
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--port <n>', 'port (0 picks a free one)', port, 7070)
+    .option('--ltcs <n>', 'LTCs a new cluster\'s ranges are spread over', positiveInt, 1))
+    .action((o: KnobFlags & { dir: string; host: string; port: number; ltcs: number }) =>
+      runCoordinator({ dir: o.dir, host: o.host, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: settingsOf(o) }));
+
+  for (const role of ['stoc', 'ltc'] as const) {
+    program.command(role)
+      .description(role === 'stoc' ? 'run a StoC (storage component) in the foreground' : 'run an LTC (LSM-tree component) in the foreground')
+      .requiredOption('--id <n>', `this ${role === 'stoc' ? 'StoC' : 'LTC'}'s id (1, 2, ...)`, positiveInt)
+      .requiredOption('--coordinator <host:port>', 'the coordinator to register with')
+      .option('--dir <path>', 'its directory (default nova-data/<role>-<id>)')
+      .option('--host <host>', 'address to listen on and advertise', '127.0.0.1')
+      .option('--port <n>', 'client port (LTC; 0 picks a free one)', port, 0)
+      .action((o: { id: number; coordinator: string; dir?: string; host: string; port: number }) => {
+        const c = { ...o, dir: o.dir ?? join(DEFAULT_DIR, `${role}-${o.id}`) };
+        return role === 'stoc' ? runStoc(c) : runLtc(c);
+      });
+  }
+
+  clientOptions(program.command('put <key> <value>').description('write a key (UTF-8 key and value)'))
+    .action((key: string, value: string, o: { coordinator?: string; dir: string }) =>
+      withClient(o, (c) => c.put(Buffer.from(key), Buffer.from(value))));
+  clientOptions(program.command('get <key>').description('write the value of a key to stdout; exit 1 if it is absent'))
+    .action((key: string, o: { coordinator?: string; dir: string }) => withClient(o, async (c) => {
+      const v = await c.get(Buffer.from(key));
+      if (v === undefined) {
+        process.stderr.write(`nova: ${key}: not found\n`);
+        process.exitCode = 1;
+      } else {
+        process.stdout.write(v);
+        if (process.stdout.isTTY) process.stdout.write('\n');
+      }
+    }));
+  clientOptions(program.command('del <key>').description('delete a key'))
+    .action((key: string, o: { coordinator?: string; dir: string }) => withClient(o, (c) => c.delete(Buffer.from(key))));
+  clientOptions(program.command('scan <start>').description('print key<TAB>value lines from <start> in key order, across ranges')
+    .option('--end <key>', 'stop before this key')
+    .option('--limit <n>', 'at most this many entries', positiveInt, 100))
+    .action((start: string, o: { coordinator?: string; dir: string; end?: string; limit: number }) => withClient(o, async (c) => {
+      const rows = await c.scan(Buffer.from(start), { end: o.end === undefined ? undefined : Buffer.from(o.end), limit: o.limit });
+      for (const [k, v] of rows) console.log(`${printable(k, Infinity)}\t${printable(v, Infinity)}`);
+    }));
+}

@@ -1,0 +1,230 @@
+/**
+ * `nova up|down|status`: a local cluster as background processes under one directory.
+ *
+ *   D/cluster.json      the coordinator's address and each component's role, id and pid
+ *   D/coordinator/      the coordinator's state (config.json)
+ *   D/stoc-<i>/         StoC i's files
+ *   D/ltc-<i>/          LTC i's ranges (MANIFESTs)
+ *   D/logs/<name>.log   each component's output
+ *
+ * `up` starts only what is not running, so a killed component comes back with the same
+ * command; `down` stops LTCs first (they flush memtables), then StoCs, then the coordinator.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { NovaError } from '../common/errors.js';
+import { replaceFile } from '../common/files.js';
+import { TcpRpcClient } from '../common/tcp-rpc.js';
+import type { ClusterStatus } from '../coordinator/coordinator.js';
+import { configFromWire } from '../coordinator/config.js';
+
+const HERE = fileURLToPath(import.meta.url);
+/** bin/nova.js of this installation (from dist/src/cli/ or, in tests, src/cli/). */
+export const NOVA_BIN = join(dirname(HERE), ...(HERE.includes(`${sep}dist${sep}`) ? ['..', '..', '..'] : ['..', '..']), 'bin', 'nova.js');
+
+export type ComponentRole = 'coordinator' | 'stoc' | 'ltc';
+
+export interface Component {
+  role: ComponentRole;
+  id: number;
+  pid: number;
+}
+
+export interface ClusterFile {
+  coordinator: string;
+  components: Component[];
+}
+
+export interface UpOptions {
+  dir: string;
+  ltcs?: number;
+  stocs?: number;
+  host: string;
+  /** Flags for a new cluster's coordinator (ranges, knobs), as CLI arguments. */
+  coordinatorArgs: string[];
+  /** Path of bin/nova.js. */
+  bin: string;
+  progress?: (line: string) => void;
+  timeoutMs?: number;
+}
+
+function clusterPath(dir: string): string {
+  return join(dir, 'cluster.json');
+}
+
+export function readClusterFile(dir: string): ClusterFile | undefined {
+  const path = clusterPath(dir);
+  if (!existsSync(path)) return undefined;
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as ClusterFile;
+  } catch (err) {
+    throw new NovaError('CORRUPTION', `${path}: ${(err as Error).message}`);
+  }
+}
+
+/** Whether `pid` is a live `nova` process (not some other process that reused the pid). */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('nova');
+  } catch {
+    return true; // no /proc: trust kill(0)
+  }
+}
+
+function startProcess(o: UpOptions, name: string, args: string[]): number {
+  const logs = join(o.dir, 'logs');
+  mkdirSync(logs, { recursive: true });
+  const out = openSync(join(logs, `${name}.log`), 'a');
+  try {
+    const child = spawn(process.execPath, [o.bin, ...args], { detached: true, stdio: ['ignore', out, out] });
+    child.unref();
+    if (child.pid === undefined) throw new NovaError('UNAVAILABLE', `could not start ${name}`);
+    return child.pid;
+  } finally {
+    closeSync(out);
+  }
+}
+
+async function sleep(ms: number): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+export async function fetchStatus(coordinator: string, timeoutMs = 5_000): Promise<ClusterStatus> {
+  const link = await TcpRpcClient.connect(coordinator, { timeoutMs });
+  try {
+    const s = await link.call<ClusterStatus>('status', [], timeoutMs);
+    return { ...s, config: configFromWire(s.config) };
+  } finally {
+    link.close();
+  }
+}
+
+/** Starts what is missing of the cluster in `o.dir` and waits until every range is served. */
+export async function up(o: UpOptions): Promise<ClusterFile> {
+  const dir = resolve(o.dir);
+  mkdirSync(dir, { recursive: true });
+  const progress = o.progress ?? (() => undefined);
+  const old = readClusterFile(dir);
+  const running = (role: ComponentRole, id: number): Component | undefined =>
+    old?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid));
+  const count = (role: ComponentRole, fallback: number): number =>
+    Math.max(0, ...(old?.components.filter((c) => c.role === role).map((c) => c.id) ?? []), 0) || fallback;
+  const ltcs = o.ltcs ?? count('ltc', 1);
+  const stocs = o.stocs ?? count('stoc', 3);
+  const components: Component[] = [];
+  const opts = { ...o, dir };
+
+  // The coordinator first: the others register with it.
+  let coordinator = running('coordinator', 1);
+  let address = old?.coordinator;
+  if (!coordinator) {
+    const port = address ? address.slice(address.lastIndexOf(':') + 1) : '0';
+    const cdir = join(dir, 'coordinator');
+    const args = ['coordinator', '--dir', cdir, '--host', o.host, '--port', port, '--ltcs', String(ltcs), ...o.coordinatorArgs];
+    let pid = startProcess(opts, 'coordinator', args);
+    address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: Error) => {
+      if (port === '0') throw err;
+      // Its old port is taken: take any.
+      progress(`coordinator could not reuse port ${port}; starting it on a free port`);
+      pid = startProcess(opts, 'coordinator', args.map((a, i) => (args[i - 1] === '--port' ? '0' : a)));
+      return waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000);
+    });
+    coordinator = { role: 'coordinator', id: 1, pid };
+    progress(`coordinator started at ${address} (pid ${pid})`);
+  }
+  components.push(coordinator);
+  for (const [role, n] of [['stoc', stocs], ['ltc', ltcs]] as const) {
+    for (let id = 1; id <= n; id++) {
+      let c = running(role, id);
+      if (!c) {
+        const pid = startProcess(opts, `${role}-${id}`, [role, '--id', String(id), '--dir', join(dir, `${role}-${id}`), '--coordinator', address!, '--host', o.host]);
+        c = { role, id, pid };
+        progress(`${role} ${id} started (pid ${pid})`);
+      }
+      components.push(c);
+    }
+  }
+  const file: ClusterFile = { coordinator: address!, components };
+  replaceFile(dir, 'cluster.json', JSON.stringify(file, null, 1) + '\n');
+  await waitUntilServing(file, ltcs, stocs, o.timeoutMs ?? 60_000, progress, dir);
+  return file;
+}
+
+/** Waits until the coordinator started as `pid` answers at the address it wrote. */
+async function waitForCoordinator(cdir: string, pid: number, timeoutMs: number): Promise<string> {
+  const until = Date.now() + timeoutMs;
+  const path = join(cdir, 'address');
+  while (Date.now() < until) {
+    if (!isRunning(pid)) throw new NovaError('UNAVAILABLE', `the coordinator exited at start-up: see its log under logs/coordinator.log`);
+    const address = existsSync(path) ? readFileSync(path, 'utf8').trim() : '';
+    if (address) {
+      try {
+        if ((await fetchStatus(address, 1_000)).pid === pid) return address;
+      } catch {
+        // not answering yet (or an old address)
+      }
+    }
+    await sleep(50);
+  }
+  throw new NovaError('DEADLINE_EXCEEDED', `the coordinator did not start within ${timeoutMs} ms: see logs/coordinator.log`);
+}
+
+async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, timeoutMs: number,
+  progress: (line: string) => void, dir: string): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    const dead = file.components.filter((c) => !isRunning(c.pid));
+    if (dead.length > 0) {
+      const names = dead.map((c) => `${c.role}-${c.id}`);
+      throw new NovaError('UNAVAILABLE', `${names.join(', ')} exited at start-up: see ${names.map((n) => join(dir, 'logs', `${n}.log`)).join(', ')}`);
+    }
+    let why: string;
+    try {
+      const s = await fetchStatus(file.coordinator);
+      const alive = (role: string) => s.members.filter((m) => m.role === role && m.alive).length;
+      const served = new Set(s.members.flatMap((m) => (m.alive ? m.serving : [])));
+      const waiting = s.config.ranges.filter((r) => !served.has(r.id)).map((r) => r.id);
+      if (alive('stoc') >= stocs && alive('ltc') >= ltcs && waiting.length === 0) return;
+      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs up; ranges not served yet: ${waiting.join(', ') || 'none'}`;
+    } catch (err) {
+      why = (err as Error).message;
+    }
+    if (why !== last) progress(`waiting: ${why}`);
+    last = why;
+    if (Date.now() > until) throw new NovaError('DEADLINE_EXCEEDED', `cluster not serving after ${timeoutMs} ms (${why}); see the logs in ${join(dir, 'logs')}`);
+    await sleep(100);
+  }
+}
+
+/** Stops the cluster in `dir`: LTCs (which flush), then StoCs, then the coordinator. */
+export async function down(dir: string, progress: (line: string) => void = () => undefined, timeoutMs = 120_000): Promise<number> {
+  const file = readClusterFile(resolve(dir));
+  if (!file) throw new NovaError('UNAVAILABLE', `no cluster in ${dir} (no cluster.json)`);
+  let stopped = 0;
+  for (const role of ['ltc', 'stoc', 'coordinator'] as const) {
+    const group = file.components.filter((c) => c.role === role && isRunning(c.pid));
+    for (const c of group) process.kill(c.pid, 'SIGTERM');
+    const until = Date.now() + timeoutMs;
+    for (const c of group) {
+      while (isRunning(c.pid)) {
+        if (Date.now() > until) {
+          progress(`${role} ${c.id} (pid ${c.pid}) did not stop within ${timeoutMs} ms; killing it (its data is in its logs)`);
+          process.kill(c.pid, 'SIGKILL');
+          break;
+        }
+        await sleep(50);
+      }
+      progress(`${role} ${c.id} stopped`);
+      stopped++;
+    }
+  }
+  return stopped;
+}

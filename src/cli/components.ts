@@ -1,0 +1,70 @@
+/**
+ * `nova coordinator|stoc|ltc`: one component in the foreground. Each runs until SIGTERM or
+ * SIGINT, then stops gracefully (an LTC flushes its memtables first) and returns.
+ */
+import { Coordinator } from '../coordinator/coordinator.js';
+import type { Settings } from '../coordinator/config.js';
+import { Membership } from '../coordinator/membership.js';
+import { LtcServer } from '../ltc/ltc-server.js';
+import { StocServer } from '../stoc/stoc-server.js';
+
+export function logger(name: string): (line: string) => void {
+  return (line) => process.stderr.write(`${new Date().toISOString()} ${name}: ${line}\n`);
+}
+
+/** Resolves on the first SIGTERM or SIGINT. */
+function stopSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const on = (sig: string): void => {
+      process.off('SIGTERM', on);
+      process.off('SIGINT', on);
+      resolve(sig);
+    };
+    process.on('SIGTERM', on);
+    process.on('SIGINT', on);
+  });
+}
+
+export interface CoordinatorCli {
+  dir: string; host: string; port: number; ltcs?: number; splits?: Buffer[]; settings: Partial<Settings>;
+}
+
+export async function runCoordinator(o: CoordinatorCli): Promise<void> {
+  const log = logger('coordinator');
+  const stop = stopSignal();
+  const c = await Coordinator.start({ dir: o.dir, host: o.host, port: o.port, ltcs: o.ltcs, splits: o.splits, settings: o.settings, onLog: log });
+  log(`serving at ${c.address} (config ${c.current().id}, ${c.current().ranges.length} range(s)); state in ${o.dir}`);
+  log(`stopping on ${await stop}`);
+  await c.close();
+}
+
+export interface ComponentCli {
+  dir: string; id: number; coordinator: string; host: string; port?: number;
+}
+
+export async function runStoc(o: ComponentCli): Promise<void> {
+  const log = logger(`stoc ${o.id}`);
+  const stop = stopSignal();
+  const s = await StocServer.start({ dir: o.dir, id: o.id });
+  let m: Membership;
+  try {
+    m = await Membership.join({ coordinator: o.coordinator, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host, onConfig: () => undefined, onLog: log });
+  } catch (err) {
+    await s.close();
+    throw err;
+  }
+  log(`serving files in ${o.dir}; registered with ${o.coordinator}`);
+  log(`stopping on ${await stop}`);
+  m.stop();
+  await s.close();
+}
+
+export async function runLtc(o: ComponentCli): Promise<void> {
+  const log = logger(`ltc ${o.id}`);
+  const stop = stopSignal();
+  const l = await LtcServer.start({ dir: o.dir, id: o.id, coordinator: o.coordinator, host: o.host, port: o.port, onLog: log });
+  log(`serving clients at ${o.host}:${l.port}; registered with ${o.coordinator}`);
+  log(`stopping on ${await stop}: flushing memtables`);
+  await l.close(true);
+  log('stopped');
+}

@@ -1,0 +1,97 @@
+/**
+ * A local cluster for multi-process tests: `nova up` in a temp directory (real processes,
+ * started from the built bin/nova.js), a client, and ways to kill and restart components.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NovaClient } from '../../src/client/nova-client.js';
+import { down, isRunning, readClusterFile, up, type ComponentRole } from '../../src/cli/cluster-control.js';
+import { ROOT } from './peer-process.js';
+
+export const BIN = join(ROOT, 'bin', 'nova.js');
+
+export interface TestCluster {
+  dir: string;
+  client: NovaClient;
+  /** (Re)starts what is not running and reconnects nothing: clients follow on their own. */
+  up(): Promise<void>;
+  kill(role: ComponentRole, id: number): void;
+  pid(role: ComponentRole, id: number): number;
+  down(): Promise<void>;
+  /** Kills everything left and removes the directory. */
+  destroy(): Promise<void>;
+}
+
+export async function startCluster(o: { ltcs?: number; stocs?: number; args?: string[] } = {}): Promise<TestCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'nova-cluster-'));
+  const start = () => up({ dir, ltcs: o.ltcs, stocs: o.stocs, host: '127.0.0.1', bin: BIN, coordinatorArgs: o.args ?? [], timeoutMs: 60_000 });
+  try {
+    await start();
+  } catch (err) {
+    killAll(dir);
+    throw err;
+  }
+  const client = await NovaClient.connect({ dir, timeoutMs: 30_000 });
+  const pid = (role: ComponentRole, id: number): number => {
+    const c = readClusterFile(dir)!.components.find((x) => x.role === role && x.id === id);
+    if (!c) throw new Error(`no ${role} ${id}`);
+    return c.pid;
+  };
+  return {
+    dir,
+    client,
+    up: async () => { await start(); },
+    pid,
+    kill: (role, id) => process.kill(pid(role, id), 'SIGKILL'),
+    down: async () => { await down(dir); },
+    destroy: async () => {
+      client.close();
+      killAll(dir);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function killAll(dir: string): void {
+  for (const c of readClusterFile(dir)?.components ?? []) {
+    if (isRunning(c.pid)) process.kill(c.pid, 'SIGKILL');
+  }
+}
+
+export function key(i: number): Buffer {
+  return Buffer.from(`user${String(i).padStart(12, '0')}`);
+}
+
+export function value(i: number, version = 0): Buffer {
+  return Buffer.from(`value-${i}-v${version}-`.padEnd(100, 'x'));
+}
+
+/**
+ * Puts keys from..to-1 with `depth` writes in flight, until `stop()` says so; returns those
+ * acknowledged. A write that fails (after the client's retries) fails the call.
+ */
+export async function writeKeys(c: NovaClient, from: number, to: number, depth: number, stop: () => boolean = () => false): Promise<Set<number>> {
+  const acked = new Set<number>();
+  let next = from;
+  const worker = async (): Promise<void> => {
+    while (next < to && !stop()) {
+      const i = next++;
+      await c.put(key(i), value(i));
+      acked.add(i);
+    }
+  };
+  await Promise.all(Array.from({ length: depth }, worker));
+  return acked;
+}
+
+/** Keys of `acked` whose value is missing or wrong. */
+export async function missing(c: NovaClient, acked: Iterable<number>): Promise<number[]> {
+  const bad: number[] = [];
+  const all = [...acked];
+  for (let i = 0; i < all.length; i += 64) {
+    const got = await Promise.all(all.slice(i, i + 64).map((k) => c.get(key(k))));
+    got.forEach((v, j) => { if (!v || !v.equals(value(all[i + j]))) bad.push(all[i + j]); });
+  }
+  return bad;
+}

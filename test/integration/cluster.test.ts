@@ -1,0 +1,156 @@
+/**
+ * Nova as a cluster, with real processes started by `nova up`: a coordinator, StoCs and
+ * LTCs. Routing across ranges and LTCs, scans across ranges, SIGKILL of an LTC or a StoC
+ * under a workload, whole-cluster restarts, and malformed client input.
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { Packr } from 'msgpackr';
+import { afterEach, describe, expect, it } from 'vitest';
+import { encodeFrame } from '../../src/common/frames.js';
+import { parseAddress, TcpRpcClient } from '../../src/common/tcp-rpc.js';
+import { fetchStatus, readClusterFile } from '../../src/cli/cluster-control.js';
+import { BIN, key, missing, startCluster, value, writeKeys, type TestCluster } from '../helpers/cluster.js';
+
+let cluster: TestCluster | undefined;
+afterEach(async () => {
+  await cluster?.destroy();
+  cluster = undefined;
+});
+
+/** Small memtables, so that flushes, log switches and compactions happen in a short test. */
+const SMALL = ['--memtable-bytes', String(64 * 1024), '--l0-trigger', '2'];
+
+describe('nova cluster', () => {
+  it('routes across two LTCs and four ranges; scans continue across ranges; the CLI reaches it', async () => {
+    cluster = await startCluster({ ltcs: 2, stocs: 3, args: ['--ranges', '4', '--bench-records', '2000', ...SMALL] });
+    const c = cluster.client;
+    const acked = await writeKeys(c, 0, 2000, 32);
+    expect(acked.size).toBe(2000);
+    expect(await missing(c, acked)).toEqual([]);
+    const rows = await c.scan(Buffer.alloc(0), { limit: 5000 });
+    expect(rows.length).toBe(2000);
+    rows.forEach(([k, v], i) => {
+      expect(k.equals(key(i))).toBe(true);
+      expect(v.equals(value(i))).toBe(true);
+    });
+    const mid = await c.scan(key(490), { end: key(1510), limit: 5000 });
+    expect(mid.map(([k]) => k.toString())).toEqual(Array.from({ length: 1020 }, (_, i) => key(490 + i).toString()));
+    await c.delete(key(7));
+    expect(await c.get(key(7))).toBeUndefined();
+    // A batch is atomic within a range and refused across ranges.
+    await c.write(c.batch().put(key(1), Buffer.from('b1')).put(key(2), Buffer.from('b2')));
+    expect((await c.get(key(2)))!.toString()).toBe('b2');
+    await expect(c.write(c.batch().put(key(1), Buffer.from('x')).put(key(1999), Buffer.from('y')))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+
+    const status = await fetchStatus(readClusterFile(cluster.dir)!.coordinator);
+    const ltcs = status.members.filter((m) => m.role === 'ltc');
+    expect(ltcs.map((m) => m.serving.sort())).toEqual([[1, 3], [2, 4]]);
+    expect(status.members.filter((m) => m.role === 'stoc' && m.alive).length).toBe(3);
+
+    const cli = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args, '--dir', cluster!.dir], { encoding: 'utf8', timeout: 30_000 });
+    expect(cli('put', 'hello', 'world').status).toBe(0);
+    const got = cli('get', 'hello');
+    expect(got.status).toBe(0);
+    expect(got.stdout).toBe('world');
+    const absent = cli('get', 'nope');
+    expect(absent.status).toBe(1);
+    expect(absent.stderr).toContain('not found');
+    const st = cli('status', '--json');
+    expect(JSON.parse(st.stdout).ranges).toHaveLength(4);
+  });
+
+  it('SIGKILL of the LTC during a workload: restarted, it has every acknowledged write', async () => {
+    cluster = await startCluster({ args: SMALL });
+    const c = cluster.client;
+    const first = await writeKeys(c, 0, 1500, 16);
+    let stop = false;
+    // Writes in flight when the LTC dies are retried by the client until it is back.
+    const writing = writeKeys(c, 1500, 1_000_000, 16, () => stop);
+    await new Promise((r) => setTimeout(r, 400));
+    cluster.kill('ltc', 1);
+    await new Promise((r) => setTimeout(r, 300));
+    await cluster.up();
+    await new Promise((r) => setTimeout(r, 300));
+    stop = true;
+    const during = await writing;
+    const acked = new Set([...first, ...during]);
+    expect(during.size).toBeGreaterThan(100);
+    expect(await missing(c, acked)).toEqual([]);
+    // And it takes writes again.
+    expect((await writeKeys(c, 200_000, 200_100, 8)).size).toBe(100);
+  });
+
+  it('SIGKILL of one StoC of three: writes go on (3 log replicas); after an LTC kill nothing is lost; the StoC is used again', async () => {
+    cluster = await startCluster({ args: SMALL });
+    const c = cluster.client;
+    const before = await writeKeys(c, 0, 1000, 16);
+    cluster.kill('stoc', 2);
+    const after = await writeKeys(c, 1000, 3000, 16); // must all succeed: two replicas remain
+    expect(after.size).toBe(2000);
+    cluster.kill('ltc', 1);
+    await cluster.up(); // restarts StoC 2 and the LTC
+    expect(await missing(c, [...before, ...after])).toEqual([]);
+    // New logs and tables go to StoC 2 again once it is back: keep writing until one does.
+    const stocDir = join(cluster.dir, 'stoc-2');
+    const filesBefore = new Set(readdirSync(stocDir));
+    const fresh = (): string[] => readdirSync(stocDir).filter((f) => !filesBefore.has(f));
+    const until = Date.now() + 20_000;
+    for (let at = 5000; fresh().length === 0 && Date.now() < until; at += 500) await writeKeys(c, at, at + 500, 16);
+    expect(fresh().length).toBeGreaterThan(0);
+  });
+
+  it('whole-cluster restart: after nova down, and after SIGKILL of every process', async () => {
+    cluster = await startCluster({ args: SMALL });
+    const c = cluster.client;
+    const one = await writeKeys(c, 0, 1500, 16);
+    await cluster.down();
+    await cluster.up();
+    expect(await missing(c, one)).toEqual([]);
+    const two = await writeKeys(c, 1500, 3000, 16);
+    for (const comp of readClusterFile(cluster.dir)!.components) process.kill(comp.pid, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 200));
+    await cluster.up();
+    expect(await missing(c, [...one, ...two])).toEqual([]);
+  });
+
+  it('malformed client input gets an error or a closed connection; the LTC serves everyone else', async () => {
+    cluster = await startCluster({ args: SMALL });
+    const c = cluster.client;
+    await writeKeys(c, 0, 200, 8);
+    const status = await fetchStatus(readClusterFile(cluster.dir)!.coordinator);
+    const ltc = status.members.find((m) => m.role === 'ltc')!.address;
+    const { host, port } = parseAddress(ltc);
+    // Garbage bytes: the LTC closes that connection.
+    const closed = await new Promise<boolean>((resolve) => {
+      const s = connect({ host, port }, () => s.write(Buffer.from('GET / HTTP/1.1\r\n\r\n'.repeat(4))));
+      s.on('close', () => resolve(true));
+      s.on('error', () => undefined);
+      setTimeout(() => resolve(false), 5000);
+    });
+    expect(closed).toBe(true);
+    // A frame that is not a batch of requests: closed too.
+    const packr = new Packr({ useRecords: false });
+    const closed2 = await new Promise<boolean>((resolve) => {
+      const s = connect({ host, port }, () => s.write(encodeFrame(packr.pack({ not: 'a batch' }))));
+      s.on('close', () => resolve(true));
+      s.on('error', () => undefined);
+      setTimeout(() => resolve(false), 5000);
+    });
+    expect(closed2).toBe(true);
+    // Well-framed but wrong requests get errors.
+    const raw = await TcpRpcClient.connect(ltc);
+    const id = c.configuration.id;
+    await expect(raw.call('frobnicate', [])).rejects.toMatchObject({ code: 'UNKNOWN_METHOD' });
+    await expect(raw.call('get', [id, 'not bytes'])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(raw.call('put', [id, Buffer.alloc(5000), Buffer.from('v')])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(raw.call('put', [id, key(1), Buffer.alloc(5 * 1024 * 1024)])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(raw.call('get', [id - 1, key(1)])).rejects.toMatchObject({ code: 'STALE_CONFIG' });
+    await expect(raw.call('write', [id, 'nope'])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    raw.close();
+    // Everyone else is served, and nothing was lost.
+    expect(await missing(c, Array.from({ length: 200 }, (_, i) => i))).toEqual([]);
+  });
+});
