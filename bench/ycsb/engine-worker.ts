@@ -6,14 +6,16 @@
  *
  * Requests: open, load, run, close, each answered once by id; progress lines in between.
  */
-import { engineByName } from './engines.js';
+import { engineByName, type ClusterBenchOptions } from './engines.js';
 import { load, run, type RunSpec, type Target } from './runner.js';
 import { KeySpace } from './verifier.js';
 
 export type WorkerRequest =
-  | { id: number; op: 'open'; engine: string; dir: string; sync: boolean; records: number; valueSize: number; verify: boolean }
+  | { id: number; op: 'open'; engine: string; dir: string; sync: boolean; records: number; valueSize: number; verify: boolean; cluster?: ClusterBenchOptions }
   | { id: number; op: 'load' }
+  | { id: number; op: 'adopt' }
   | { id: number; op: 'run'; spec: RunSpec }
+  | { id: number; op: 'report' }
   | { id: number; op: 'close' };
 
 /** A request before it has an id. */
@@ -33,13 +35,16 @@ const progress = (line: string, final: boolean): void => send({ op: 'progress', 
 async function handle(m: WorkerRequest): Promise<unknown> {
   switch (m.op) {
     case 'open': {
-      const store = await engineByName(m.engine).open(m.dir, { sync: m.sync });
+      const store = await engineByName(m.engine).open(m.dir, { sync: m.sync, records: m.records, cluster: m.cluster });
       target = { engine: m.engine, dir: m.dir, store, sync: m.sync, keys: new KeySpace(m.records), records: m.records };
       settings = { valueSize: m.valueSize, verify: m.verify };
       return undefined;
     }
     case 'load': return load(opened(), settings!.valueSize, settings!.verify, 1000, progress);
+    // Another client process loaded the records: this one only learns they are there.
+    case 'adopt': return opened().keys.loaded(opened().records);
     case 'run': return run(opened(), m.spec, progress);
+    case 'report': return (await opened().store.report?.()) ?? '';
     case 'close': {
       await target?.store.close();
       target = undefined;

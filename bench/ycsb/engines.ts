@@ -8,6 +8,9 @@
  * load (a full compaction, as a fair operator would run; LMDB has none to run).
  */
 import { Engine } from '../../src/ltc/engine.js';
+import { NovaClient } from '../../src/client/nova-client.js';
+import { NOVA_BIN, down, up } from '../../src/cli/cluster-control.js';
+import { rangeOf } from '../../src/coordinator/config.js';
 
 export interface KvStore {
   put(key: Buffer, value: Buffer): Promise<void>;
@@ -18,12 +21,26 @@ export interface KvStore {
   putMany(entries: Array<[Buffer, Buffer]>): Promise<void>;
   /** Compacts what the load left, so runs start from a settled tree; says what it did. */
   settle(): Promise<string>;
+  /** What the store measured about itself, for the report (optional). */
+  report?(): Promise<string>;
   close(): Promise<void>;
 }
 
 export interface StoreOptions {
   /** Make each write durable before acknowledging it. */
   sync: boolean;
+  /** Records loaded: the cluster cuts its ranges evenly over this key space. */
+  records?: number;
+  cluster?: ClusterBenchOptions;
+}
+
+/** How the `nova` engine finds or starts its cluster. */
+export interface ClusterBenchOptions {
+  /** Use this running cluster; otherwise one is started in the engine's directory and stopped after. */
+  coordinator?: string;
+  ltcs?: number;
+  stocs?: number;
+  ranges?: number;
 }
 
 export interface EngineAdapter {
@@ -64,6 +81,50 @@ const novaEmbedded: EngineAdapter = {
         return 'memtables flushed and due compactions run (no manual full compaction yet)';
       },
       close: () => db.close(),
+    };
+  },
+};
+
+const nova: EngineAdapter = {
+  name: 'nova',
+  describe: 'a Nova cluster through NovaClient (started in the run\'s directory: 1 LTC, 3 StoCs by default)',
+  available: async () => undefined,
+  async open(dir, o) {
+    const c = o.cluster ?? {};
+    if (!c.coordinator) {
+      const args = ['--ranges', String(c.ranges ?? 1), '--bench-records', String(o.records ?? 1_000_000)];
+      if (o.sync) args.push('--sync');
+      await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args });
+    }
+    const client = await NovaClient.connect(c.coordinator ? { coordinator: c.coordinator } : { dir });
+    return {
+      put: (k, v) => client.put(k, v),
+      get: (k) => client.get(k),
+      scan: (start, count) => client.scan(start, { limit: count }),
+      putMany: async (entries) => {
+        // A batch is atomic within a range: cut the load's batches at range boundaries.
+        const byRange = new Map<number, ReturnType<NovaClient['batch']>>();
+        for (const [k, v] of entries) {
+          const r = rangeOf(client.configuration, k).id;
+          let b = byRange.get(r);
+          if (!b) byRange.set(r, b = client.batch());
+          b.put(k, v);
+        }
+        await Promise.all([...byRange.values()].map((b) => client.write(b)));
+      },
+      settle: async () => {
+        await client.flush();
+        return 'memtables flushed and due compactions run on every LTC';
+      },
+      report: async () => {
+        const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; stallMs: number }>;
+        return rows.map((r) => `range ${r.range}: ${r.flushes} flushes, ${r.compactions} compactions; ${r.tablesToStocs} SSTables to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
+          `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms)`).join('; ');
+      },
+      close: async () => {
+        client.close();
+        if (!c.coordinator) await down(dir);
+      },
     };
   },
 };
@@ -219,12 +280,9 @@ const lmdb: EngineAdapter = {
   },
 };
 
-export const ENGINES: readonly EngineAdapter[] = [novaEmbedded, leveldb, rocksdb6, rocksdb9, lmdb];
+export const ENGINES: readonly EngineAdapter[] = [nova, novaEmbedded, leveldb, rocksdb6, rocksdb9, lmdb];
 
 export function engineByName(name: string): EngineAdapter {
-  if (name === 'nova') {
-    throw new Error('engine "nova" (the cluster client) is not implemented yet: it arrives with the cluster issue; use nova-embedded');
-  }
   const e = ENGINES.find((x) => x.name === name);
   if (!e) throw new Error(`unknown engine "${name}": use one of ${ENGINES.map((x) => x.name).join(', ')}`);
   return e;

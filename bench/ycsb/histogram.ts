@@ -44,6 +44,18 @@ export class Histogram {
   }
 
   /** Non-empty buckets as [upper bound µs, count], for plotting the distribution. */
+  /** A histogram from `buckets()` output (another process's), with `mean` and `max` given. */
+  static fromBuckets(buckets: Array<[number, number]>, sum: number, max: number): Histogram {
+    const h = new Histogram();
+    for (const [upper, count] of buckets) {
+      h.counts[bucketOf(upper)] += count;
+      h.total += count;
+    }
+    h.sum = sum;
+    h.max = max;
+    return h;
+  }
+
   buckets(): Array<[number, number]> {
     const out: Array<[number, number]> = [];
     for (let i = 0; i < BUCKETS; i++) if (this.counts[i] > 0) out.push([upperOf(i), this.counts[i]]);

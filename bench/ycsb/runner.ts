@@ -33,6 +33,8 @@ export interface RunSettings {
 export interface RunSpec extends RunSettings {
   workload: Workload;
   dist: Distribution;
+  /** Read the store's files before the run (default); extra client processes skip it. */
+  warm?: boolean;
 }
 
 export interface LatencyStats {
@@ -67,6 +69,8 @@ export interface RunResult {
   errorSamples: string[];
   verify?: VerifyCounts & { errors: number; samples: string[] };
   warmedBytes: number;
+  /** Client processes that ran it together (mergeRuns); absent means one. */
+  clients?: number;
 }
 
 export interface LoadResult {
@@ -142,7 +146,7 @@ export function warmPageCache(dir: string): number {
 
 /** Runs one workload against a loaded target. */
 export async function run(t: Target, spec: RunSpec, progress?: Progress, timelineMs = 1000): Promise<RunResult> {
-  const warmedBytes = warmPageCache(t.dir);
+  const warmedBytes = spec.warm === false ? 0 : warmPageCache(t.dir);
   t.keys.resetCounts(); // each run reports its own verify counts
   const r = new Random(spec.seed);
   const ops = new OpChooser(spec.workload.mix, r);
@@ -265,6 +269,40 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   const v = verifyOut ? `, verify: ${verifyOut.errors} errors in ${verifyOut.reads.toLocaleString('en-US')} values` : '';
   progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}`, true);
   return result;
+}
+
+/**
+ * One result from the results of several client processes that ran the same spec at the
+ * same time: operations and throughputs add up, latencies come from the merged histograms.
+ */
+export function mergeRuns(rs: RunResult[]): RunResult {
+  if (rs.length === 1) return rs[0];
+  const latency: RunResult['latency'] = {};
+  const histograms: RunResult['histograms'] = {};
+  for (const k of OP_KINDS) {
+    const parts = rs.filter((r) => r.latency[k] && r.histograms[k]);
+    if (parts.length === 0) continue;
+    const h = new Histogram();
+    for (const r of parts) {
+      const l = r.latency[k]!;
+      h.merge(Histogram.fromBuckets(r.histograms[k]!, l.meanUs * l.ops, l.maxUs));
+    }
+    latency[k] = { ops: h.total, meanUs: h.mean, p50Us: h.percentile(0.5), p99Us: h.percentile(0.99), p999Us: h.percentile(0.999), maxUs: h.max };
+    histograms[k] = h.buckets();
+  }
+  const points = Math.max(...rs.map((r) => r.timeline.length));
+  const ops = rs.reduce((n, r) => n + r.ops, 0);
+  const seconds = Math.max(...rs.map((r) => r.seconds));
+  return {
+    ...rs[0],
+    concurrency: rs.reduce((n, r) => n + r.concurrency, 0),
+    ops, seconds, opsPerSec: rs.reduce((n, r) => n + r.opsPerSec, 0),
+    latency, histograms,
+    timeline: Array.from({ length: points }, (_, i) => rs.reduce((n, r) => n + (r.timeline[i] ?? 0), 0)),
+    errors: rs.reduce((n, r) => n + r.errors, 0),
+    errorSamples: rs.flatMap((r) => r.errorSamples).slice(0, 10),
+    clients: rs.length,
+  };
 }
 
 async function finalPass(t: Target, valueSize: number): Promise<void> {

@@ -10,9 +10,10 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { engineByName, type KvStore } from './engines.js';
+import { engineByName, type ClusterBenchOptions, type KvStore } from './engines.js';
+import { coordinatorOf } from '../../src/client/nova-client.js';
 import type { Distribution } from './generators.js';
-import { load, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
+import { load, mergeRuns, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
 import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js';
 import { KeySpace } from './verifier.js';
 import { checkValueSize } from './values.js';
@@ -33,6 +34,10 @@ export interface SessionOptions extends RunSettings {
   progress?: Progress;
   /** Tests wrap stores to inject faults. */
   wrap?: (engine: string, store: KvStore) => KvStore;
+  /** The `nova` engine's cluster. */
+  cluster?: ClusterBenchOptions;
+  /** Client processes per engine (only `nova` can be shared by several). */
+  clients?: number;
 }
 
 export interface SessionResult {
@@ -51,12 +56,22 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     const why = await a.available();
     if (why) throw new Error(`engine ${a.name} is not available: ${why}`);
   }
+  const clients = o.clients ?? 1;
+  if (clients > 1) {
+    const local = o.engines.filter((e) => e !== 'nova');
+    if (local.length > 0) {
+      throw new Error(`--clients ${clients}: ${local.join(', ')} run inside one process and cannot be shared with other client processes; only the cluster engine "nova" can. Raise --concurrency instead, or run them separately.`);
+    }
+    if (o.verify) throw new Error(`--verify needs --clients 1: a client can judge staleness only against the writes it saw acknowledged, and with ${clients} clients the others' writes are invisible to it`);
+    if (o.wrap) throw new Error('wrapped stores run in-process: --clients must be 1');
+  }
   const parent = o.dir ?? tmpdir();
   mkdirSync(parent, { recursive: true });
   const root = mkdtempSync(join(parent, 'nova-bench-'));
   const handles: EngineHandle[] = [];
   const loads: Record<string, LoadResult> = {};
   const runs: RunResult[] = [];
+  const reports: string[] = [];
   try {
     for (const a of adapters) {
       const dir = join(root, a.name);
@@ -64,6 +79,7 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
       const h = o.wrap ? await inProcess(a.name, dir, o) : await inChild(a.name, dir, o);
       handles.push(h);
       loads[a.name] = await h.load();
+      if (clients > 1) handles[handles.length - 1] = await several(h, a.name, dir, clients, o);
     }
     let seed = o.seed;
     for (let round = 0; round < o.rounds; round++) {
@@ -74,6 +90,10 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
           for (const h of handles) runs.push(await h.run({ ...settings, workload: w, dist, seed }));
         }
       }
+    }
+    for (let i = 0; i < handles.length; i++) {
+      const r = await handles[i].report();
+      if (r) reports.push(`${adapters[i].name} reports: ${r}.`);
     }
   } finally {
     for (const h of handles) await h.close().catch(() => undefined);
@@ -90,7 +110,8 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
       `Each engine in its own fresh directory under ${o.keep ? root : parent}; loaded once (${o.records.toLocaleString('en-US')} records of ${o.valueSize} B, batches of 1,000), then settled (${Object.entries(loads).map(([e, l]) => `${e}: ${l.settled}`).join('; ')}).`,
       'Before each run the engine\'s files are read once, so each starts with its data in the page cache.',
       `Cells run with the engines interleaved (${o.engines.join(', ')}), ${o.rounds} round(s); keys inserted by a cell remain for the next.`,
-      `Each engine runs in a process of its own, with the client in it: ${o.concurrency} requests outstanding; writes ${o.sync ? 'synced (fdatasync before the ack)' : 'not synced (durable against a process crash, not a power loss)'}.`,
+      `${clients > 1 ? `${clients} client processes per engine, each with` : 'Each engine runs in a process of its own, with the client in it:'} ${o.concurrency} requests outstanding; writes ${o.sync ? 'synced (fdatasync before the ack)' : 'not synced (durable against a process crash, not a power loss)'}.`,
+      ...reports,
     ],
   };
 }
@@ -99,18 +120,58 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
 interface EngineHandle {
   load(): Promise<LoadResult>;
   run(spec: RunSpec): Promise<RunResult>;
+  /** What the store says about itself ('' if nothing). */
+  report(): Promise<string>;
   close(): Promise<void>;
 }
 
 async function inProcess(engine: string, dir: string, o: SessionOptions): Promise<EngineHandle> {
-  const opened = await engineByName(engine).open(dir, { sync: o.sync });
+  const opened = await engineByName(engine).open(dir, { sync: o.sync, records: o.records, cluster: o.cluster });
   const store = o.wrap ? o.wrap(engine, opened) : opened;
   const t: Target = { engine, dir, store, sync: o.sync, keys: new KeySpace(o.records), records: o.records };
   return {
     load: () => load(t, o.valueSize, o.verify, 1000, o.progress),
     run: (spec) => run(t, spec, o.progress),
+    report: async () => (await store.report?.()) ?? '',
     close: () => store.close(),
   };
+}
+
+/**
+ * `clients` processes driving one cluster: `main` loaded it; the others join it by its
+ * coordinator, adopt the loaded key space, and run each spec at the same time with seeds of
+ * their own. Their results merge into one (runner.ts mergeRuns).
+ */
+async function several(main: EngineHandle, engine: string, dir: string, clients: number, o: SessionOptions): Promise<EngineHandle> {
+  const joined = { ...o, cluster: { ...o.cluster, coordinator: o.cluster?.coordinator ?? coordinatorOf(dir) } };
+  const extras: ChildHandle[] = [];
+  try {
+    for (let i = 1; i < clients; i++) {
+      const e = await inChild(engine, dir, joined);
+      extras.push(e);
+      await e.adopt();
+    }
+  } catch (err) {
+    for (const e of extras) await e.close().catch(() => undefined);
+    throw err;
+  }
+  return {
+    load: main.load,
+    run: async (spec) => mergeRuns(await Promise.all([
+      main.run(spec),
+      ...extras.map((e, i) => e.run({ ...spec, seed: spec.seed + 7919 * (i + 1), warm: false })),
+    ])),
+    report: main.report,
+    close: async () => {
+      for (const e of extras) await e.close().catch(() => undefined);
+      await main.close();
+    },
+  };
+}
+
+interface ChildHandle extends EngineHandle {
+  /** Marks the records as loaded (another process loaded them). */
+  adopt(): Promise<void>;
 }
 
 // Run from the TypeScript sources (the tests), the worker is still the built one in dist/.
@@ -120,7 +181,7 @@ const WORKER = HERE.includes(`${sep}dist${sep}`)
   : join(dirname(HERE), '..', '..', 'dist', 'bench', 'ycsb', 'engine-worker.js');
 
 /** The engine in a child process (engine-worker.ts); its death fails what is pending. */
-async function inChild(engine: string, dir: string, o: SessionOptions): Promise<EngineHandle> {
+async function inChild(engine: string, dir: string, o: SessionOptions): Promise<ChildHandle> {
   const child = fork(WORKER, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   let nextId = 1;
@@ -159,11 +220,13 @@ async function inChild(engine: string, dir: string, o: SessionOptions): Promise<
       child.send({ ...req, id } as WorkerRequest);
     });
   };
-  await call({ op: 'open', engine, dir, sync: o.sync, records: o.records, valueSize: o.valueSize, verify: o.verify }, 60_000);
+  await call({ op: 'open', engine, dir, sync: o.sync, records: o.records, valueSize: o.valueSize, verify: o.verify, cluster: o.cluster }, 120_000);
   const runDeadline = (spec: RunSpec): number => 300_000 + (spec.operations ?? 0) * 10 + spec.duration * 3000 + o.records * (o.verify ? 2 : 0);
   return {
     load: () => call<LoadResult>({ op: 'load' }, 120_000 + o.records * 2),
+    adopt: () => call<void>({ op: 'adopt' }, 10_000),
     run: (spec) => call<RunResult>({ op: 'run', spec }, runDeadline(spec)),
+    report: () => call<string>({ op: 'report' }, 60_000),
     close: async () => {
       if (dead) return;
       const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

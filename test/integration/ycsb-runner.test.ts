@@ -92,6 +92,37 @@ describe('nova bench adapters', () => {
   });
 });
 
+describe('nova bench sessions', () => {
+  it('runs several client processes against one cluster and merges their figures', async () => {
+    const r = await runSession(options({ engines: ['nova'], clients: 2, verify: false, records: 500, operations: 1000 }));
+    const run = r.runs[0];
+    expect(run.clients).toBe(2);
+    expect(run.ops).toBe(2000);
+    expect(run.errors, run.errorSamples.join('; ')).toBe(0);
+    expect(run.latency.read!.ops + run.latency.update!.ops).toBe(2000);
+    expect(r.notes.join(' ')).toMatch(/2 client processes per engine/);
+  });
+
+  it('fails at once, saying so, when an engine\'s process dies mid-run', async () => {
+    const session = runSession(options({ operations: undefined, duration: 60, verify: false }));
+    // Find the engine worker (a child of this process) once it runs, and kill it.
+    let killed = false;
+    for (let i = 0; i < 200 && !killed; i++) {
+      await new Promise((res) => setTimeout(res, 50));
+      const ps = spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' }).stdout;
+      const line = ps.split('\n').find((l) => l.includes('engine-worker'));
+      if (line) {
+        process.kill(Number(line.trim().split(/\s+/)[0]), 'SIGKILL');
+        killed = true;
+      }
+    }
+    expect(killed).toBe(true);
+    const started = Date.now();
+    await expect(session).rejects.toThrow(/nova-embedded: its process exited \(signal SIGKILL\) with requests pending/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});
+
 describe('nova bench run', () => {
   const nova = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin', 'nova.js'), ...args], { encoding: 'utf8', timeout: 60_000 });
 
@@ -117,11 +148,11 @@ describe('nova bench run', () => {
   });
 
   it('says what is wrong with a bad engine, workload or distribution', () => {
-    expect(nova('bench', 'run', '--engine', 'nope').stderr).toMatch(/unknown engine "nope": use one of nova-embedded, leveldb/);
-    expect(nova('bench', 'run', '--engine', 'nova').stderr).toMatch(/not implemented yet/);
+    expect(nova('bench', 'run', '--engine', 'nope').stderr).toMatch(/unknown engine "nope": use one of nova, nova-embedded, leveldb/);
     expect(nova('bench', 'run', '--workload', 'Z').stderr).toMatch(/unknown workload "Z"/);
     expect(nova('bench', 'run', '--dist', 'pareto').stderr).toMatch(/unknown distribution "pareto"/);
     expect(nova('bench', 'run', '--value-size', '8', '--records', '10').stderr).toMatch(/value size 8/);
-    expect(nova('bench', 'run', '--clients', '4').stderr).toMatch(/--clients 4: nova-embedded run inside this process/);
+    expect(nova('bench', 'run', '--clients', '4').stderr).toMatch(/--clients 4: nova-embedded run inside one process/);
+    expect(nova('bench', 'run', '--engine', 'nova', '--clients', '2', '--verify').stderr).toMatch(/--verify needs --clients 1/);
   });
 });
