@@ -43,6 +43,9 @@ import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } f
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
 import { LEVELS, compactionEntries, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 
+/** Commit rounds whose log appends may be in flight at once (commitRound). */
+const PIPELINE_DEPTH = 4;
+
 export interface EngineOptions {
   /** Retire a memtable once it holds this many bytes (τ). */
   memtableBytes?: number;
@@ -162,6 +165,9 @@ export class Engine {
   private stopping = false;
   private unlock: () => void = () => undefined;
   private memtableLimit = 2; // δ, raised if the MANIFEST holds more Dranges (recover)
+  private assigned = 0; // the last sequence number given to a round (applied or in flight)
+  private applied: Promise<void> = Promise.resolve(); // the newest round's apply step
+  private readonly inFlight = { rounds: 0, bytes: 0 }; // rounds appended, not yet applied
 
   private constructor(private readonly dir: string, options: EngineOptions) {
     const active = options.activeMemtables ?? 1;
@@ -317,6 +323,7 @@ export class Engine {
       await chain;
       if (chain === this.writeChain && this.queued.length === 0) break;
     }
+    await this.applied;
     this.stopping = true;
     await this.background;
     await this.manifestChain;
@@ -336,6 +343,7 @@ export class Engine {
   flush(): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
     const run = this.writeChain.then(async () => {
+      await this.applied; // no round may still be applied to a memtable retired here
       if (this.failed) throw this.failed;
       for (let d = 0; d < this.memtables.dranges; d++) {
         if (this.memtables.active(d).entries > 0) await this.retire(d, false);
@@ -370,8 +378,21 @@ export class Engine {
 
   // ---- write path ----
 
-  /** Commits every queued write: append all records, sync the logs if any asked, apply. */
+  /**
+   * Commits every queued write: append all records, sync the logs if any asked, apply.
+   *
+   * Rounds are pipelined: a round's appends start while up to PIPELINE_DEPTH earlier rounds
+   * still wait for theirs (a remote log costs a round trip; waiting for each in turn would cap
+   * writes at one group per round trip). Sequence numbers and appends go out in round order
+   * (appends to one log are applied in call order), and rounds are applied to memtables and
+   * acknowledged strictly in that order. Before a memtable may need switching the pipeline
+   * drains, so a memtable never retires with a round still to be applied to it.
+   */
   private async commitRound(): Promise<void> {
+    if (this.inFlight.rounds > 0 && (this.flushNeedsActives || this.inFlight.rounds >= PIPELINE_DEPTH ||
+        this.memtables.fullDrange(this.options.memtableBytes - this.inFlight.bytes) >= 0)) {
+      await this.applied;
+    }
     try {
       if (this.failed) throw this.failed;
       await this.makeRoom();
@@ -384,12 +405,16 @@ export class Engine {
     // round from overfilling a memtable (LevelDB caps its groups at 1 MiB for the same reason).
     const cap = Math.min(1 << 20, this.options.memtableBytes >> 2);
     let n = 0;
-    for (let bytes = 0; n < this.queued.length && (n === 0 || bytes < cap); n++) bytes += this.queued[n].batch.byteSize;
+    let bytes = 0;
+    for (; n < this.queued.length && (n === 0 || bytes < cap); n++) bytes += this.queued[n].batch.byteSize;
     const group = this.queued.splice(0, n);
     if (this.queued.length === 0) this.roundScheduled = false;
     else this.writeChain = this.writeChain.then(() => this.commitRound()).catch(() => undefined);
-    let next = this.lastSequence + 1;
-    const applied: Array<{ batch: WriteBatch; first: number; home: Memtable }> = [];
+    if (this.inFlight.rounds === 0) this.assigned = this.lastSequence;
+    const first = this.assigned + 1;
+    let next = first;
+    const toApply: Array<{ batch: WriteBatch; first: number; home: Memtable }> = [];
+    let appended: Promise<unknown>;
     try {
       // One append per log for the whole group: a remote log (LogC) then costs one round
       // trip per group, not one per write.
@@ -403,37 +428,54 @@ export class Engine {
         let records = perLog.get(log);
         if (!records) perLog.set(log, records = []);
         records.push(w.batch.encode(home.id, next));
-        applied.push({ batch: w.batch, first: next, home });
+        toApply.push({ batch: w.batch, first: next, home });
         next += w.batch.count;
       }
       const sync = group.some((w) => w.sync);
-      await Promise.all([...perLog].map(([log, records]) => log.append(records, sync)));
+      appended = Promise.all([...perLog].map(([log, records]) => log.append(records, sync)));
       if (sync) this.counts.syncs += perLog.size;
     } catch (err) {
-      // Some records may be in a log: refuse further writes rather than guess.
-      const failure = this.fail('log append', err);
-      for (const w of group) w.reject(failure);
-      return;
+      appended = Promise.reject(err);
     }
-    try {
-      for (const { batch, first, home } of applied) {
-        let seq = first;
-        batch.forEach((type, key, value) => {
-          const m = this.memtables.active(this.memtables.drangeOf(key));
-          m.add(seq++, type, key, value);
-          if (m !== home) this.memtables.link(home, m);
-        });
+    this.assigned = next - 1;
+    this.inFlight.rounds++;
+    this.inFlight.bytes += bytes;
+    const previous = this.applied;
+    this.applied = (async () => {
+      let appendError: unknown;
+      try {
+        await appended;
+      } catch (err) {
+        appendError = err;
       }
-    } catch (err) {
-      // The records are in the log but not all in memtables: only a reopen can tell.
-      const failure = this.fail('memtable insert', err);
-      for (const w of group) w.reject(failure);
-      return;
-    }
-    this.lastSequence = next - 1;
-    this.counts.writes += group.length;
-    this.counts.rounds++;
-    for (const w of group) w.resolve();
+      await previous; // rounds apply in order
+      this.inFlight.rounds--;
+      this.inFlight.bytes -= bytes;
+      // Some records may be in a log: refuse further writes rather than guess.
+      if (appendError !== undefined) return this.rejectGroup(group, this.fail('log append', appendError));
+      if (this.failed) return this.rejectGroup(group, this.failed); // an earlier round failed
+      try {
+        for (const { batch, first: seq0, home } of toApply) {
+          let seq = seq0;
+          batch.forEach((type, key, value) => {
+            const m = this.memtables.active(this.memtables.drangeOf(key));
+            m.add(seq++, type, key, value);
+            if (m !== home) this.memtables.link(home, m);
+          });
+        }
+      } catch (err) {
+        // The records are in the log but not all in memtables: only a reopen can tell.
+        return this.rejectGroup(group, this.fail('memtable insert', err));
+      }
+      this.lastSequence = next - 1;
+      this.counts.writes += group.length;
+      this.counts.rounds++;
+      for (const w of group) w.resolve();
+    })();
+  }
+
+  private rejectGroup(group: PendingWrite[], err: Error): void {
+    for (const w of group) w.reject(err);
   }
 
   private rejectQueued(err: Error): void {

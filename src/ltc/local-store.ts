@@ -40,7 +40,7 @@ export interface LogWriter {
   /**
    * Appends records, in order; resolves once they reached the log's store (a process crash
    * cannot lose them). With `sync`, only once they, and all before them, are durable.
-   * Calls must not overlap: the next append starts after this one settled.
+   * Calls may overlap (the engine pipelines commit rounds); they apply in call order.
    */
   append(records: readonly Buffer[], sync: boolean): Promise<void>;
   close(): Promise<void>;
