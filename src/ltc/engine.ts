@@ -41,7 +41,9 @@ import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
 import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
-import { LEVELS, compactionEntries, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
+import { LEVELS, pickCompaction, type CompactionJob } from './compaction.js';
+import { mergeTables, type MergeJob } from './merge.js';
+import { mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
 
 /** Commit rounds whose log appends may be in flight at once (commitRound). */
 const PIPELINE_DEPTH = 4;
@@ -72,6 +74,11 @@ export interface EngineOptions {
   env?: EngineEnv;
   /** Called with warnings such as a truncated torn log tail. */
   onWarning?: (message: string) => void;
+  /**
+   * Run compaction merges on a worker thread (default: yes, when the built worker exists), so
+   * a merge never blocks reads and writes on this thread.
+   */
+  mergeInWorker?: boolean;
 }
 
 export interface EngineEnv {
@@ -183,6 +190,7 @@ export class Engine {
       l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
+      mergeInWorker: options.mergeInWorker ?? mergeWorkerAvailable(),
     };
     const o = this.options;
     if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
@@ -664,43 +672,30 @@ export class Engine {
     return { meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) };
   }
 
-  /** Merges the job's tables into level + 1, cutting outputs at the table size between user keys. */
+  /**
+   * Merges the job's tables into level + 1, cutting outputs at the table size between user
+   * keys (merge.ts), on the merge worker thread unless `mergeInWorker` is off. Each output is
+   * stored as soon as it is cut.
+   */
   private async runCompaction(job: CompactionJob): Promise<void> {
     const out = job.level + 1;
     const inputs = [...job.inputs, ...job.overlapping];
-    const readers = inputs.map((m) => this.tableFor(m.file));
     let smallestSnapshot = this.lastSequence;
     for (const seq of this.liveSnapshots.keys()) if (seq < smallestSnapshot) smallestSnapshot = seq;
-    const deeper = this.levels.slice(out + 1).flat().map((t) => t.meta);
-    const added: LiveTable[] = [];
-    let builder: TableBuilder | undefined;
-    let lastUser: Buffer | undefined;
-    const finishOutput = async (): Promise<void> => {
-      if (!builder) return;
-      const built = builder.finish();
-      builder = undefined;
-      const file = this.nextFile++;
-      const fragments = await this.store.writeTable(file, built.bytes);
-      const meta: TableMeta = { level: out, file, size: built.bytes.length, entries: built.entries, smallest: built.smallest!, largest: built.largest!, fragments };
-      added.push({ meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) });
-    };
-    // Streams: each output table is written as soon as it is cut.
-    const entries = compactionEntries(new MergingIterator(readers.map((r) => r.iterator())), {
+    const merge: MergeJob = {
+      tables: inputs.map((m) => this.tableFor(m.file).bytes),
+      names: inputs.map((m) => this.tableFor(m.file).name),
       smallestSnapshot,
-      isBottomFor: (user) => {
-        const k = makeInternalKey(user, 0, ValueType.Delete);
-        return overlapping(deeper, k, k).length === 0;
-      },
-    });
-    for (const [k, v] of entries) {
-      const userLen = k.length - TRAILER_BYTES;
-      const newUser = !lastUser || compareBytes(lastUser, 0, lastUser.length, k, 0, userLen) !== 0;
-      if (builder && newUser && builder.estimatedSize >= this.options.memtableBytes) await finishOutput();
-      builder ??= new TableBuilder({ expectedSize: this.options.memtableBytes + 64 * 1024 });
-      builder.add(k, v);
-      if (newUser) lastUser = Buffer.from(k.subarray(0, userLen));
+      deeper: this.levels.slice(out + 1).flat().map((t) => ({ smallest: t.meta.smallest, largest: t.meta.largest })),
+      targetBytes: this.options.memtableBytes,
+    };
+    const added: LiveTable[] = [];
+    for await (const t of this.options.mergeInWorker ? mergeOnWorker(merge) : mergeTables(merge)) {
+      const file = this.nextFile++;
+      const fragments = await this.store.writeTable(file, t.bytes);
+      const meta: TableMeta = { level: out, file, size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest, fragments };
+      added.push({ meta, reader: new TableReader(t.bytes, join(this.dir, tableName(file))) });
     }
-    await finishOutput();
     const edit = emptyEdit();
     for (const m of job.inputs) edit.removed.push({ level: job.level, file: m.file });
     for (const m of job.overlapping) edit.removed.push({ level: out, file: m.file });

@@ -26,7 +26,7 @@ export class TableReader {
   private readonly indexHandles: Buffer[] = [];
   private readonly indexAbbr: Float64Array;
 
-  constructor(private readonly bytes: Buffer, readonly name: string) {
+  constructor(readonly bytes: Buffer, readonly name: string) {
     this.footer = readFooter(bytes, name);
     this.index = new Block(readBlock(bytes, this.footer.index, name, 'index'), `${name} index block`);
     this.filter = readBlock(bytes, this.footer.filter, name, 'filter');

@@ -1,0 +1,66 @@
+/**
+ * A compaction's merge as a pure function of bytes: input tables in, output tables out, cut at
+ * the target size between user keys. The engine runs it on a worker thread (merge-pool.ts) so
+ * that a merge never blocks the event loop that serves reads and writes; the same function
+ * runs in-thread when no worker is available. A StoC running offloaded compactions would run
+ * this same function.
+ */
+import { TRAILER_BYTES, ValueType, compareBytes, makeInternalKey } from '../common/internal-key.js';
+import { MergingIterator } from '../sstable/merging-iterator.js';
+import { TableBuilder } from '../sstable/table-builder.js';
+import { TableReader } from '../sstable/table-reader.js';
+import { compactionEntries, overlapping } from './compaction.js';
+import type { TableMeta } from './version-edit.js';
+
+export interface MergeJob {
+  /** Input tables' bytes (any order: the merge orders by internal key), and names for errors. */
+  tables: Uint8Array[];
+  names: string[];
+  /** Versions above this sequence are kept as they are (compaction.ts MergeRule). */
+  smallestSnapshot: number;
+  /** Key ranges of the tables in levels deeper than the output: a tombstone may go only where none overlaps. */
+  deeper: Array<{ smallest: Uint8Array; largest: Uint8Array }>;
+  /** Cut an output once it reaches this many bytes, at the next user key. */
+  targetBytes: number;
+}
+
+export interface MergedTable {
+  bytes: Buffer;
+  entries: number;
+  smallest: Buffer;
+  largest: Buffer;
+}
+
+const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
+/** Yields each output table as soon as it is cut (so a caller can store it while the merge goes on). */
+export function* mergeTables(job: MergeJob): Generator<MergedTable> {
+  const readers = job.tables.map((t, i) => new TableReader(asBuffer(t), job.names[i]));
+  const deeper = job.deeper.map((d) => ({ smallest: asBuffer(d.smallest), largest: asBuffer(d.largest) }) as TableMeta);
+  const entries = compactionEntries(new MergingIterator(readers.map((r) => r.iterator())), {
+    smallestSnapshot: job.smallestSnapshot,
+    isBottomFor: (user) => {
+      const k = makeInternalKey(user, 0, ValueType.Delete);
+      return overlapping(deeper, k, k).length === 0;
+    },
+  });
+  let builder: TableBuilder | undefined;
+  let lastUser: Buffer | undefined;
+  for (const [k, v] of entries) {
+    const userLen = k.length - TRAILER_BYTES;
+    const newUser = !lastUser || compareBytes(lastUser, 0, lastUser.length, k, 0, userLen) !== 0;
+    if (builder && newUser && builder.estimatedSize >= job.targetBytes) {
+      yield finish(builder);
+      builder = undefined;
+    }
+    builder ??= new TableBuilder({ expectedSize: job.targetBytes + 64 * 1024 });
+    builder.add(k, v);
+    if (newUser) lastUser = Buffer.from(k.subarray(0, userLen));
+  }
+  if (builder) yield finish(builder);
+}
+
+function finish(builder: TableBuilder): MergedTable {
+  const built = builder.finish();
+  return { bytes: built.bytes, entries: built.entries, smallest: built.smallest!, largest: built.largest! };
+}
