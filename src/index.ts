@@ -1,6 +1,8 @@
 /**
  * Nova's public API. Everything not exported here is internal and may change.
  */
+// The client of a Nova cluster: what applications use.
+export { NovaClient, ClientBatch, coordinatorOf, type NovaClientOptions, type ScanOptions as ClientScanOptions } from './client/nova-client.js';
 export { NovaError, RemoteError, type ErrorCode } from './common/errors.js';
 export {
   Fabric, MemoryRegion, Endpoint, RemoteRegion,
@@ -9,8 +11,7 @@ export {
 export { RemoteKey } from './transport/remote-key.js';
 export { Rpc, RPC_REQUEST, RPC_RESPONSE, type RpcHandler, type CallOptions } from './transport/rpc.js';
 
-// The embedded engine for one range (issue 3, in progress: compaction and recovery work;
-// several active memtables, group commit and the Drange machinery come later).
+// The embedded engine for one range (what each LTC runs per range; usable on its own).
 export {
   Engine, EngineIterator, localEnv,
   type EngineOptions, type EngineEnv, type EngineStats, type ReadOptions, type ScanOptions, type Snapshot,
