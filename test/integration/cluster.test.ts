@@ -4,7 +4,7 @@
  * under a workload, whole-cluster restarts, and malformed client input.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
@@ -150,7 +150,10 @@ describe('nova cluster', () => {
     await expect(raw.call('get', [id - 1, key(1)])).rejects.toMatchObject({ code: 'STALE_CONFIG' });
     await expect(raw.call('write', [id, 'nope'])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     raw.close();
-    // Everyone else is served, and nothing was lost.
+    // Everyone else is served, and nothing was lost; the LTC logged why it closed connections.
     expect(await missing(c, Array.from({ length: 200 }, (_, i) => i))).toEqual([]);
+    const log = readFileSync(join(cluster.dir, 'logs', 'ltc-1.log'), 'utf8');
+    expect(log).toMatch(/closing connection: .*bad frame header/);
+    expect(log).toMatch(/closing connection: .*not a batch of requests/);
   });
 });
