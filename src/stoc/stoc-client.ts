@@ -10,6 +10,10 @@
  *                 before it answers; copy them out.
  * Larger transfers are split into slot-sized parts, in flight together.
  *
+ * In-memory files (MemoryFile): the StoC hands out its regions' keys; the client imports them
+ * and moves bytes itself through a staging slot: copy in + WRITE (append), READ + copy out.
+ * No RPC, and no StoC CPU, per transfer; RPCs only to create, extend, list and remove.
+ *
  * Contracts:
  *  - Every method has a deadline (CallOptions.timeoutMs, default the connect timeout, 10 s)
  *    and fails with a NovaError whose message names the StoC and the file.
@@ -19,6 +23,9 @@
  *  - A slot whose request got no answer by its deadline is retired (the StoC may still use
  *    it); when all are retired, calls fail with UNAVAILABLE and the caller should reconnect.
  *  - Reads of bytes the StoC does not have (missing file, past the end) fail with CORRUPTION.
+ *  - A memory write's parts are written one after another, in order, so a write that fails
+ *    part-way leaves a prefix of its bytes, never a hole (logs rely on this: see
+ *    memory-log-store.ts). One-sided transfers have the call's deadline too.
  *  - Not thread-safe: use it from the thread that owns the Fabric.
  */
 import { constants as bufferConstants } from 'node:buffer';
@@ -28,7 +35,7 @@ import type { CallOptions, Rpc } from '../transport/rpc.js';
 import { SlotPool } from './slot-pool.js';
 import {
   Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint,
-  type HelloReply, type StocLoad,
+  type HelloReply, type MemoryFileReply, type StocLoad,
 } from './stoc-protocol.js';
 
 export interface StocClientOptions {
@@ -54,6 +61,48 @@ interface PartState {
 }
 
 type Part = (slotOffset: number, at: number, length: number, state: PartState) => Promise<void>;
+
+/**
+ * One StoC in-memory file as this client sees it: the regions it imported so far, in file
+ * order. The file is the concatenation of its regions; bytes never written read as zeros.
+ * Valid while its StocClient is; close it to drop the imported keys.
+ */
+export class MemoryFile {
+  /** @internal Imported regions, grown by StocClient as writes reach past them. */
+  readonly regions: RemoteRegion[] = [];
+  /** @internal An mextend in flight, so concurrent writes ask for each region once. */
+  extending: Promise<void> | undefined;
+  private closed = false;
+
+  /** @internal */
+  constructor(private readonly client: StocClient, readonly name: string, readonly regionBytes: number) {}
+
+  /** Bytes allocated to the file as far as this handle knows. */
+  get length(): number {
+    return this.regions.length * this.regionBytes;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Writes `bytes` at `offset`, extending the file by whole regions as needed. */
+  write(offset: number, bytes: Uint8Array, options?: CallOptions): Promise<void> {
+    return this.client.writeMemory(this, offset, bytes, options);
+  }
+
+  /** The `length` bytes at `offset`, which must lie within the regions this handle knows. */
+  read(offset: number, length: number, options?: CallOptions): Promise<Buffer> {
+    return this.client.readMemory(this, offset, length, options);
+  }
+
+  /** Drops the imported keys (the StoC keeps the file). Idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const r of this.regions) r.drop();
+  }
+}
 
 export class StocClient {
   private closed = false;
@@ -158,6 +207,19 @@ export class StocClient {
     }
   }
 
+  /** The size of `name`, or undefined if it does not exist. */
+  async size(name: string, options?: CallOptions): Promise<number | undefined> {
+    const op = this.begin(`stat of ${String(name)}`, options);
+    try {
+      checkName(name);
+      this.usable();
+      const reply = await this.call(op, Method.stat, { file: name });
+      return reply === null || reply === undefined ? undefined : checkUint('size in the StoC reply', reply);
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
+
   /** The whole of `name`, or undefined if it does not exist. */
   async readAll(name: string, options?: CallOptions): Promise<Buffer | undefined> {
     const op = this.begin(`read of all of ${String(name)}`, options);
@@ -180,12 +242,7 @@ export class StocClient {
     try {
       checkPrefix(prefix);
       this.usable();
-      const reply = await this.call(op, Method.list, { prefix });
-      if (!Array.isArray(reply)) throw new NovaError('CORRUPTION', 'the StoC answered list with a non-array');
-      return reply.map((e: unknown) => {
-        if (!Array.isArray(e) || typeof e[0] !== 'string') throw new NovaError('CORRUPTION', 'malformed list entry from the StoC');
-        return { name: e[0], size: checkUint('size in the StoC reply', e[1]) };
-      });
+      return parseList(await this.call(op, Method.list, { prefix }));
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
     }
@@ -199,6 +256,129 @@ export class StocClient {
   /** fdatasyncs `name` (group-committed with other syncs of it at the StoC). */
   async sync(name: string, options?: CallOptions): Promise<void> {
     await this.simple(`sync of ${String(name)}`, Method.sync, name, options);
+  }
+
+  // ---- in-memory files ----
+
+  /**
+   * Creates in-memory file `name` with one zeroed region of `regionBytes` (replacing a file
+   * of that name) and imports it. BUSY when the StoC is at its memory limit.
+   */
+  async createMemory(name: string, regionBytes: number, options?: CallOptions): Promise<MemoryFile> {
+    const op = this.begin(`create of memory file ${String(name)}`, options);
+    try {
+      checkName(name);
+      checkUint('regionBytes', regionBytes);
+      this.usable();
+      return this.importMemory(name, parseMemoryReply(await this.call(op, Method.mcreate, { file: name, regionBytes })));
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
+
+  /** In-memory file `name` with all its regions imported, or undefined if the StoC has none. */
+  async openMemory(name: string, options?: CallOptions): Promise<MemoryFile | undefined> {
+    const op = this.begin(`open of memory file ${String(name)}`, options);
+    try {
+      checkName(name);
+      this.usable();
+      const reply = await this.call(op, Method.mget, { file: name });
+      return reply === null || reply === undefined ? undefined : this.importMemory(name, parseMemoryReply(reply));
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
+
+  /** Every allocated byte of in-memory file `name` (zeros past what was written), or undefined. */
+  async readMemoryAll(name: string, options?: CallOptions): Promise<Buffer | undefined> {
+    const deadline = Date.now() + (options?.timeoutMs ?? this.timeoutMs);
+    const file = await this.openMemory(name, options);
+    if (!file) return undefined;
+    try {
+      return await file.read(0, file.length, { timeoutMs: left(deadline) });
+    } finally {
+      file.close();
+    }
+  }
+
+  /** In-memory files whose names start with `prefix`, in name order, with the bytes allocated to each. */
+  async listMemory(prefix: string, options?: CallOptions): Promise<Array<{ name: string; size: number }>> {
+    const op = this.begin(`list of memory files starting "${String(prefix)}"`, options);
+    try {
+      checkPrefix(prefix);
+      this.usable();
+      return parseList(await this.call(op, Method.mlist, { prefix }));
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
+
+  /**
+   * Removes in-memory file `name`; a missing file is not an error. REQUIRES: no handle of it
+   * is used afterwards (the StoC frees its memory after a grace period).
+   */
+  async removeMemory(name: string, options?: CallOptions): Promise<void> {
+    await this.simple(`remove of memory file ${String(name)}`, Method.mremove, name, options);
+  }
+
+  /** See MemoryFile.write. Parts go one after another, so a failure leaves a prefix written. */
+  async writeMemory(file: MemoryFile, offset: number, bytes: Uint8Array, options?: CallOptions): Promise<void> {
+    const op = this.begin(`write of memory file ${file.name} [${offset}, +${bytes?.length})`, options);
+    try {
+      checkUint('offset', offset);
+      this.usableMemory(file);
+      for (let at = 0; at < bytes.length;) {
+        const pos = offset + at;
+        const within = pos % file.regionBytes;
+        const n = Math.min(bytes.length - at, file.regionBytes - within, this.pool.slotBytes);
+        const region = await this.memoryRegion(op, file, Math.floor(pos / file.regionBytes));
+        const part = bytes.subarray(at, at + n);
+        await this.withSlot(this.pool.acquire(op.deadline), async (slot, state) => {
+          this.usableMemory(file);
+          this.staging.buffer.set(part, slot);
+          state.sent = true;
+          await this.oneSided(op, this.ep.write(this.staging, slot, region, within, n));
+        });
+        at += n;
+      }
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
+
+  /** See MemoryFile.read. Parts are in flight together. */
+  async readMemory(file: MemoryFile, offset: number, length: number, options?: CallOptions): Promise<Buffer> {
+    const op = this.begin(`read of memory file ${file.name} [${offset}, +${length})`, options);
+    try {
+      checkUint('offset', offset);
+      checkUint('length', length, bufferConstants.MAX_LENGTH);
+      this.usableMemory(file);
+      if (offset + length > file.length) {
+        throw new NovaError('CORRUPTION', `the read is past the ${file.length} bytes of the file's regions`);
+      }
+      const out = Buffer.allocUnsafe(length);
+      const parts: Array<Promise<void>> = [];
+      for (let at = 0; at < length;) {
+        const pos = offset + at;
+        const within = pos % file.regionBytes;
+        const n = Math.min(length - at, file.regionBytes - within, this.pool.slotBytes);
+        const region = file.regions[Math.floor(pos / file.regionBytes)];
+        const into = at;
+        parts.push(this.withSlot(this.pool.acquire(op.deadline), async (slot, state) => {
+          this.usableMemory(file);
+          state.sent = true;
+          await this.oneSided(op, this.ep.read(this.staging, slot, region, within, n));
+          this.usableMemory(file);
+          this.staging.buffer.copy(out, into, slot, slot + n);
+        }));
+        at += n;
+      }
+      const failed = (await Promise.allSettled(parts)).find((r) => r.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      return out;
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
   }
 
   /** The StoC's current load, for power-of-d placement. */
@@ -239,6 +419,63 @@ export class StocClient {
   private usable(): void {
     if (this.closed) throw new NovaError('CLOSED', 'the client was closed');
     if (!this.ep.isReady) throw new NovaError('PEER_LOST', 'the StoC was lost');
+  }
+
+  private usableMemory(file: MemoryFile): void {
+    this.usable();
+    if (file.isClosed) throw new NovaError('CLOSED', `memory file ${file.name}: the handle was closed`);
+  }
+
+  private importMemory(name: string, reply: MemoryFileReply): MemoryFile {
+    const file = new MemoryFile(this, name, reply.regionBytes);
+    try {
+      for (const key of reply.regions) file.regions.push(this.importRegion(key, reply.regionBytes));
+    } catch (err) {
+      file.close();
+      throw err;
+    }
+    return file;
+  }
+
+  /** A memory region's key, checked to be as long as its file's regions, then imported. */
+  private importRegion(key: Uint8Array, regionBytes: number): RemoteRegion {
+    const region = this.ep.importKey(key);
+    if (region.length !== regionBytes) {
+      region.drop();
+      throw new NovaError('CORRUPTION', `the StoC gave a region of ${region.length} bytes for a file of ${regionBytes}-byte regions`);
+    }
+    return region;
+  }
+
+  /** Region `index` of `file`, asking the StoC for the regions up to it that this handle lacks. */
+  private async memoryRegion(op: Op, file: MemoryFile, index: number): Promise<RemoteRegion> {
+    while (file.regions.length <= index) {
+      file.extending ??= this.extendMemory(op, file).finally(() => { file.extending = undefined; });
+      await file.extending;
+      this.usableMemory(file);
+    }
+    return file.regions[index];
+  }
+
+  private async extendMemory(op: Op, file: MemoryFile): Promise<void> {
+    const key = await this.call(op, Method.mextend, { file: file.name, index: file.regions.length });
+    if (!(key instanceof Uint8Array)) throw new NovaError('CORRUPTION', 'the StoC answered mextend without a key');
+    this.usableMemory(file);
+    file.regions.push(this.importRegion(key, file.regionBytes));
+  }
+
+  /**
+   * A one-sided transfer, failing with DEADLINE_EXCEEDED at the call's deadline. Why: the
+   * fabric has no deadline of its own, and a StoC that stops progressing (over TCP) would
+   * hold the caller forever. The transfer may still finish later: its slot is retired.
+   */
+  private oneSided(op: Op, transfer: Promise<void>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', 'the one-sided transfer did not finish by its deadline')),
+        Math.max(0, op.deadline - Date.now()));
+    });
+    return Promise.race([transfer, late]).finally(() => clearTimeout(timer));
   }
 
   private call(op: Op, method: string, args: unknown): Promise<unknown> {
@@ -322,6 +559,22 @@ function parseHello(v: unknown): HelloReply {
     windowBytes: checkUint('windowBytes', h.windowBytes),
     window: h.window,
   };
+}
+
+function parseList(reply: unknown): Array<{ name: string; size: number }> {
+  if (!Array.isArray(reply)) throw new NovaError('CORRUPTION', 'the StoC answered list with a non-array');
+  return reply.map((e: unknown) => {
+    if (!Array.isArray(e) || typeof e[0] !== 'string') throw new NovaError('CORRUPTION', 'malformed list entry from the StoC');
+    return { name: e[0], size: checkUint('size in the StoC reply', e[1]) };
+  });
+}
+
+function parseMemoryReply(v: unknown): MemoryFileReply {
+  const r = v as Partial<MemoryFileReply> | null;
+  if (!Array.isArray(r?.regions) || !r.regions.every((k) => k instanceof Uint8Array)) {
+    throw new NovaError('CORRUPTION', 'the StoC answered with a malformed memory file');
+  }
+  return { regionBytes: checkUint('regionBytes in the StoC reply', r.regionBytes), regions: r.regions };
 }
 
 function left(deadline: number): number {

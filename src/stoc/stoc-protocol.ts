@@ -16,6 +16,20 @@
  *   stoc.load    null                             → {queueDepth, pendingReadBytes, pendingWriteBytes}
  *   stoc.bye     null                             → null      frees the window once its work is done
  *
+ * In-memory files (memory-files.ts), a namespace apart from the disk files (the same name may
+ * be both, as a memory+disk log is):
+ *
+ *   stoc.mcreate {file, regionBytes}              → {regionBytes, regions: [RemoteKey bytes]}
+ *                                                   a new file, one zeroed region; replaces one of that name
+ *   stoc.mget    {file}                           → {regionBytes, regions} | null
+ *   stoc.mextend {file, index}                    → RemoteKey bytes of region `index` (allocated
+ *                                                   when index = the region count; else the existing one)
+ *   stoc.mlist   {prefix}                         → [[name, bytes allocated], ...]
+ *   stoc.mremove {file}                           → null      freed after a grace period
+ *
+ * Clients WRITE and READ a memory file's regions directly; the file is their concatenation.
+ * These methods need no hello. A StoC beyond its memory limit answers BUSY.
+ *
  * Data moves by one-sided WRITE into a per-connection window of the StoC's shared file buffer
  * (writes), or into the client's staging region (reads); the RPC names the file and offset. A
  * slot is the same offset in the window and in the staging region, and is owned by the client
@@ -28,7 +42,12 @@
  */
 import { NovaError } from '../common/errors.js';
 
-export const STOC_PROTOCOL_VERSION = 1; // 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye
+/**
+ * 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye;
+ *    later, without a bump (methods only added): mcreate/mget/mextend/mlist/mremove. A StoC
+ *    that predates them answers UNKNOWN_METHOD, and disk files are untouched by them.
+ */
+export const STOC_PROTOCOL_VERSION = 1;
 
 export const Method = {
   hello: 'stoc.hello',
@@ -42,7 +61,18 @@ export const Method = {
   sync: 'stoc.sync',
   load: 'stoc.load',
   bye: 'stoc.bye',
+  mcreate: 'stoc.mcreate',
+  mget: 'stoc.mget',
+  mextend: 'stoc.mextend',
+  mlist: 'stoc.mlist',
+  mremove: 'stoc.mremove',
 } as const;
+
+/** An in-memory file's regions, each a serialised RemoteKey of `regionBytes` bytes, in file order. */
+export interface MemoryFileReply {
+  regionBytes: number;
+  regions: Uint8Array[];
+}
 
 export interface HelloReply {
   version: number;

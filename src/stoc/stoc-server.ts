@@ -6,7 +6,8 @@
  * connection (given at hello, returned to the free list when the connection says bye, is
  * lost, or closes). Clients WRITE blocks into their window and ask the StoC to persist them;
  * for reads the StoC reads the file into the window and WRITEs it into the client's staging
- * region.
+ * region. It also keeps in-memory files (memory-files.ts): registered regions that clients
+ * WRITE and READ themselves, for LogC's memory modes.
  *
  * Why WRITE + RPC, not WRITE-with-immediate + ack as in Nova-LSM: a request must name a file
  * and an offset, which a 32-bit immediate cannot carry; the RPC costs the same round trips
@@ -21,7 +22,8 @@
  *  - Nothing is deleted at start-up; files survive restarts. The directory is locked
  *    (src/common/files.ts) so two StoCs never share it.
  *  - `close` answers no new requests, waits for the ones running, then closes files and the
- *    fabric (whose region the running requests read and write).
+ *    fabric (whose region the running requests read and write, and which frees the memory
+ *    files' regions).
  */
 import { mkdir } from 'node:fs/promises';
 import { NovaError } from '../common/errors.js';
@@ -31,9 +33,10 @@ import { RemoteKey } from '../transport/remote-key.js';
 import { Rpc } from '../transport/rpc.js';
 import { AppendOrder } from './append-order.js';
 import { FileTable, type StoredFile } from './file-table.js';
+import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
 import {
   Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
-  type HelloReply, type StocLoad,
+  type HelloReply, type MemoryFileReply, type StocLoad,
 } from './stoc-protocol.js';
 
 export interface StocServerOptions {
@@ -46,9 +49,18 @@ export interface StocServerOptions {
   fabric?: FabricOptions;
   /** Open file descriptors kept (default 1024); idle ones beyond are closed, least recently used first. */
   maxOpenFiles?: number;
+  /**
+   * Bytes of registered memory the StoC gives to in-memory files at most (default 1 GiB);
+   * requests beyond it fail with BUSY. Memory logs need R × (memtable size) per live memtable.
+   */
+  memoryBytes?: number;
+  /** In-memory file regions at most (default 1024; BUSY beyond). */
+  memoryRegions?: number;
+  /** Milliseconds a removed memory file's regions stay mapped before they are freed (default 10 000). */
+  memoryGraceMs?: number;
 }
 
-export interface StocServerStats extends StocLoad {
+export interface StocServerStats extends StocLoad, MemoryFilesStats {
   id: number;
   connections: number;
   windows: number;
@@ -65,6 +77,8 @@ export interface StocServerStats extends StocLoad {
 const MiB = 1024 * 1024;
 /** Larger offsets are refused: no real file gets there, and positions stay exact. */
 const MAX_FILE_BYTES = 2 ** 47;
+/** Larger memory regions are refused: one region is one memtable's log. */
+const MAX_REGION_BYTES = 2 ** 32;
 /** Append parts that may wait for an earlier append, per connection. */
 const MAX_WAITING_PARTS = 4096;
 
@@ -104,6 +118,7 @@ export class StocServer {
     private readonly buffer: MemoryRegion,
     private readonly windowBytes: number,
     private readonly files: FileTable,
+    private readonly memory: MemoryFiles,
     private readonly unlock: () => void,
   ) {
     this.id = opts.id;
@@ -118,6 +133,11 @@ export class StocServer {
     const bufferBytes = checkUint('bufferBytes', opts.bufferBytes ?? 64 * MiB, 2 ** 40);
     const windowBytes = checkUint('windowBytes', opts.windowBytes ?? 8 * MiB, bufferBytes);
     if (windowBytes < 4096) throw new NovaError('BAD_ARGUMENT', `windowBytes must be at least 4096, not ${windowBytes}`);
+    const memory = {
+      limitBytes: checkUint('memoryBytes', opts.memoryBytes ?? 1024 * MiB),
+      maxRegions: checkUint('memoryRegions', opts.memoryRegions ?? 1024),
+      graceMs: checkUint('memoryGraceMs', opts.memoryGraceMs ?? 10_000, 2 ** 31 - 1),
+    };
     await mkdir(opts.dir, { recursive: true });
     const unlock = lockDir(opts.dir);
     let fabric: Fabric | undefined;
@@ -125,7 +145,8 @@ export class StocServer {
       fabric = Fabric.open(opts.fabric);
       const buffer = fabric.allocate(bufferBytes);
       const files = new FileTable(opts.dir, opts.maxOpenFiles ?? 1024);
-      return new StocServer({ ...opts, id }, fabric, new Rpc(fabric), buffer, windowBytes, files, unlock);
+      const memoryFiles = new MemoryFiles(fabric, id, memory);
+      return new StocServer({ ...opts, id }, fabric, new Rpc(fabric), buffer, windowBytes, files, memoryFiles, unlock);
     } catch (err) {
       await fabric?.close();
       unlock();
@@ -140,6 +161,7 @@ export class StocServer {
       windows: this.windowCount,
       windowsInUse: this.windowCount - this.freeWindows.length,
       openFiles: this.files.openFiles,
+      ...this.memory.stats(),
       ...this.counters,
       ...this.load,
     };
@@ -157,6 +179,7 @@ export class StocServer {
     for (const conn of this.conns.values()) conn.order.fail(closed);
     if (this.active > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     this.rpc.close();
+    this.memory.closeAll(); // the fabric frees their regions
     await this.files.closeAll();
     await this.fabric.close();
     this.unlock();
@@ -180,6 +203,14 @@ export class StocServer {
     serve(Method.sync, (a) => this.sync(a));
     serve(Method.load, () => ({ ...this.load }));
     serve(Method.bye, (_a, ep) => this.drop(ep));
+    serve(Method.mcreate, (a) => this.mcreate(a));
+    serve(Method.mget, (a) => this.memory.get(checkName(fields(Method.mget, a).file)) ?? null);
+    serve(Method.mextend, (a) => this.mextend(a));
+    serve(Method.mlist, (a) => this.memory.list(checkPrefix(fields(Method.mlist, a).prefix)));
+    serve(Method.mremove, (a) => {
+      this.memory.remove(checkName(fields(Method.mremove, a).file));
+      return null;
+    });
   }
 
   // ---- connections and windows ----
@@ -383,6 +414,20 @@ export class StocServer {
         file.unpin();
       }
     }));
+  }
+
+  // ---- in-memory files ----
+
+  private mcreate(args: unknown): MemoryFileReply {
+    const a = fields(Method.mcreate, args);
+    const name = checkName(a.file);
+    return this.memory.create(name, checkUint('regionBytes', a.regionBytes, MAX_REGION_BYTES));
+  }
+
+  private mextend(args: unknown): Uint8Array {
+    const a = fields(Method.mextend, args);
+    const name = checkName(a.file);
+    return this.memory.extend(name, checkUint('index', a.index, 0xffffffff));
   }
 
   private async syncFile(file: StoredFile): Promise<void> {

@@ -1,0 +1,277 @@
+/**
+ * StoC in-memory files and LogC's `memory` and `memory+disk` modes: StocServers and an LTC-side
+ * StocPool on separate fabrics in this process, over shared memory.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
+import { LogFramer, readLog } from '../../src/logc/log-format.js';
+import { MemoryDiskLogStore, MemoryLogStore } from '../../src/logc/memory-log-store.js';
+import { StocPool } from '../../src/ltc/stoc-pool.js';
+import { StocClient } from '../../src/stoc/stoc-client.js';
+import { StocServer, type StocServerOptions } from '../../src/stoc/stoc-server.js';
+import { Fabric } from '../../src/transport/fabric.js';
+import { Rpc } from '../../src/transport/rpc.js';
+import { pattern } from '../fixtures/pattern.js';
+import { useTls } from '../helpers/peer-process.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const REGION = 64 * KiB;
+
+const dirs: string[] = [];
+const servers: StocServer[] = [];
+const fabrics: Fabric[] = [];
+const pools: StocPool[] = [];
+
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'nova-memlog-'));
+  dirs.push(d);
+  return d;
+}
+
+async function startServer(id: number, extra: Partial<StocServerOptions> = {}, dir = tempDir()): Promise<StocServer> {
+  useTls('sm');
+  const s = await StocServer.start({ dir, id, bufferBytes: 8 * MiB, windowBytes: 2 * MiB, memoryGraceMs: 50, ...extra });
+  servers.push(s);
+  return s;
+}
+
+function openFabric(): { fabric: Fabric; rpc: Rpc } {
+  useTls('sm');
+  const fabric = Fabric.open();
+  fabrics.push(fabric);
+  return { fabric, rpc: new Rpc(fabric) };
+}
+
+function config(stocs: StocServer[]): ClusterConfig {
+  return {
+    id: 1, ranges: [], settings: DEFAULT_SETTINGS,
+    members: stocs.map((s) => ({ role: 'stoc' as const, id: s.id, address: s.address.toString('base64'), pid: 0, host: 'local' })),
+  };
+}
+
+function makePool(stocs: StocServer[]): StocPool {
+  const { fabric, rpc } = openFabric();
+  const pool = new StocPool(fabric, rpc);
+  pool.update(config(stocs));
+  pools.push(pool);
+  return pool;
+}
+
+async function connect(s: StocServer): Promise<StocClient> {
+  const { fabric, rpc } = openFabric();
+  return StocClient.connect(fabric, rpc, s.address);
+}
+
+/** Records of assorted sizes: small ones, one past a region, one past a client slot (256 KiB). */
+function records(n: number, seed: number): Buffer[] {
+  const sizes = [10, 1000, 5000, REGION + 123, 40, 300 * KiB, 7, 33 * KiB];
+  return Array.from({ length: n }, (_, i) => {
+    const b = Buffer.alloc(sizes[i % sizes.length]);
+    pattern(b, seed + i);
+    return b;
+  });
+}
+
+function recordsOf(bytes: Buffer | undefined): Buffer[] {
+  if (!bytes) throw new Error('no log');
+  return readLog(bytes, 'test log').records;
+}
+
+/** The log's records are `want` (compared with Buffer.equals: a deep toEqual of MiBs takes seconds). */
+function expectRecords(bytes: Buffer | undefined, want: Buffer[]): void {
+  const got = recordsOf(bytes);
+  expect(got.map((r) => r.length)).toEqual(want.map((r) => r.length));
+  expect(got.every((r, i) => r.equals(want[i]))).toBe(true);
+}
+
+async function until(cond: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function fetches(stocs: StocServer[]): number {
+  return stocs.reduce((n, s) => n + s.stats().fetches, 0);
+}
+
+afterEach(async () => {
+  for (const p of pools.splice(0)) p.close();
+  for (const f of fabrics.splice(0)) await f.close();
+  for (const s of servers.splice(0)) await s.close();
+});
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('StoC in-memory files', () => {
+  it('round-trip across regions; extend is idempotent; list and remove', async () => {
+    const s = await startServer(1);
+    const c = await connect(s);
+    const f = await c.createMemory('m.log', REGION);
+    expect(f.length).toBe(REGION);
+    const data = Buffer.alloc(3 * REGION + 5);
+    pattern(data, 9);
+    await f.write(100, data);
+    expect(f.length).toBe(4 * REGION);
+    expect(s.stats()).toMatchObject({ memoryFiles: 1, memoryRegions: 4, memoryBytes: 4 * REGION });
+    const again = (await c.openMemory('m.log'))!;
+    expect(again.length).toBe(4 * REGION);
+    const back = await again.read(0, again.length);
+    expect(back.subarray(100, 100 + data.length).equals(data)).toBe(true);
+    expect(back.subarray(0, 100).every((b) => b === 0)).toBe(true);
+    expect(back.subarray(100 + data.length).every((b) => b === 0)).toBe(true);
+    expect(await c.listMemory('m')).toEqual([{ name: 'm.log', size: 4 * REGION }]);
+    expect(await c.list('m')).toEqual([]); // a namespace apart from disk files
+    await expect(again.read(0, again.length + 1)).rejects.toMatchObject({ code: 'CORRUPTION' });
+    again.close();
+    f.close();
+    await c.removeMemory('m.log');
+    expect(await c.openMemory('m.log')).toBeUndefined();
+    expect(await c.readMemoryAll('m.log')).toBeUndefined();
+    await until(() => s.stats().memoryBytes === 0); // after the grace period
+    await c.removeMemory('m.log'); // a missing file is not an error
+  });
+
+  it('refuses memory beyond its limit with BUSY', async () => {
+    const s = await startServer(1, { memoryBytes: 3 * REGION });
+    const c = await connect(s);
+    const a = await c.createMemory('a', REGION);
+    await c.createMemory('b', REGION);
+    await a.write(0, Buffer.alloc(REGION + 1, 1)); // a takes its second region: the limit
+    await expect(c.createMemory('c', REGION)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringContaining('memory limit') });
+    await expect(a.write(2 * REGION, Buffer.from('x'))).rejects.toMatchObject({ code: 'BUSY' });
+    await expect(c.createMemory('tiny', 100)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    a.close();
+    await c.removeMemory('a');
+    await until(() => s.stats().memoryBytes === REGION);
+    await c.createMemory('c', REGION);
+  });
+});
+
+describe('LogC memory mode', () => {
+  it('appends (pipelined) and reads back across region boundaries', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3)];
+    const store = new MemoryLogStore(makePool(stocs), 4, 2, { regionBytes: REGION });
+    const log = await store.create(5);
+    const recs = records(16, 1);
+    await Promise.all([log.append(recs.slice(0, 5), false), log.append(recs.slice(5, 6), true), log.append(recs.slice(6), false)]);
+    expectRecords(await store.read(5), recs);
+    expect(stocs.reduce((n, s) => n + s.stats().memoryFiles, 0)).toBe(2);
+    expect(await store.list()).toEqual([5]);
+    await log.close();
+    expect(await store.read(6)).toEqual(Buffer.alloc(0)); // never made: read as lost, i.e. empty
+  });
+
+  it('drops a replica whose StoC closes and carries on with the others', async () => {
+    const stocs = [await startServer(1), await startServer(2)];
+    const lines: string[] = [];
+    const pool = makePool(stocs);
+    const store = new MemoryLogStore(pool, 1, 2, { regionBytes: REGION, onLog: (l) => lines.push(l) });
+    const log = await store.create(1);
+    const recs = records(4, 7);
+    await log.append(recs, false);
+    await servers.shift()!.close(); // StoC 1
+    // Appends carry on (each one acknowledged) until the transport reports the loss.
+    const more: Buffer[] = [];
+    const end = Date.now() + 8000;
+    while (!lines.some((l) => l.includes('dropped replica(s) on StoC 1'))) {
+      const r = Buffer.from(`after ${more.length}`);
+      more.push(r);
+      await log.append([r], false);
+      if (Date.now() > end) throw new Error(`no replica dropped: ${lines.join('; ')}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await log.append([Buffer.from('last')], false);
+    pool.update(config(stocs.slice(1))); // the coordinator's view, so read does not wait on StoC 1
+    expectRecords(await store.read(1), [...recs, ...more, Buffer.from('last')]);
+    await log.close();
+  });
+
+  it('reads the replica with the most records', async () => {
+    const stocs = [await startServer(1), await startServer(2)];
+    const store = new MemoryLogStore(makePool(stocs), 1, 2, { regionBytes: REGION });
+    const log = await store.create(3);
+    const recs = records(3, 3);
+    for (const r of recs) await log.append([r], false);
+    const framer = new LogFramer(0);
+    const twoRecords = Buffer.from(framer.frame(recs[0])).length + Buffer.from(framer.frame(recs[1])).length;
+    // Cut StoC 1's replica (the first one read) back to two records, as a lost WRITE would.
+    const c = await connect(stocs[0]);
+    const f = (await c.openMemory('r1-000003.log'))!;
+    await f.write(twoRecords, Buffer.alloc(f.length - twoRecords));
+    f.close();
+    expect(recordsOf(await c.readMemoryAll('r1-000003.log'))).toHaveLength(2);
+    expectRecords(await store.read(3), recs);
+    await store.remove(3);
+    await until(() => stocs.every((s) => s.stats().memoryBytes === 0));
+    expect(await store.list()).toEqual([]);
+  });
+
+  it('places a log on other StoCs when one is out of memory', async () => {
+    const stocs = [await startServer(1, { memoryBytes: REGION }), await startServer(2), await startServer(3)];
+    const c = await connect(stocs[0]);
+    await c.createMemory('hog', REGION);
+    const store = new MemoryLogStore(makePool(stocs), 1, 2, { regionBytes: REGION });
+    for (let i = 0; i < 4; i++) await store.create(i); // whichever two are sampled, two can take it
+    expect(stocs[1].stats().memoryFiles + stocs[2].stats().memoryFiles).toBe(8);
+  });
+});
+
+describe('LogC memory+disk mode', () => {
+  it('recovers from memory when it is whole, and from disk after the StoCs restart', async () => {
+    const dirA = tempDir();
+    const dirB = tempDir();
+    let stocs = [await startServer(1, {}, dirA), await startServer(2, {}, dirB)];
+    const lines: string[] = [];
+    let pool = makePool(stocs);
+    const store = new MemoryDiskLogStore(pool, 1, 2, { regionBytes: REGION, onLog: (l) => lines.push(l) });
+    const log = await store.create(8);
+    const recs = records(10, 5);
+    await log.append(recs.slice(0, 4), true);
+    await log.append(recs.slice(4), false);
+    const before = fetches(stocs);
+    expectRecords(await store.read(8), recs);
+    expect(fetches(stocs)).toBe(before); // from memory: no disk read
+    await log.close();
+
+    // Every StoC restarts on its directory: the memory replicas are gone, the disk ones are not.
+    for (const s of servers.splice(0)) await s.close();
+    stocs = [await startServer(1, {}, dirA), await startServer(2, {}, dirB)];
+    pool.update(config(stocs));
+    expectRecords(await store.read(8), recs);
+    expect(fetches(stocs)).toBeGreaterThan(0);
+    expect(await store.list()).toEqual([8]);
+
+    // The memory mode alone has lost that log, and says so.
+    pool = makePool(stocs);
+    const memoryOnly = new MemoryLogStore(pool, 1, 2, { onLog: (l) => lines.push(l) });
+    expect(await memoryOnly.read(8)).toEqual(Buffer.alloc(0));
+    expect(lines.some((l) => l.includes('r1-000008.log') && l.includes('lost'))).toBe(true);
+  });
+
+  it('reads the disk when the memory replicas fell behind', async () => {
+    const stocs = [await startServer(1), await startServer(2)];
+    const store = new MemoryDiskLogStore(makePool(stocs), 1, 2, { regionBytes: REGION });
+    const log = await store.create(2);
+    const recs = records(3, 11);
+    await log.append(recs, false);
+    await log.close();
+    // Both memory replicas lose their last record, as if their WRITEs had failed.
+    const framer = new LogFramer(0);
+    const twoRecords = Buffer.from(framer.frame(recs[0])).length + Buffer.from(framer.frame(recs[1])).length;
+    for (const s of stocs) {
+      const f = (await (await connect(s)).openMemory('r1-000002.log'))!;
+      await f.write(twoRecords, Buffer.alloc(f.length - twoRecords));
+      f.close();
+    }
+    const before = fetches(stocs);
+    expectRecords(await store.read(2), recs);
+    expect(fetches(stocs)).toBeGreaterThan(before);
+  });
+});
