@@ -32,7 +32,7 @@ function knobs(cmd: Command): Command {
     .option('--l0-trigger <n>', 'L0 tables that start a compaction into L1', positiveInt, d.l0Trigger)
     .option('--scatter <n>', 'ρ: StoCs one SSTable is scattered over', positiveInt, d.scatter)
     .addOption(new Option('--placement <p>', 'how those StoCs are picked').choices(['power-of-d', 'random', 'round-robin']).default(d.placement))
-    .addOption(new Option('--log-mode <m>', 'LogC: where memtable logs live (only disk is implemented)').choices(['disk', 'memory', 'memory+disk', 'none']).default(d.logMode))
+    .addOption(new Option('--log-mode <m>', 'LogC: where memtable logs live: disk (StoC files), memory (StoC memory), memory+disk, none (README: what each survives)').choices(['disk', 'memory', 'memory+disk', 'none']).default(d.logMode))
     .option('--log-replicas <n>', 'R: StoCs each log is replicated on', positiveInt, d.logReplicas)
     .option('--sync', 'fdatasync each write\'s log record on its StoCs before acknowledging it', d.sync);
 }
@@ -144,7 +144,8 @@ export function addClusterCommands(program: Command, bin: string): void {
       .option('--dir <path>', 'its directory (default nova-data/<role>-<id>)')
       .option('--host <host>', 'address to listen on and advertise', '127.0.0.1')
       .option('--port <n>', 'client port (LTC; 0 picks a free one)', port, 0)
-      .action((o: { id: number; coordinator: string; dir?: string; host: string; port: number }) => {
+      .option('--memory-bytes <n>', 'StoC: memory it lends to in-memory log files (LogC memory modes)', positiveInt, 1024 ** 3)
+      .action((o: { id: number; coordinator: string; dir?: string; host: string; port: number; memoryBytes: number }) => {
         const c = { ...o, dir: o.dir ?? join(DEFAULT_DIR, `${role}-${o.id}`) };
         return role === 'stoc' ? runStoc(c) : runLtc(c);
       });

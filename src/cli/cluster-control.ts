@@ -15,7 +15,7 @@ import { existsSync, mkdirSync, openSync, closeSync, readFileSync } from 'node:f
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
-import { replaceFile } from '../common/files.js';
+import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../common/tcp-rpc.js';
 import type { ClusterStatus } from '../coordinator/coordinator.js';
 import { configFromWire } from '../coordinator/config.js';
@@ -64,13 +64,9 @@ export function readClusterFile(dir: string): ClusterFile | undefined {
   }
 }
 
-/** Whether `pid` is a live `nova` process (not some other process that reused the pid). */
+/** Whether `pid` is a live `nova` process (not a zombie, nor another process that reused the pid). */
 export function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
+  if (!processAlive(pid)) return false;
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('nova');
   } catch {
@@ -189,8 +185,11 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
     let why: string;
     try {
       const s = await fetchStatus(file.coordinator);
-      const alive = (role: string) => s.members.filter((m) => m.role === role && m.alive).length;
-      const served = new Set(s.members.flatMap((m) => (m.alive ? m.serving : [])));
+      // Only the processes in cluster.json count: a killed one's last heartbeats are still fresh.
+      const ours = (m: { role: string; id: number; pid: number }) => file.components.some((c) => c.role === m.role && c.id === m.id && c.pid === m.pid);
+      const live = s.members.filter((m) => m.alive && ours(m));
+      const alive = (role: string) => live.filter((m) => m.role === role).length;
+      const served = new Set(live.flatMap((m) => m.serving));
       const waiting = s.config.ranges.filter((r) => !served.has(r.id)).map((r) => r.id);
       if (alive('stoc') >= stocs && alive('ltc') >= ltcs && waiting.length === 0) return;
       why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs up; ranges not served yet: ${waiting.join(', ') || 'none'}`;

@@ -40,12 +40,14 @@ export async function runCoordinator(o: CoordinatorCli): Promise<void> {
 
 export interface ComponentCli {
   dir: string; id: number; coordinator: string; host: string; port?: number;
+  /** StoC: memory lent to in-memory files. */
+  memoryBytes?: number;
 }
 
 export async function runStoc(o: ComponentCli): Promise<void> {
   const log = logger(`stoc ${o.id}`);
   const stop = stopSignal();
-  const s = await StocServer.start({ dir: o.dir, id: o.id });
+  const s = await StocServer.start({ dir: o.dir, id: o.id, memoryBytes: o.memoryBytes });
   let m: Membership;
   try {
     m = await Membership.join({ coordinator: o.coordinator, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host, onConfig: () => undefined, onLog: log });

@@ -57,12 +57,21 @@ export function lockDir(dir: string): () => void {
   }
 }
 
-function processAlive(pid: number): boolean {
+/**
+ * Whether `pid` is a running process. A zombie (killed, not yet reaped: its parent exited
+ * and, in a container, PID 1 may never reap it) answers kill(0) but holds nothing.
+ */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true; // no /proc: trust kill(0)
   }
 }
 

@@ -20,10 +20,12 @@ import { TcpRpcServer } from '../common/tcp-rpc.js';
 import { rangeOf, type ClusterConfig, type RangeInfo } from '../coordinator/config.js';
 import { Membership } from '../coordinator/membership.js';
 import { StocLogStore } from '../logc/stoc-log-store.js';
+import { MemoryDiskLogStore, MemoryLogStore } from '../logc/memory-log-store.js';
+import { NoLogStore } from '../logc/no-log-store.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
-import { LocalLogWriter } from './local-store.js';
+import { LocalLogWriter, type LogStore } from './local-store.js';
 import { StocBlockStore } from './stoc-block-store.js';
 import { StocPool } from './stoc-pool.js';
 
@@ -152,9 +154,6 @@ export class LtcServer {
       if (stocs === 0 || (stocs < want && Date.now() - since < STOC_WAIT_MS)) {
         throw new NovaError('UNAVAILABLE', `waiting for StoCs: ${stocs} registered, ${want} wanted`);
       }
-      if (settings.logMode !== 'disk') {
-        throw new NovaError('BAD_ARGUMENT', `LogC mode "${settings.logMode}" is not implemented yet; use --log-mode disk`);
-      }
       const dir = join(this.o.dir, `range-${s.info.id}`);
       const store = new StocBlockStore(this.pool, s.info.id, settings.scatter, settings.placement);
       const engine = await Engine.open(dir, {
@@ -162,7 +161,7 @@ export class LtcServer {
         l0Trigger: settings.l0Trigger, sync: settings.sync,
         env: {
           store,
-          logs: new StocLogStore(this.pool, s.info.id, settings.logReplicas, (line) => this.log(line), since + STRICT_LOG_READ_MS),
+          logs: this.logStore(s.info.id, since + STRICT_LOG_READ_MS),
           openManifest: (path) => new LocalLogWriter(path, 0),
         },
         onWarning: (m) => this.log(`range ${s.info.id}: ${m}`),
@@ -193,6 +192,18 @@ export class LtcServer {
     };
     s.opening = loop();
     return s.opening;
+  }
+
+  /** Where range `range`'s memtable logs go, by LogC mode (README: what each mode survives). */
+  private logStore(range: number, strictUntil: number): LogStore {
+    const { logMode, logReplicas, memtableBytes } = this.config.settings;
+    const onLog = (line: string): void => this.log(line);
+    switch (logMode) {
+      case 'disk': return new StocLogStore(this.pool, range, logReplicas, onLog, strictUntil);
+      case 'memory': return new MemoryLogStore(this.pool, range, logReplicas, { regionBytes: memtableBytes, onLog, strictUntil });
+      case 'memory+disk': return new MemoryDiskLogStore(this.pool, range, logReplicas, { regionBytes: memtableBytes, onLog, strictUntil });
+      case 'none': return new NoLogStore();
+    }
   }
 
   /** The engine serving `key` for a request routed by config `id`, or the reason why not. */

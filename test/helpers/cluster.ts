@@ -16,7 +16,8 @@ export interface TestCluster {
   client: NovaClient;
   /** (Re)starts what is not running and reconnects nothing: clients follow on their own. */
   up(): Promise<void>;
-  kill(role: ComponentRole, id: number): void;
+  /** SIGKILLs a component and waits until it is gone. */
+  kill(role: ComponentRole, id: number): Promise<void>;
   pid(role: ComponentRole, id: number): number;
   down(): Promise<void>;
   /** Kills everything left and removes the directory. */
@@ -43,7 +44,11 @@ export async function startCluster(o: { ltcs?: number; stocs?: number; args?: st
     client,
     up: async () => { await start(); },
     pid,
-    kill: (role, id) => process.kill(pid(role, id), 'SIGKILL'),
+    kill: async (role, id) => {
+      const p = pid(role, id);
+      process.kill(p, 'SIGKILL');
+      for (let i = 0; i < 500 && isRunning(p); i++) await new Promise((r) => setTimeout(r, 10));
+    },
     down: async () => { await down(dir); },
     destroy: async () => {
       client.close();

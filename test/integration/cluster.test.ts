@@ -70,7 +70,7 @@ describe('nova cluster', () => {
     // Writes in flight when the LTC dies are retried by the client until it is back.
     const writing = writeKeys(c, 1500, 1_000_000, 16, () => stop);
     await new Promise((r) => setTimeout(r, 400));
-    cluster.kill('ltc', 1);
+    await cluster.kill('ltc', 1);
     await new Promise((r) => setTimeout(r, 300));
     await cluster.up();
     await new Promise((r) => setTimeout(r, 300));
@@ -87,10 +87,10 @@ describe('nova cluster', () => {
     cluster = await startCluster({ args: SMALL });
     const c = cluster.client;
     const before = await writeKeys(c, 0, 1000, 16);
-    cluster.kill('stoc', 2);
+    await cluster.kill('stoc', 2);
     const after = await writeKeys(c, 1000, 3000, 16); // must all succeed: two replicas remain
     expect(after.size).toBe(2000);
-    cluster.kill('ltc', 1);
+    await cluster.kill('ltc', 1);
     await cluster.up(); // restarts StoC 2 and the LTC
     expect(await missing(c, [...before, ...after])).toEqual([]);
     // New logs and tables go to StoC 2 again once it is back: keep writing until one does.
@@ -110,10 +110,31 @@ describe('nova cluster', () => {
     await cluster.up();
     expect(await missing(c, one)).toEqual([]);
     const two = await writeKeys(c, 1500, 3000, 16);
-    for (const comp of readClusterFile(cluster.dir)!.components) process.kill(comp.pid, 'SIGKILL');
-    await new Promise((r) => setTimeout(r, 200));
+    for (const comp of readClusterFile(cluster.dir)!.components) await cluster.kill(comp.role, comp.id);
     await cluster.up();
     expect(await missing(c, [...one, ...two])).toEqual([]);
+  });
+
+  it.each([
+    { mode: 'memory+disk', wholeCluster: true },
+    { mode: 'memory', wholeCluster: false },
+  ])('LogC $mode: SIGKILL of the LTC loses nothing; whole-cluster kill loses nothing: $wholeCluster', async ({ mode, wholeCluster }) => {
+    cluster = await startCluster({ args: [...SMALL, '--log-mode', mode] });
+    const c = cluster.client;
+    const one = await writeKeys(c, 0, 1500, 16);
+    await cluster.kill('ltc', 1);
+    await cluster.up();
+    expect(await missing(c, one)).toEqual([]);
+    const two = await writeKeys(c, 1500, 3000, 16);
+    await cluster.kill('stoc', 1); // one of three replicas
+    const three = await writeKeys(c, 3000, 4000, 16);
+    await cluster.up();
+    expect(await missing(c, [...one, ...two, ...three])).toEqual([]);
+    if (wholeCluster) {
+      for (const comp of readClusterFile(cluster.dir)!.components) await cluster.kill(comp.role, comp.id);
+      await cluster.up();
+      expect(await missing(c, [...one, ...two, ...three])).toEqual([]);
+    }
   });
 
   it('malformed client input gets an error or a closed connection; the LTC serves everyone else', async () => {
