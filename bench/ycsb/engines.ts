@@ -41,6 +41,8 @@ export interface ClusterBenchOptions {
   ltcs?: number;
   stocs?: number;
   ranges?: number;
+  /** LogC mode of the cluster it starts (default: the cluster's default, disk). */
+  logMode?: string;
 }
 
 export interface EngineAdapter {
@@ -94,6 +96,7 @@ const nova: EngineAdapter = {
     if (!c.coordinator) {
       const args = ['--ranges', String(c.ranges ?? 1), '--bench-records', String(o.records ?? 1_000_000)];
       if (o.sync) args.push('--sync');
+      if (c.logMode) args.push('--log-mode', c.logMode);
       await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args });
     }
     const client = await NovaClient.connect(c.coordinator ? { coordinator: c.coordinator } : { dir });
