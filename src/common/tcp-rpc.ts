@@ -20,12 +20,22 @@ import { DEFAULT_MAX_FRAME, FrameReader, encodeFrame } from './frames.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 const SWEEP_MS = 25;
+/**
+ * Messages after which a frame leaves at once (Outbox). Measured, workload C through a
+ * cluster, 64 outstanding, paired runs: one frame per turn 23k and 34k ops/s; 16, 39k and 52k;
+ * 8, 28k and 33k (2026-11-22).
+ */
+const FRAME_MESSAGES = 16;
 
 export type TcpHandler = (args: unknown[], peer: string) => unknown;
 
 type Message = unknown[];
 
-/** Collects messages for one socket and writes them as one frame per event-loop turn. */
+/**
+ * Collects messages for one socket and writes them as one frame per event-loop turn, or
+ * sooner once FRAME_MESSAGES are waiting: then the peer starts on the first part of a large
+ * batch while this side prepares the rest, instead of each side idling while the other works.
+ */
 class Outbox {
   private queue: Message[] = [];
   private scheduled = false;
@@ -33,19 +43,24 @@ class Outbox {
 
   push(message: Message): void {
     this.queue.push(message);
-    if (!this.scheduled) {
+    if (this.queue.length >= FRAME_MESSAGES) this.send();
+    else if (!this.scheduled) {
       this.scheduled = true;
-      setImmediate(this.flush);
+      setImmediate(this.onTurn);
     }
   }
 
-  private readonly flush = (): void => {
+  private readonly onTurn = (): void => {
     this.scheduled = false;
+    this.send();
+  };
+
+  private send(): void {
     const batch = this.queue;
     this.queue = [];
     if (batch.length === 0 || this.socket.destroyed) return;
     this.socket.write(encodeFrame(packr.pack(batch)));
-  };
+  }
 }
 
 export interface ServerOptions {

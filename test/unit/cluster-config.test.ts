@@ -128,7 +128,10 @@ describe('TCP RPC', () => {
     socket.write = ((b: Buffer) => { frames++; return write(b); }) as typeof socket.write;
     const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => c.call('echo', [i])));
     expect(answers).toEqual(Array.from({ length: 100 }, (_, i) => i));
-    expect(frames).toBe(1); // 100 calls in one turn leave in one frame
+    expect(frames).toBe(7); // 100 calls in one turn leave in frames of 16 (the last has 4)
+    frames = 0;
+    await Promise.all([c.call('echo', [1]), c.call('echo', [2])]);
+    expect(frames).toBe(1); // a few calls in one turn share one frame
     await expect(c.call('fail', [])).rejects.toMatchObject({ code: 'BUSY', detail: 42 });
     await expect(c.call('nope', [])).rejects.toMatchObject({ code: 'UNKNOWN_METHOD' });
     await expect(c.call('slow', [], 100)).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED' });
