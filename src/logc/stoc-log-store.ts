@@ -77,17 +77,31 @@ export class StocLogStore implements LogStore {
 
 class ReplicatedLog implements LogWriter {
   private readonly framer = new LogFramer(0);
+  private tail: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly pool: StocPool, private readonly name: string, private replicas: number[],
     private readonly onLog: (line: string) => void) {}
 
-  async append(records: readonly Buffer[], sync: boolean): Promise<void> {
-    if (this.replicas.length === 0) throw new NovaError('UNAVAILABLE', `log ${this.name}: no StoC holds a replica`);
+  /**
+   * Appends run one after another (each waits for the previous to settle), so a replica that
+   * failed append k is dropped before append k+1 is sent anywhere: no replica ever holds a
+   * later record without an earlier one, and every replica stays a prefix of the log. (With
+   * overlapping appends a failed replica could hold k+1 but not k and win recovery.)
+   */
+  append(records: readonly Buffer[], sync: boolean): Promise<void> {
     const bytes = Buffer.concat(records.map((r) => Buffer.from(this.framer.frame(r)))); // frame() returns a view: copy each
-    const results = await Promise.allSettled(this.replicas.map((id) => this.pool.on(id, (c) => c.append(this.name, bytes, sync))));
-    const failed = this.replicas.filter((_, i) => results[i].status === 'rejected');
+    const run = this.tail.then(() => this.appendNow(bytes, sync));
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  private async appendNow(bytes: Buffer, sync: boolean): Promise<void> {
+    const targets = [...this.replicas];
+    if (targets.length === 0) throw new NovaError('UNAVAILABLE', `log ${this.name}: no StoC holds a replica`);
+    const results = await Promise.allSettled(targets.map((id) => this.pool.on(id, (c) => c.append(this.name, bytes, sync))));
+    const failed = targets.filter((_, i) => results[i].status === 'rejected');
     if (failed.length === 0) return;
-    this.replicas = this.replicas.filter((id) => !failed.includes(id));
+    this.replicas = targets.filter((id) => !failed.includes(id));
     const why = (results.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason as Error;
     this.onLog(`log ${this.name}: dropped replica(s) on StoC ${failed.join(', ')} (${why.message}); ${this.replicas.length} left`);
     if (this.replicas.length === 0) throw new NovaError('UNAVAILABLE', `log ${this.name}: every replica failed; last error: ${why.message}`);

@@ -261,7 +261,11 @@ export class LtcServer {
         const n = typeof limit === 'number' && limit > 0 ? Math.min(limit, MAX_SCAN) : MAX_SCAN;
         const range = rangeOf(this.config, t.key);
         const stop = end === null || end === undefined ? range.end : minKey(asKey(end), range.end);
-        return t.engine.scan(t.key, { end: stop, limit: n }).then((rows) => ({ rows, next: rows.length < n ? range.end ?? null : null }));
+        // A full page continues just after its last key; a short one at the next range.
+        return t.engine.scan(t.key, { end: stop, limit: n }).then((rows) => ({
+          rows,
+          next: rows.length === n ? Buffer.concat([rows[n - 1][0], Buffer.alloc(1)]) : range.end ?? null,
+        }));
       },
       stats: () => this.stats(),
       // Every memtable to an SSTable, then the compactions due (the bench's settle step).

@@ -137,6 +137,15 @@ describe('nova cluster', () => {
     }
   });
 
+  it('a scan longer than one LTC page (10,000 rows) goes on to the next page', async () => {
+    cluster = await startCluster({ stocs: 1, args: ['--log-replicas', '1'] });
+    const acked = await writeKeys(cluster.client, 0, 10_050, 64);
+    expect(acked.size).toBe(10_050);
+    const rows = await cluster.client.scan(Buffer.alloc(0), { limit: 20_000 });
+    expect(rows.length).toBe(10_050);
+    expect(rows[10_049][0].equals(key(10_049))).toBe(true);
+  });
+
   it('malformed client input gets an error or a closed connection; the LTC serves everyone else', async () => {
     cluster = await startCluster({ args: SMALL });
     const c = cluster.client;
