@@ -120,8 +120,9 @@ const nova: EngineAdapter = {
         return 'memtables flushed and due compactions run on every LTC';
       },
       report: async () => {
-        const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; stallMs: number }>;
-        return rows.map((r) => `range ${r.range}: ${r.flushes} flushes, ${r.compactions} compactions; ${r.tablesToStocs} SSTables to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
+        const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; offloadedCompactions: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; stallMs: number }>;
+        return rows.map((r) => `range ${r.range}: ${r.flushes} flushes, ${r.compactions} compactions (${r.offloadedCompactions} on StoCs); ` +
+          `${r.tablesToStocs} SSTables from the LTC to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
           `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms)`).join('; ');
       },
       close: async () => {

@@ -17,7 +17,7 @@ const DEFAULT_DIR = 'nova-data';
 interface KnobFlags {
   ranges: number; splitKeys?: string; benchRecords: number; memtableBytes: number; activeMemtables: number;
   maxMemtables?: number; l0Trigger: number; scatter: number; placement: Settings['placement']; logMode: Settings['logMode'];
-  logReplicas: number; sync: boolean;
+  logReplicas: number; sync: boolean; compaction: Settings['compaction'];
 }
 
 function knobs(cmd: Command): Command {
@@ -34,6 +34,7 @@ function knobs(cmd: Command): Command {
     .addOption(new Option('--placement <p>', 'how those StoCs are picked').choices(['power-of-d', 'random', 'round-robin']).default(d.placement))
     .addOption(new Option('--log-mode <m>', 'LogC: where memtable logs live: disk (StoC files), memory (StoC memory), memory+disk, none (README: what each survives)').choices(['disk', 'memory', 'memory+disk', 'none']).default(d.logMode))
     .option('--log-replicas <n>', 'R: StoCs each log is replicated on', positiveInt, d.logReplicas)
+    .addOption(new Option('--compaction <where>', 'where compaction merges run: stoc (offloaded round-robin; the LTC merges a job no StoC could run) or ltc').choices(['stoc', 'ltc']).default(d.compaction))
     .option('--sync', 'fdatasync each write\'s log record on its StoCs before acknowledging it', d.sync);
 }
 
@@ -41,7 +42,8 @@ function knobs(cmd: Command): Command {
 function knobArgs(k: KnobFlags): string[] {
   const out = ['--ranges', String(k.ranges), '--bench-records', String(k.benchRecords), '--memtable-bytes', String(k.memtableBytes),
     '--active-memtables', String(k.activeMemtables), '--l0-trigger', String(k.l0Trigger), '--scatter', String(k.scatter),
-    '--placement', k.placement, '--log-mode', k.logMode, '--log-replicas', String(k.logReplicas)];
+    '--placement', k.placement, '--log-mode', k.logMode, '--log-replicas', String(k.logReplicas),
+    '--compaction', k.compaction];
   if (k.maxMemtables !== undefined) out.push('--max-memtables', String(k.maxMemtables));
   if (k.splitKeys !== undefined) out.push('--split-keys', k.splitKeys);
   if (k.sync) out.push('--sync');
@@ -52,6 +54,7 @@ function settingsOf(k: KnobFlags): Partial<Settings> {
   return {
     memtableBytes: k.memtableBytes, activeMemtables: k.activeMemtables, maxMemtables: k.maxMemtables ?? 2 * k.activeMemtables,
     l0Trigger: k.l0Trigger, scatter: k.scatter, placement: k.placement, logMode: k.logMode, logReplicas: k.logReplicas, sync: k.sync,
+    compaction: k.compaction,
   };
 }
 

@@ -12,6 +12,8 @@ import { compareBytes } from '../common/internal-key.js';
 export type Role = 'ltc' | 'stoc';
 export type LogMode = 'disk' | 'memory' | 'memory+disk' | 'none';
 export type Placement = 'power-of-d' | 'random' | 'round-robin';
+/** Where compaction merges run: offloaded to StoCs, or on the LTC (for comparison). */
+export type CompactionSite = 'stoc' | 'ltc';
 
 export interface Member {
   role: Role;
@@ -44,6 +46,7 @@ export interface Settings {
   maxMemtables: number;
   l0Trigger: number;
   sync: boolean;
+  compaction: CompactionSite;
 }
 
 export interface ClusterConfig {
@@ -63,6 +66,7 @@ export const DEFAULT_SETTINGS: Settings = {
   maxMemtables: 2,
   l0Trigger: 4,
   sync: false,
+  compaction: 'stoc',
 };
 
 /** Ranges cut at `splits` (ascending, distinct), assigned round-robin to LTCs 1..ltcs. */

@@ -43,7 +43,8 @@
 import { NovaError } from '../common/errors.js';
 import type { LogStore, LogWriter } from '../ltc/local-store.js';
 import { sample } from '../ltc/placement.js';
-import { filesOf, logFileName } from '../ltc/stoc-block-store.js';
+import { filesOf } from '../ltc/stoc-block-store.js';
+import { logFileName } from '../stoc/stoc-protocol.js';
 import type { StocPool } from '../ltc/stoc-pool.js';
 import type { MemoryFile } from '../stoc/stoc-client.js';
 import { LOG_BLOCK, LogFramer, readLog } from './log-format.js';

@@ -12,7 +12,8 @@
  */
 import { NovaError } from '../common/errors.js';
 import type { LogStore, LogWriter } from '../ltc/local-store.js';
-import { filesOnStocs, logFileName } from '../ltc/stoc-block-store.js';
+import { filesOnStocs } from '../ltc/stoc-block-store.js';
+import { logFileName } from '../stoc/stoc-protocol.js';
 import type { StocPool } from '../ltc/stoc-pool.js';
 import { sample } from '../ltc/placement.js';
 import { LogFramer, readLog } from './log-format.js';

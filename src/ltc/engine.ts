@@ -33,7 +33,7 @@ import { MergingIterator, VisibleIterator, type InternalIterator } from '../ssta
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
 import {
-  LocalBlockStore, LocalLogStore, LocalLogWriter, manifestName, tableName, type BlockStore, type LogStore, type LogWriter,
+  LocalBlockStore, LocalLogStore, LocalLogWriter, manifestName, tableName, type BlockStore, type CompactionRequest, type Compactor, type LogStore, type LogWriter,
 } from './local-store.js';
 import { lockDir, replaceFile, syncDir } from '../common/files.js';
 import { boundsFromSample, drangeOf } from './dranges.js';
@@ -88,6 +88,8 @@ export interface EngineEnv {
   logs: LogStore;
   /** Opens the MANIFEST at `path` (in the engine's directory) for appending. */
   openManifest(path: string): LogWriter;
+  /** Where compactions run (StoCs); without one, or when it declines a job, the engine merges. */
+  compactor?: Compactor;
 }
 
 /** The local-directory environment. */
@@ -125,6 +127,8 @@ export interface EngineStats {
   stallMs: number;
   flushes: number;
   compactions: number;
+  /** Compactions whose merge ran on the Compactor (a StoC) rather than here. */
+  offloadedCompactions: number;
   writes: number;
   /** Group commits: each appended one or more writes' records. */
   commitRounds: number;
@@ -159,7 +163,7 @@ export class Engine {
   private levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   private readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   private readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
-  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, writes: 0, rounds: 0, syncs: 0 };
+  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, writes: 0, rounds: 0, syncs: 0 };
   private writeChain: Promise<unknown> = Promise.resolve();
   private queued: PendingWrite[] = [];
   private roundScheduled = false;
@@ -379,7 +383,7 @@ export class Engine {
       tablesPerLevel: this.levels.map((l) => l.length),
       memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
       memtables: mems.length, dranges: this.memtables.dranges, lastSequence: this.lastSequence,
-      stalls: c.stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions,
+      stalls: c.stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
     };
   }
@@ -674,28 +678,17 @@ export class Engine {
 
   /**
    * Merges the job's tables into level + 1, cutting outputs at the table size between user
-   * keys (merge.ts), on the merge worker thread unless `mergeInWorker` is off. Each output is
-   * stored as soon as it is cut.
+   * keys (merge.ts): on the Compactor (a StoC) when there is one, else here, on the merge
+   * worker thread unless `mergeInWorker` is off.
    */
   private async runCompaction(job: CompactionJob): Promise<void> {
     const out = job.level + 1;
     const inputs = [...job.inputs, ...job.overlapping];
     let smallestSnapshot = this.lastSequence;
     for (const seq of this.liveSnapshots.keys()) if (seq < smallestSnapshot) smallestSnapshot = seq;
-    const merge: MergeJob = {
-      tables: inputs.map((m) => this.tableFor(m.file).bytes),
-      names: inputs.map((m) => this.tableFor(m.file).name),
-      smallestSnapshot,
-      deeper: this.levels.slice(out + 1).flat().map((t) => ({ smallest: t.meta.smallest, largest: t.meta.largest })),
-      targetBytes: this.options.memtableBytes,
-    };
-    const added: LiveTable[] = [];
-    for await (const t of this.options.mergeInWorker ? mergeOnWorker(merge) : mergeTables(merge)) {
-      const file = this.nextFile++;
-      const fragments = await this.store.writeTable(file, t.bytes);
-      const meta: TableMeta = { level: out, file, size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest, fragments };
-      added.push({ meta, reader: new TableReader(t.bytes, join(this.dir, tableName(file))) });
-    }
+    const deeper = this.levels.slice(out + 1).flat().map((t) => ({ smallest: t.meta.smallest, largest: t.meta.largest }));
+    const added = (this.env.compactor && await this.offload(this.env.compactor, out, inputs, smallestSnapshot, deeper))
+      ?? await this.mergeHere(out, inputs, smallestSnapshot, deeper);
     const edit = emptyEdit();
     for (const m of job.inputs) edit.removed.push({ level: job.level, file: m.file });
     for (const m of job.overlapping) edit.removed.push({ level: out, file: m.file });
@@ -710,6 +703,54 @@ export class Engine {
     this.compactCursor[job.level] = job.inputs[job.inputs.length - 1].largest;
     this.counts.compactions++;
     for (const f of gone) await this.store.deleteTable(f);
+  }
+
+  /** Merges on this process; each output is stored as soon as it is cut. */
+  private async mergeHere(out: number, inputs: TableMeta[], smallestSnapshot: number,
+    deeper: CompactionRequest['deeper']): Promise<LiveTable[]> {
+    const merge: MergeJob = {
+      tables: inputs.map((m) => this.tableFor(m.file).bytes),
+      names: inputs.map((m) => this.tableFor(m.file).name),
+      smallestSnapshot,
+      deeper,
+      targetBytes: this.options.memtableBytes,
+    };
+    const added: LiveTable[] = [];
+    for await (const t of this.options.mergeInWorker ? mergeOnWorker(merge) : mergeTables(merge)) {
+      const file = this.nextFile++;
+      const fragments = await this.store.writeTable(file, t.bytes);
+      const meta: TableMeta = { level: out, file, size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest, fragments };
+      added.push({ meta, reader: new TableReader(t.bytes, join(this.dir, tableName(file))) });
+    }
+    return added;
+  }
+
+  /**
+   * Runs the merge on the Compactor, then opens its outputs. The output numbers are reserved
+   * in the MANIFEST before the job leaves: a job still running when this process dies can
+   * never write a table under a number a later flush uses. Undefined if the Compactor declined.
+   */
+  private async offload(compactor: Compactor, out: number, inputs: TableMeta[], smallestSnapshot: number,
+    deeper: CompactionRequest['deeper']): Promise<LiveTable[] | undefined> {
+    const targetBytes = this.options.memtableBytes;
+    const inputBytes = inputs.reduce((sum, m) => sum + m.size, 0);
+    // Every output but the last holds at least targetBytes; twice that count, for slack.
+    const maxFiles = 2 * Math.ceil(inputBytes / targetBytes) + 2;
+    const firstFile = this.nextFile;
+    this.nextFile += maxFiles;
+    await this.logEdit({ ...emptyEdit(), nextFile: this.nextFile });
+    const tables = await compactor.compact({ inputs, smallestSnapshot, deeper, targetBytes, firstFile, maxFiles });
+    if (!tables) return undefined;
+    this.counts.offloaded++;
+    return Promise.all(tables.map(async (t) => {
+      if (t.file < firstFile || t.file >= firstFile + maxFiles) {
+        throw new NovaError('CORRUPTION', `an offloaded compaction answered table ${t.file}, outside the numbers reserved [${firstFile}, ${firstFile + maxFiles})`);
+      }
+      const name = join(this.dir, tableName(t.file));
+      const reader = new TableReader(await this.store.readTable(t.file, t.fragments), name);
+      if (reader.entries !== t.entries) throw new NovaError('CORRUPTION', `${name}: ${reader.entries} entries, the compaction said ${t.entries}`);
+      return { meta: { ...t, level: out }, reader };
+    }));
   }
 
   private tableFor(file: number): TableReader {

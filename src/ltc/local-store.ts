@@ -1,6 +1,7 @@
 /**
- * The engine's two storage interfaces and their local-directory implementations. The
- * cluster issue puts the same interfaces on StoCs (tables) and LogC (logs).
+ * The engine's storage interfaces (tables, logs, and where compactions run) and the
+ * local-directory implementations of the first two. The cluster puts tables on StoCs,
+ * logs on LogC, and runs compactions on StoCs (stoc-compactor.ts).
  *
  * Local layout: `<n>.log` (a memtable's log), `<n>.sst` (a table), `MANIFEST-<n>` (version
  * edits, log-framed), `CURRENT` (the name of the live MANIFEST, replaced atomically).
@@ -10,7 +11,7 @@ import { syncDir } from '../common/files.js';
 import { join, resolve } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { LogFramer } from '../logc/log-format.js';
-import type { Fragment } from './version-edit.js';
+import type { Fragment, TableMeta } from './version-edit.js';
 
 /** Where a range's SSTables live. */
 export interface BlockStore {
@@ -33,6 +34,34 @@ export interface LogStore {
   list(): Promise<number[]>;
   /** How messages name log `file` (a path; StoC file names). */
   describe(file: number): string;
+}
+
+/** A compaction's merge as the engine hands it to a Compactor. */
+export interface CompactionRequest {
+  /** Input tables, with where their bytes live. */
+  inputs: TableMeta[];
+  /** Versions above this sequence are kept as they are (compaction.ts MergeRule). */
+  smallestSnapshot: number;
+  /** Key spans of the tables deeper than the output level (tombstones may go where none overlaps). */
+  deeper: Array<{ smallest: Buffer; largest: Buffer }>;
+  /** Cut an output once it reaches this many bytes, at the next user key. */
+  targetBytes: number;
+  /** Output n is table firstFile + n; numbers the engine reserved in its MANIFEST. */
+  firstFile: number;
+  maxFiles: number;
+}
+
+/** Where outputs of a merge run elsewhere went: a table's metadata without its level. */
+export type CompactedTable = Omit<TableMeta, 'level'>;
+
+/** Runs compactions away from the engine (on StoCs). */
+export interface Compactor {
+  /**
+   * Merges the inputs and stores the outputs durably in the BlockStore's places; resolves
+   * with the outputs in key order, or undefined if the job could not run elsewhere (the
+   * engine then merges it itself). Rejects only for faults a retry would not mend (corruption).
+   */
+  compact(job: CompactionRequest): Promise<CompactedTable[] | undefined>;
 }
 
 /** An append-only log of records (a memtable's log, or the MANIFEST). */

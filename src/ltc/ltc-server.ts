@@ -27,6 +27,7 @@ import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
 import { LocalLogWriter, type LogStore } from './local-store.js';
 import { StocBlockStore } from './stoc-block-store.js';
+import { StocCompactor } from './stoc-compactor.js';
 import { StocPool } from './stoc-pool.js';
 
 /** Largest scan one request may ask for; clients page through longer ones. */
@@ -50,6 +51,7 @@ interface Served {
   info: RangeInfo;
   engine?: Engine;
   store?: StocBlockStore;
+  compactor?: StocCompactor;
   opening?: Promise<void>;
 }
 
@@ -59,6 +61,8 @@ export interface RangeStats extends EngineStats {
   tablesToStocs: number;
   bytesToStocs: number;
   msToStocs: number;
+  /** Compactions declined by StoCs and merged on the LTC instead. */
+  compactionsDeclined: number;
 }
 
 export class LtcServer {
@@ -124,6 +128,7 @@ export class LtcServer {
     return [...this.served.values()].filter((s) => s.engine).map((s) => ({
       range: s.info.id, ...s.engine!.stats,
       tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
+      compactionsDeclined: s.compactor?.counters.declined ?? 0,
     }));
   }
 
@@ -156,6 +161,8 @@ export class LtcServer {
       }
       const dir = join(this.o.dir, `range-${s.info.id}`);
       const store = new StocBlockStore(this.pool, s.info.id, settings.scatter, settings.placement);
+      const compactor = settings.compaction === 'stoc'
+        ? new StocCompactor(this.pool, s.info.id, settings.scatter, (line) => this.log(line)) : undefined;
       const engine = await Engine.open(dir, {
         memtableBytes: settings.memtableBytes, activeMemtables: settings.activeMemtables, maxMemtables: settings.maxMemtables,
         l0Trigger: settings.l0Trigger, sync: settings.sync,
@@ -163,6 +170,7 @@ export class LtcServer {
           store,
           logs: this.logStore(s.info.id, since + STRICT_LOG_READ_MS),
           openManifest: (path) => new LocalLogWriter(path, 0),
+          compactor,
         },
         onWarning: (m) => this.log(`range ${s.info.id}: ${m}`),
       });
@@ -171,6 +179,7 @@ export class LtcServer {
         return;
       }
       s.store = store;
+      s.compactor = compactor;
       s.engine = engine;
       this.log(`range ${s.info.id} open (config ${this.config.id})`);
     };

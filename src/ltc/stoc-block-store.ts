@@ -13,16 +13,9 @@ import { NovaError } from '../common/errors.js';
 import type { Placement } from '../coordinator/config.js';
 import type { BlockStore } from './local-store.js';
 import { place, type PlacementState } from './placement.js';
+import { tableFileName } from '../stoc/stoc-protocol.js';
 import type { StocPool } from './stoc-pool.js';
 import type { Fragment } from './version-edit.js';
-
-export function tableFileName(range: number, file: number): string {
-  return `r${range}-${String(file).padStart(6, '0')}.sst`;
-}
-
-export function logFileName(range: number, file: number): string {
-  return `r${range}-${String(file).padStart(6, '0')}.log`;
-}
 
 /** Numbers of the files of `range` with `suffix` on the StoCs that answer (orphan cleanup). */
 export async function filesOnStocs(pool: StocPool, range: number, suffix: '.sst' | '.log'): Promise<number[]> {

@@ -33,6 +33,12 @@ export class StocPool {
     return [...this.addresses.keys()].sort((a, b) => a - b);
   }
 
+  /** The fabric address of StoC `id` (as the configuration gives it), if it is configured. */
+  address(id: number): Buffer | undefined {
+    const a = this.addresses.get(id);
+    return a === undefined ? undefined : Buffer.from(a, 'base64');
+  }
+
   /** StoC ids to place new files on: configured and not failed in the last few seconds. */
   healthy(): number[] {
     const now = Date.now();

@@ -32,6 +32,7 @@ import { constants as bufferConstants } from 'node:buffer';
 import { NovaError } from '../common/errors.js';
 import type { Endpoint, Fabric, MemoryRegion, RemoteRegion } from '../transport/fabric.js';
 import type { CallOptions, Rpc } from '../transport/rpc.js';
+import { parseCompactReply, type CompactArgs, type CompactOutput } from './compaction-executor.js';
 import { SlotPool } from './slot-pool.js';
 import {
   Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint,
@@ -162,8 +163,10 @@ export class StocClient {
       checkName(name);
       checkUint('offset', offset);
       this.usable();
+      // One fdatasync after every part, not one per part: a table is many slots.
       await this.transfer(op, bytes.length, (slot, at, n, state) => this.persistPart(op, state, bytes, slot, at, n,
-        { file: name, slot, length: n, offset: offset + at, sync }));
+        { file: name, slot, length: n, offset: offset + at, sync: false }));
+      if (sync) await this.call(op, Method.sync, { file: name });
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
     }
@@ -376,6 +379,17 @@ export class StocClient {
       const failed = (await Promise.allSettled(parts)).find((r) => r.status === 'rejected');
       if (failed) throw (failed as PromiseRejectedResult).reason;
       return out;
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
+
+  /** Runs a compaction job on the StoC (compaction-executor.ts); the outputs it wrote. */
+  async compact(job: CompactArgs, options?: CallOptions): Promise<CompactOutput[]> {
+    const op = this.begin(`compaction of range ${job.range} (${job.inputs.length} inputs)`, options);
+    try {
+      this.usable();
+      return parseCompactReply(await this.call(op, Method.compact, job));
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
     }

@@ -30,6 +30,16 @@
  * Clients WRITE and READ a memory file's regions directly; the file is their concatenation.
  * These methods need no hello. A StoC beyond its memory limit answers BUSY.
  *
+ * Offloaded compaction (compaction-executor.ts), no hello needed:
+ *
+ *   stoc.compact {range, inputs: [{file, fragments: [{stoc, offset, size}]}],
+ *                 stocs: [[id, address]], smallestSnapshot, deeper: [[smallest, largest]],
+ *                 targetBytes, firstFile, maxFiles, scatter}
+ *                                                → [{file, size, entries, smallest, largest, fragments}]
+ *                 the StoC reads the inputs (its own from disk, the rest from the StoCs in
+ *                 `stocs`), merges, and writes output n as table firstFile + n (n < maxFiles),
+ *                 ρ = scatter fragments, the first on itself, each synced before the answer
+ *
  * Data moves by one-sided WRITE into a per-connection window of the StoC's shared file buffer
  * (writes), or into the client's staging region (reads); the RPC names the file and offset. A
  * slot is the same offset in the window and in the staging region, and is owned by the client
@@ -44,8 +54,9 @@ import { NovaError } from '../common/errors.js';
 
 /**
  * 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye;
- *    later, without a bump (methods only added): mcreate/mget/mextend/mlist/mremove. A StoC
- *    that predates them answers UNKNOWN_METHOD, and disk files are untouched by them.
+ *    later, without a bump (methods only added): mcreate/mget/mextend/mlist/mremove, then
+ *    compact. A StoC that predates them answers UNKNOWN_METHOD, and disk files are untouched
+ *    by the memory ones.
  */
 export const STOC_PROTOCOL_VERSION = 1;
 
@@ -66,6 +77,7 @@ export const Method = {
   mextend: 'stoc.mextend',
   mlist: 'stoc.mlist',
   mremove: 'stoc.mremove',
+  compact: 'stoc.compact',
 } as const;
 
 /** An in-memory file's regions, each a serialised RemoteKey of `regionBytes` bytes, in file order. */
@@ -88,6 +100,16 @@ export interface StocLoad {
   pendingReadBytes: number;
   /** Bytes of persists not yet written to disk. */
   pendingWriteBytes: number;
+}
+
+/** A range's table `file` on a StoC: the name carries the range and number (paper §4.9). */
+export function tableFileName(range: number, file: number): string {
+  return `r${range}-${String(file).padStart(6, '0')}.sst`;
+}
+
+/** A range's memtable log `file` on a StoC. */
+export function logFileName(range: number, file: number): string {
+  return `r${range}-${String(file).padStart(6, '0')}.log`;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;

@@ -32,8 +32,10 @@ import { Fabric, type Endpoint, type FabricOptions, type MemoryRegion, type Remo
 import { RemoteKey } from '../transport/remote-key.js';
 import { Rpc } from '../transport/rpc.js';
 import { AppendOrder } from './append-order.js';
+import { parseCompactArgs, runCompaction, type CompactOutput, type ExecutorEnv } from './compaction-executor.js';
 import { FileTable, type StoredFile } from './file-table.js';
 import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
+import { StocClient } from './stoc-client.js';
 import {
   Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
   type HelloReply, type MemoryFileReply, type StocLoad,
@@ -58,6 +60,8 @@ export interface StocServerOptions {
   memoryRegions?: number;
   /** Milliseconds a removed memory file's regions stay mapped before they are freed (default 10 000). */
   memoryGraceMs?: number;
+  /** Where the StoC says what went wrong in work nobody waits for (default: stderr). */
+  onLog?: (line: string) => void;
 }
 
 export interface StocServerStats extends StocLoad, MemoryFilesStats {
@@ -72,6 +76,9 @@ export interface StocServerStats extends StocLoad, MemoryFilesStats {
   bytesRead: number;
   syncs: number;
   failures: number;
+  /** Offloaded compactions run (compaction-executor.ts), and the time they took. */
+  compactions: number;
+  compactionMs: number;
 }
 
 const MiB = 1024 * 1024;
@@ -104,7 +111,10 @@ export class StocServer {
   private readonly conns = new Map<Endpoint, Connection>();
   private readonly freeWindows: number[] = [];
   private readonly windowCount: number;
-  private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0 };
+  private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0, compactions: 0, compactionMs: 0 };
+  /** Connections to other StoCs, by address, for compaction inputs and outputs. */
+  private readonly peers = new Map<string, Promise<StocClient>>();
+  private readonly executor: ExecutorEnv;
   private readonly load: StocLoad = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
   private active = 0;
   private idleWaiters: Array<() => void> = [];
@@ -122,6 +132,7 @@ export class StocServer {
     private readonly unlock: () => void,
   ) {
     this.id = opts.id;
+    this.executor = this.executorEnv(opts.onLog ?? ((line) => process.stderr.write(`${line}\n`)));
     this.address = fabric.address;
     this.windowCount = Math.floor(buffer.length / windowBytes);
     for (let i = this.windowCount - 1; i >= 0; i--) this.freeWindows.push(i);
@@ -179,6 +190,9 @@ export class StocServer {
     for (const conn of this.conns.values()) conn.order.fail(closed);
     if (this.active > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     this.rpc.close();
+    const peers = [...this.peers.values()];
+    this.peers.clear();
+    await Promise.all(peers.map((p) => p.then((c) => c.close(), () => undefined)));
     this.memory.closeAll(); // the fabric frees their regions
     await this.files.closeAll();
     await this.fabric.close();
@@ -211,6 +225,7 @@ export class StocServer {
       this.memory.remove(checkName(fields(Method.mremove, a).file));
       return null;
     });
+    serve(Method.compact, (a, ep) => this.compact(a, ep));
   }
 
   // ---- connections and windows ----
@@ -428,6 +443,68 @@ export class StocServer {
     const a = fields(Method.mextend, args);
     const name = checkName(a.file);
     return this.memory.extend(name, checkUint('index', a.index, 0xffffffff));
+  }
+
+  // ---- offloaded compaction ----
+
+  /** Runs a compaction job for the LTC at `ep`; its outputs go if the LTC is lost first. */
+  private compact(args: unknown, ep: Endpoint): Promise<CompactOutput[]> {
+    const job = parseCompactArgs(args);
+    return this.track(undefined, 'other', 0, async () => {
+      const started = performance.now();
+      const outputs = await runCompaction(this.executor, job, () => !ep.isReady);
+      this.counters.compactions++;
+      this.counters.compactionMs += performance.now() - started;
+      return outputs;
+    });
+  }
+
+  private executorEnv(log: (line: string) => void): ExecutorEnv {
+    return {
+      id: this.id,
+      log,
+      readLocal: (name, size) => this.disk(`read of ${name}`, async () => {
+        const file = await this.files.acquire(name, false);
+        if (!file) throw new NovaError('CORRUPTION', `${name} does not exist`);
+        try {
+          if (size > file.size) throw new NovaError('CORRUPTION', `${name} has ${file.size} bytes, not the ${size} expected`);
+          const out = Buffer.allocUnsafe(size);
+          await file.readAt(out, 0);
+          return out;
+        } finally {
+          file.unpin();
+        }
+      }),
+      sizeLocal: (name) => this.disk(`stat of ${name}`, () => this.files.size(name)),
+      createLocal: (name, bytes) => this.disk(`write of ${name}`, async () => {
+        const file = (await this.files.acquire(name, true))!;
+        try {
+          file.extend(bytes.length);
+          await file.writeAt(bytes, 0);
+          await this.syncFile(file);
+          this.counters.bytesWritten += bytes.length;
+        } finally {
+          file.unpin();
+        }
+      }),
+      removeLocal: (name) => this.disk(`remove of ${name}`, () => this.files.remove(name)),
+      peer: (address) => this.peer(address),
+    };
+  }
+
+  /** A kept connection to the StoC at `address`; a lost or failed one is made again on next use. */
+  private peer(address: Uint8Array): Promise<StocClient> {
+    const key = Buffer.from(address).toString('base64');
+    const known = this.peers.get(key);
+    if (known) return known;
+    if (this.stopping) return Promise.reject(new NovaError('CLOSED', `StoC ${this.id} is closing`));
+    const c = StocClient.connect(this.fabric, this.rpc, address, { timeoutMs: 5_000 });
+    this.peers.set(key, c);
+    const drop = (): void => {
+      if (this.peers.get(key) === c) this.peers.delete(key);
+    };
+    c.then((client) => client.onLost(drop), drop);
+    return c;
   }
 
   private async syncFile(file: StoredFile): Promise<void> {

@@ -137,6 +137,19 @@ describe('nova cluster', () => {
     }
   });
 
+  it('compactions run on the StoCs (offloaded round-robin); every write is there after them', async () => {
+    cluster = await startCluster({ args: SMALL });
+    const c = cluster.client;
+    const acked = await writeKeys(c, 0, 5000, 32);
+    await c.flush();
+    const [stats] = (await c.stats()) as Array<{ compactions: number; offloadedCompactions: number; compactionsDeclined: number; tablesPerLevel: number[] }>;
+    expect(stats.compactions).toBeGreaterThan(1);
+    expect(stats.offloadedCompactions).toBe(stats.compactions);
+    expect(stats.compactionsDeclined).toBe(0);
+    expect(stats.tablesPerLevel.slice(1).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    expect(await missing(c, acked)).toEqual([]);
+  });
+
   it('a scan longer than one LTC page (10,000 rows) goes on to the next page', async () => {
     cluster = await startCluster({ stocs: 1, args: ['--log-replicas', '1'] });
     const acked = await writeKeys(cluster.client, 0, 10_050, 64);

@@ -1,0 +1,236 @@
+/**
+ * Offloaded compactions on a StoC (DESIGN.md §4 "Compaction", §6; paper §4.4.4).
+ *
+ * An LTC sends a job (`stoc.compact`, stoc-protocol.ts): its input tables, each a list of
+ * fragments on StoCs; the merge rule (smallest live snapshot, the key spans of deeper levels);
+ * the output size; and the table numbers it reserved for the outputs. The StoC reads the
+ * inputs (its own fragments from its disk, the others from their StoCs over the fabric), runs
+ * the engine's merge (src/ltc/merge.ts) on a worker thread so its main loop keeps serving block
+ * I/O, and writes each output as soon as it is cut: ρ fragments, the first on this StoC, the
+ * others on the next StoCs of the job's list, each synced before the answer. The answer is the
+ * outputs' metadata; the LTC installs them in its MANIFEST and deletes the inputs.
+ *
+ * Invariants:
+ *  - An output never replaces a file: a name that exists fails the job (the LTC reserved the
+ *    numbers in its MANIFEST first, so this means a bug or a foreign file).
+ *  - A job that fails, or whose LTC is lost before the answer, removes the outputs it wrote:
+ *    no MANIFEST will name them. (If this StoC dies mid-job, they stay until the LTC's next
+ *    open lists unreferenced tables and deletes them.)
+ */
+import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
+import { mergeTables, type MergedTable, type MergeJob } from '../ltc/merge.js';
+import { mergeOnWorker, mergeWorkerAvailable } from '../ltc/merge-pool.js';
+import type { Fragment } from '../ltc/version-edit.js';
+import type { StocClient } from './stoc-client.js';
+import { Method, checkUint, fields, tableFileName } from './stoc-protocol.js';
+
+/** What a job needs from the StoC it runs on. */
+export interface ExecutorEnv {
+  id: number;
+  /** The whole of local file `name`, `size` bytes of it (CORRUPTION if missing or shorter). */
+  readLocal(name: string, size: number): Promise<Buffer>;
+  /** The size of local file `name`, or undefined if it does not exist. */
+  sizeLocal(name: string): Promise<number | undefined>;
+  /** Writes `bytes` as the whole of the new local file `name`, synced. */
+  createLocal(name: string, bytes: Buffer): Promise<void>;
+  removeLocal(name: string): Promise<void>;
+  /** A connection to the StoC at `address` (kept and shared between jobs). */
+  peer(address: Uint8Array): Promise<StocClient>;
+  log(line: string): void;
+}
+
+export interface CompactInput {
+  file: number;
+  fragments: Fragment[];
+}
+
+export interface CompactArgs {
+  range: number;
+  inputs: CompactInput[];
+  /** StoCs the job may touch: holders of inputs, and where output fragments go after this one. */
+  stocs: Array<[number, Uint8Array]>;
+  smallestSnapshot: number;
+  deeper: Array<[Uint8Array, Uint8Array]>;
+  targetBytes: number;
+  firstFile: number;
+  maxFiles: number;
+  scatter: number;
+}
+
+export interface CompactOutput {
+  file: number;
+  size: number;
+  entries: number;
+  smallest: Uint8Array;
+  largest: Uint8Array;
+  fragments: Fragment[];
+}
+
+/** Largest job accepted: inputs are held in memory while they merge. */
+const MAX_INPUT_BYTES = 4 * 2 ** 30;
+
+/** Validates a `stoc.compact` request; BAD_ARGUMENT names the first bad field. */
+export function parseCompactArgs(args: unknown): CompactArgs {
+  const a = fields(Method.compact, args);
+  const list = (what: string, v: unknown, max: number): unknown[] => {
+    if (!Array.isArray(v) || v.length > max) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: ${what} must be a list of at most ${max}`);
+    return v;
+  };
+  const bytes = (what: string, v: unknown): Uint8Array => {
+    if (!(v instanceof Uint8Array)) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: ${what} must be bytes`);
+    return v;
+  };
+  const stocs = list('stocs', a.stocs, 4096).map((s) => {
+    const pair = list('a stocs entry', s, 2);
+    return [checkUint('StoC id', pair[0], 0xffffffff), bytes('a StoC address', pair[1])] as [number, Uint8Array];
+  });
+  let total = 0;
+  const inputs = list('inputs', a.inputs, 100_000).map((x) => {
+    const i = fields(`${Method.compact} input`, x);
+    const fragments = list('fragments', i.fragments, 4096).map((y) => {
+      const f = fields(`${Method.compact} fragment`, y);
+      const fragment = { stoc: checkUint('fragment StoC', f.stoc, 0xffffffff), offset: checkUint('fragment offset', f.offset), size: checkUint('fragment size', f.size) };
+      total += fragment.size;
+      return fragment;
+    });
+    return { file: checkUint('input file', i.file), fragments };
+  });
+  if (inputs.length === 0) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: no inputs`);
+  if (total > MAX_INPUT_BYTES) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: inputs of ${total} bytes exceed ${MAX_INPUT_BYTES}`);
+  const scatter = checkUint('scatter', a.scatter, 4096);
+  if (scatter < 1) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: scatter must be at least 1`);
+  const targetBytes = checkUint('targetBytes', a.targetBytes, 2 ** 32);
+  if (targetBytes < 1024) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: targetBytes must be at least 1024`);
+  return {
+    range: checkUint('range', a.range, 0xffffffff),
+    inputs,
+    stocs,
+    smallestSnapshot: checkUint('smallestSnapshot', a.smallestSnapshot),
+    deeper: list('deeper', a.deeper, 1_000_000).map((d) => {
+      const pair = list('a deeper entry', d, 2);
+      return [bytes('a deeper key', pair[0]), bytes('a deeper key', pair[1])] as [Uint8Array, Uint8Array];
+    }),
+    targetBytes,
+    firstFile: checkUint('firstFile', a.firstFile),
+    maxFiles: checkUint('maxFiles', a.maxFiles, 1_000_000),
+    scatter,
+  };
+}
+
+/** Validates a `stoc.compact` answer (CORRUPTION if malformed). */
+export function parseCompactReply(reply: unknown): CompactOutput[] {
+  const bad = (why: string): never => { throw new NovaError('CORRUPTION', `${Method.compact} answer: ${why}`); };
+  if (!Array.isArray(reply)) bad('not a list');
+  return (reply as unknown[]).map((x) => {
+    const o = x as Record<string, unknown> | null;
+    if (typeof o !== 'object' || o === null || !Array.isArray(o.fragments)) return bad('an output is not a map with fragments');
+    const uint = (v: unknown): number => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : bad(`${String(v)} is not a count`));
+    if (!(o.smallest instanceof Uint8Array) || !(o.largest instanceof Uint8Array)) bad('an output\'s keys are not bytes');
+    return {
+      file: uint(o.file), size: uint(o.size), entries: uint(o.entries),
+      smallest: o.smallest as Uint8Array, largest: o.largest as Uint8Array,
+      fragments: (o.fragments as Array<Record<string, unknown>>).map((f) => ({ stoc: uint(f?.stoc), offset: uint(f?.offset), size: uint(f?.size) })),
+    };
+  });
+}
+
+/**
+ * Runs one job; resolves with its outputs. `lost()` says whether the requester went away
+ * (checked after each output and at the end).
+ */
+export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: () => boolean): Promise<CompactOutput[]> {
+  const addresses = new Map(job.stocs);
+  const written: Array<{ name: string; stoc: number }> = [];
+  const outputs: CompactOutput[] = [];
+  try {
+    const tables = await Promise.all(job.inputs.map((input) => readInput(env, job.range, input, addresses)));
+    const merge: MergeJob = {
+      tables,
+      names: job.inputs.map((i) => `StoC ${env.id}: compaction input ${tableFileName(job.range, i.file)}`),
+      smallestSnapshot: job.smallestSnapshot,
+      deeper: job.deeper.map(([smallest, largest]) => ({ smallest, largest })),
+      targetBytes: job.targetBytes,
+    };
+    const targets = outputStocs(env.id, job);
+    for await (const t of mergeWorkerAvailable() ? mergeOnWorker(merge) : mergeTables(merge)) {
+      if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
+      if (outputs.length >= job.maxFiles) {
+        throw new NovaError('BAD_ARGUMENT', `compaction of range ${job.range}: more than the ${job.maxFiles} outputs reserved`);
+      }
+      const file = job.firstFile + outputs.length;
+      outputs.push({ ...describe(t), file, fragments: await writeOutput(env, tableFileName(job.range, file), t.bytes, targets, addresses, written) });
+    }
+    if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
+    return outputs;
+  } catch (err) {
+    await removeOutputs(env, written, addresses);
+    throw err;
+  }
+}
+
+function describe(t: MergedTable): Omit<CompactOutput, 'file' | 'fragments'> {
+  return { size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest };
+}
+
+/** This StoC first, then the others of the job in their order: where fragment i goes. */
+function outputStocs(self: number, job: CompactArgs): number[] {
+  const others = job.stocs.map(([id]) => id).filter((id) => id !== self);
+  if (others.length + 1 < job.scatter) {
+    throw new NovaError('UNAVAILABLE', `compaction of range ${job.range}: scatter ${job.scatter} needs ${job.scatter} StoCs; the job names ${others.length + 1}`);
+  }
+  return [self, ...others].slice(0, job.scatter);
+}
+
+async function readInput(env: ExecutorEnv, range: number, input: CompactInput, addresses: Map<number, Uint8Array>): Promise<Buffer> {
+  const name = tableFileName(range, input.file);
+  const parts = await Promise.all([...input.fragments].sort((a, b) => a.offset - b.offset).map(async (f) => {
+    try {
+      if (f.stoc === env.id) return await env.readLocal(name, f.size);
+      const address = addresses.get(f.stoc);
+      if (!address) throw new NovaError('BAD_ARGUMENT', 'the job does not give its StoC\'s address');
+      return await (await env.peer(address)).read(name, 0, f.size);
+    } catch (err) {
+      throw withContext(err, `StoC ${env.id}: compaction input ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}`);
+    }
+  }));
+  return Buffer.concat(parts);
+}
+
+/** Writes one output's fragments (about equal cuts of its bytes) durably; returns them. */
+async function writeOutput(env: ExecutorEnv, name: string, bytes: Buffer, targets: number[],
+  addresses: Map<number, Uint8Array>, written: Array<{ name: string; stoc: number }>): Promise<Fragment[]> {
+  const size = Math.ceil(bytes.length / targets.length);
+  const fragments = targets.map((stoc, i) => ({ stoc, offset: i * size, size: Math.max(0, Math.min(size, bytes.length - i * size)) }));
+  await Promise.all(fragments.map(async (f) => {
+    const part = bytes.subarray(f.offset, f.offset + f.size);
+    try {
+      const peer = f.stoc === env.id ? undefined : await env.peer(addresses.get(f.stoc)!);
+      if ((await (peer ? peer.size(name) : env.sizeLocal(name))) !== undefined) {
+        throw new NovaError('BAD_ARGUMENT', 'the file exists already: outputs never replace a file');
+      }
+      written.push({ name, stoc: f.stoc });
+      if (peer) await peer.write(name, 0, part, true);
+      else await env.createLocal(name, part);
+    } catch (err) {
+      throw withContext(err, `StoC ${env.id}: compaction output ${name} on StoC ${f.stoc}`);
+    }
+  }));
+  return fragments;
+}
+
+async function removeOutputs(env: ExecutorEnv, written: Array<{ name: string; stoc: number }>, addresses: Map<number, Uint8Array>): Promise<void> {
+  await Promise.all(written.map(async ({ name, stoc }) => {
+    try {
+      if (stoc === env.id) await env.removeLocal(name);
+      else await (await env.peer(addresses.get(stoc)!)).remove(name);
+    } catch (err) {
+      env.log(`StoC ${env.id}: could not remove ${name} on StoC ${stoc} after a failed compaction (the LTC's next open will): ${(err as Error).message}`);
+    }
+  }));
+}
+
+/** `err` with `context` before its message, keeping its code (UNAVAILABLE for non-Nova errors). */
+function withContext(err: unknown, context: string): NovaError {
+  const code: ErrorCode = err instanceof NovaError && isErrorCode(err.code) ? err.code : 'UNAVAILABLE';
+  return new NovaError(code, `${context}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+}

@@ -1,0 +1,160 @@
+/**
+ * The engine with a Compactor (compactions run elsewhere, as on StoCs): outputs come back as
+ * metadata and are read through the BlockStore; output numbers are reserved in the MANIFEST
+ * before a job leaves; a declined job is merged by the engine; an answer outside the
+ * reservation, or corruption, fails the engine; reopening keeps every write.
+ */
+import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { NovaError } from '../../src/common/errors.js';
+import { Engine, localEnv, type EngineEnv } from '../../src/ltc/engine.js';
+import type { CompactedTable, CompactionRequest } from '../../src/ltc/local-store.js';
+import { mergeTables } from '../../src/ltc/merge.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const key = (i: number): Buffer => Buffer.from(`key${String(i).padStart(6, '0')}`);
+const val = (i: number, v: number): Buffer => Buffer.from(`v${v}-${i}-`.padEnd(300, '*'));
+const OPTIONS = { memtableBytes: 32 * 1024, l0Trigger: 2, l1Bytes: 96 * 1024, sync: false, mergeInWorker: false };
+
+/** A local environment whose compactor merges through the store, like a StoC would, and records its jobs. */
+type Answer = 'merge' | 'decline' | 'outside' | 'corrupt';
+
+function offloading(dir: string, first: Answer = 'merge'): { env: EngineEnv; jobs: CompactionRequest[]; answer: Answer } {
+  const env = localEnv(dir);
+  const jobs: CompactionRequest[] = [];
+  const control = { env, jobs, answer: first };
+  env.compactor = {
+    compact: async (job) => {
+      jobs.push(job);
+      const answer = control.answer;
+      if (answer === 'decline') return undefined;
+      if (answer === 'corrupt') throw new NovaError('CORRUPTION', 'injected: an input is damaged');
+      const tables = await Promise.all(job.inputs.map((m) => env.store.readTable(m.file, m.fragments)));
+      const out: CompactedTable[] = [];
+      for (const t of mergeTables({ tables, names: job.inputs.map((m) => String(m.file)), smallestSnapshot: job.smallestSnapshot, deeper: job.deeper, targetBytes: job.targetBytes })) {
+        const file = answer === 'outside' ? job.firstFile + job.maxFiles : job.firstFile + out.length;
+        out.push({ file, size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest, fragments: await env.store.writeTable(file, t.bytes) });
+      }
+      return out;
+    },
+  };
+  return control;
+}
+
+async function load(e: Engine, n: number, version: number): Promise<void> {
+  for (let i = 0; i < n; i += 50) {
+    const b = e.newBatch();
+    for (let j = i; j < Math.min(n, i + 50); j++) b.put(key((j * 7919) % n), val((j * 7919) % n, version));
+    await e.write(b);
+  }
+}
+
+async function check(e: Engine, n: number, version: number): Promise<void> {
+  for (let i = 0; i < n; i++) expect((await e.get(key(i)))?.equals(val(i, version)), `key ${i}`).toBe(true);
+}
+
+describe('engine with a compactor', () => {
+  it('installs the outputs it answers, numbered inside a reservation made before the job left', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
+    dirs.push(dir);
+    const { env, jobs } = offloading(dir);
+    let e = await Engine.open(dir, { ...OPTIONS, env });
+    await load(e, 3000, 1);
+    await load(e, 3000, 2);
+    await e.flush();
+    expect(jobs.length).toBeGreaterThan(2);
+    expect(e.stats.offloadedCompactions).toBe(e.stats.compactions);
+    expect(e.stats.tablesPerLevel.slice(1).some((n) => n > 0)).toBe(true);
+    // Reservations never overlap one another, nor any table a flush wrote.
+    const spans = jobs.map((j) => [j.firstFile, j.firstFile + j.maxFiles]).sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < spans.length; i++) expect(spans[i][0]).toBeGreaterThanOrEqual(spans[i - 1][1]);
+    await check(e, 3000, 2);
+    await e.close();
+
+    e = await Engine.open(dir, { ...OPTIONS, env: offloading(dir).env });
+    await check(e, 3000, 2);
+    // A job's numbers are in the MANIFEST before the job runs: after a reopen, new tables
+    // are numbered past every reservation.
+    await load(e, 500, 3);
+    await e.flush();
+    const last = spans[spans.length - 1][1];
+    const tables = await env.store.listTables();
+    expect(tables.filter((f) => f >= last).length).toBeGreaterThan(0);
+    await e.close();
+  });
+
+  it('merges a declined job itself', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
+    dirs.push(dir);
+    const { env, jobs } = offloading(dir, 'decline');
+    const e = await Engine.open(dir, { ...OPTIONS, env });
+    await load(e, 3000, 1);
+    await e.flush();
+    expect(jobs.length).toBeGreaterThan(0);
+    expect(e.stats.compactions).toBe(jobs.length);
+    expect(e.stats.offloadedCompactions).toBe(0);
+    await check(e, 3000, 1);
+    await e.close();
+  });
+
+  for (const fault of ['outside', 'corrupt'] as const) {
+    it(`an answer ${fault === 'outside' ? 'outside the reserved numbers' : 'of corruption'} fails the engine; reopening keeps every write`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
+      dirs.push(dir);
+      const failing = offloading(dir);
+      const e = await Engine.open(dir, { ...OPTIONS, env: failing.env });
+      await load(e, 3000, 1);
+      // Nothing else writes the MANIFEST from here on: flushes, then the job that fails.
+      failing.answer = fault;
+      await e.flush().catch(() => undefined);
+      expect(e.failure).toMatchObject({ message: expect.stringContaining(fault === 'outside' ? 'outside the numbers reserved' : 'injected') });
+      await e.close();
+      const again = await Engine.open(dir, { ...OPTIONS, env: offloading(dir).env });
+      // Writes acknowledged before the failure are all there.
+      const stats = again.stats;
+      expect(stats.lastSequence).toBeGreaterThan(0);
+      let found = 0;
+      for (let i = 0; i < 3000; i++) if ((await again.get(key(i)))?.equals(val(i, 1))) found++;
+      expect(found).toBe(stats.lastSequence);
+      await again.close();
+    });
+  }
+
+  it('a crash while a job is away: the reopened engine numbers new tables past the job\'s reservation', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
+    const copy = mkdtempSync(join(tmpdir(), 'nova-compactor-crash-'));
+    dirs.push(dir, copy);
+    const o = offloading(dir);
+    const e = await Engine.open(dir, { ...OPTIONS, env: o.env });
+    await load(e, 3000, 1);
+    // The next job "crashes the LTC" as it leaves: the directory as it is then is what a
+    // restarted LTC finds, while the job may still be writing outputs on a StoC.
+    let crashed: CompactionRequest | undefined;
+    o.env.compactor = {
+      compact: async (job) => {
+        if (!crashed) cpSync(dir, copy, { recursive: true });
+        crashed ??= job;
+        throw new NovaError('CORRUPTION', 'injected: the LTC is gone');
+      },
+    };
+    await load(e, 1500, 2).catch(() => undefined); // the engine fails at the job
+    await e.flush().catch(() => undefined);
+    await e.close();
+    expect(crashed).toBeDefined();
+    const again = await Engine.open(copy, { ...OPTIONS, env: offloading(copy).env });
+    // Reopening numbers its new MANIFEST (and all after it) from the recovered next number.
+    const manifests = readdirSync(copy).map((n) => /^MANIFEST-(\d+)$/.exec(n)).filter((m) => m !== null).map((m) => Number(m![1]));
+    expect(manifests).toHaveLength(1);
+    expect(manifests[0]).toBeGreaterThanOrEqual(crashed!.firstFile + crashed!.maxFiles);
+    await load(again, 500, 3);
+    await again.flush();
+    await check(again, 500, 3);
+    await again.close();
+  });
+});

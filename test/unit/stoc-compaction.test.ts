@@ -1,0 +1,229 @@
+/**
+ * Offloaded compaction (src/stoc/compaction-executor.ts): three StoCs in this process, input
+ * tables scattered over them, a job sent by an LTC-like client. The outputs must be the very
+ * bytes the engine's own merge produces, placed and numbered as asked; failures leave no
+ * output behind; bad requests get BAD_ARGUMENT and the StoC goes on serving.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
+import { mergeTables } from '../../src/ltc/merge.js';
+import { TableBuilder } from '../../src/sstable/table-builder.js';
+import { DEFAULT_SETTINGS } from '../../src/coordinator/config.js';
+import { StocCompactor } from '../../src/ltc/stoc-compactor.js';
+import { StocPool } from '../../src/ltc/stoc-pool.js';
+import type { TableMeta } from '../../src/ltc/version-edit.js';
+import type { CompactArgs } from '../../src/stoc/compaction-executor.js';
+import { StocClient } from '../../src/stoc/stoc-client.js';
+import { Method, tableFileName } from '../../src/stoc/stoc-protocol.js';
+import { StocServer } from '../../src/stoc/stoc-server.js';
+import { Fabric } from '../../src/transport/fabric.js';
+import { Rpc } from '../../src/transport/rpc.js';
+import { useTls } from '../helpers/peer-process.js';
+
+const MiB = 1024 * 1024;
+const RANGE = 3;
+
+let servers: StocServer[] = [];
+let fabrics: Fabric[] = [];
+let dirs: string[] = [];
+
+afterEach(async () => {
+  for (const s of servers) await s.close();
+  for (const f of fabrics) await f.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  servers = [];
+  fabrics = [];
+  dirs = [];
+});
+
+async function stocs(n: number): Promise<StocServer[]> {
+  useTls('sm');
+  for (let i = 1; i <= n; i++) {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-stoc-compact-'));
+    dirs.push(dir);
+    servers.push(await StocServer.start({ dir, id: i, bufferBytes: 8 * 2 * MiB, windowBytes: 2 * MiB, onLog: () => undefined }));
+  }
+  return servers;
+}
+
+async function client(s: StocServer): Promise<StocClient> {
+  const fabric = Fabric.open();
+  fabrics.push(fabric);
+  return StocClient.connect(fabric, new Rpc(fabric), s.address);
+}
+
+/** Keys k00000.. every `step`, at sequence `seq`; deletes where `del(i)`. */
+function table(n: number, step: number, seq: number, del: (i: number) => boolean = () => false): Buffer {
+  const b = new TableBuilder({});
+  for (let i = 0; i < n; i += step) {
+    const type = del(i) ? ValueType.Delete : ValueType.Put;
+    b.add(makeInternalKey(Buffer.from(`k${String(i).padStart(5, '0')}`), seq, type), Buffer.from(type === ValueType.Put ? `v${i}@${seq}`.padEnd(200, '.') : ''));
+  }
+  return b.finish().bytes;
+}
+
+/** Stores `bytes` as table `file` cut over `on` (StoC ids), as the LTC's StocBlockStore does. */
+async function place(clients: Map<number, StocClient>, file: number, bytes: Buffer, on: number[]): Promise<CompactArgs['inputs'][number]> {
+  const size = Math.ceil(bytes.length / on.length);
+  const fragments = on.map((stoc, i) => ({ stoc, offset: i * size, size: Math.min(size, bytes.length - i * size) }));
+  for (const f of fragments) await clients.get(f.stoc)!.write(tableFileName(RANGE, file), 0, bytes.subarray(f.offset, f.offset + f.size), true);
+  return { file, fragments };
+}
+
+async function setup(): Promise<{ s: StocServer[]; clients: Map<number, StocClient>; inputs: Buffer[]; args: CompactArgs }> {
+  const s = await stocs(3);
+  const clients = new Map<number, StocClient>();
+  for (const x of s) clients.set(x.id, await client(x));
+  const inputs = [table(3000, 1, 10), table(3000, 2, 20), table(3000, 3, 30, (i) => i % 2 === 0)];
+  const placed = [await place(clients, 1, inputs[0], [1]), await place(clients, 2, inputs[1], [2, 3]), await place(clients, 3, inputs[2], [3])];
+  const args: CompactArgs = {
+    range: RANGE, inputs: placed, stocs: s.map((x) => [x.id, x.address] as [number, Uint8Array]),
+    smallestSnapshot: 1000, deeper: [], targetBytes: 64 * 1024, firstFile: 100, maxFiles: 40, scatter: 1,
+  };
+  return { s, clients, inputs, args };
+}
+
+async function tablesOn(c: StocClient): Promise<string[]> {
+  return (await c.list(`r${RANGE}-`)).map((f) => f.name).filter((n) => Number(n.slice(3, 9)) >= 100);
+}
+
+describe('offloaded compaction on a StoC', () => {
+  it('reads inputs from itself and other StoCs, merges exactly as the engine does, and writes the outputs it was asked for', async () => {
+    const { s, clients, inputs, args } = await setup();
+    const expected = [...mergeTables({ tables: inputs, names: ['1', '2', '3'], smallestSnapshot: 1000, deeper: [], targetBytes: 64 * 1024 })];
+    expect(expected.length).toBeGreaterThan(3);
+
+    const outputs = await clients.get(1)!.compact(args);
+    expect(outputs.map((o) => o.file)).toEqual(expected.map((_, i) => 100 + i));
+    for (const [i, o] of outputs.entries()) {
+      expect(o.fragments).toEqual([{ stoc: 1, offset: 0, size: expected[i].bytes.length }]);
+      expect([o.size, o.entries]).toEqual([expected[i].bytes.length, expected[i].entries]);
+      expect(Buffer.from(o.smallest).equals(expected[i].smallest) && Buffer.from(o.largest).equals(expected[i].largest)).toBe(true);
+      const stored = await clients.get(1)!.read(tableFileName(RANGE, o.file), 0, o.size);
+      expect(stored.equals(expected[i].bytes)).toBe(true);
+    }
+    expect(s[0].stats().compactions).toBe(1);
+    // Only the executing StoC holds outputs when ρ = 1.
+    expect(await tablesOn(clients.get(2)!)).toEqual([]);
+
+    // ρ = 2 on StoC 2: each output's second half goes to the next StoC of the job (1).
+    const two = await clients.get(2)!.compact({ ...args, firstFile: 200, scatter: 2 });
+    for (const [i, o] of two.entries()) {
+      expect(o.fragments.map((f) => f.stoc)).toEqual([2, 1]);
+      const parts = await Promise.all(o.fragments.map((f) => clients.get(f.stoc)!.read(tableFileName(RANGE, o.file), 0, f.size)));
+      expect(Buffer.concat(parts).equals(expected[i].bytes)).toBe(true);
+    }
+  });
+
+  it('an input it cannot read fails the job (not as corruption) and leaves no output', async () => {
+    const { s, clients, args } = await setup();
+    await s[2].close(); // StoC 3 holds inputs 2 and 3
+    const err = await clients.get(1)!.compact(args).then(() => undefined, (e: unknown) => e as { code: string; message: string });
+    expect(err).toMatchObject({ message: expect.stringContaining('compaction input r3-000002.sst') });
+    expect(err?.code).not.toBe('CORRUPTION');
+    expect(await tablesOn(clients.get(1)!)).toEqual([]);
+  });
+
+  it('too few output numbers, or an output that exists, fail the job without touching other files', async () => {
+    const { clients, args } = await setup();
+    await expect(clients.get(1)!.compact({ ...args, maxFiles: 2 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('more than the 2 outputs') });
+    expect(await tablesOn(clients.get(1)!)).toEqual([]);
+
+    const mine = Buffer.from('not a table of this job');
+    await clients.get(1)!.write(tableFileName(RANGE, 101), 0, mine, true);
+    await expect(clients.get(1)!.compact(args)).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('exists already') });
+    expect(await tablesOn(clients.get(1)!)).toEqual([tableFileName(RANGE, 101)]);
+    expect((await clients.get(1)!.read(tableFileName(RANGE, 101), 0, mine.length)).equals(mine)).toBe(true);
+  });
+
+  it('a damaged input fails the job with CORRUPTION naming the table', async () => {
+    const { clients, args, inputs } = await setup();
+    const bad = Buffer.from(inputs[0]);
+    bad[100] ^= 0xff;
+    await clients.get(1)!.write(tableFileName(RANGE, 1), 0, bad, true);
+    await expect(clients.get(2)!.compact(args)).rejects.toMatchObject({ code: 'CORRUPTION', message: expect.stringContaining('r3-000001.sst') });
+    expect(await tablesOn(clients.get(2)!)).toEqual([]);
+  });
+
+  it('malformed requests get BAD_ARGUMENT; the StoC goes on serving', async () => {
+    const [s] = await stocs(1);
+    const fabric = Fabric.open();
+    fabrics.push(fabric);
+    const rpc = new Rpc(fabric);
+    const ep = await fabric.connect(s.address);
+    const good = { range: 1, inputs: [{ file: 1, fragments: [{ stoc: 1, offset: 0, size: 10 }] }], stocs: [], smallestSnapshot: 0, deeper: [], targetBytes: 4096, firstFile: 10, maxFiles: 4, scatter: 1 };
+    for (const bad of [
+      null, [], { ...good, inputs: [] }, { ...good, inputs: 'x' }, { ...good, targetBytes: 10 }, { ...good, scatter: 0 },
+      { ...good, firstFile: -1 }, { ...good, stocs: [[1]] }, { ...good, deeper: [[Buffer.alloc(1), 'x']] },
+      { ...good, inputs: [{ file: 1, fragments: [{ stoc: 1, offset: 0, size: 2 ** 40 }] }] },
+    ]) {
+      await expect(rpc.call(ep, Method.compact, bad, { timeoutMs: 5000 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    }
+    // A well-formed job whose input is missing: CORRUPTION naming it; then ordinary work goes on.
+    await expect(rpc.call(ep, Method.compact, good, { timeoutMs: 5000 })).rejects.toMatchObject({ code: 'CORRUPTION', message: expect.stringContaining('r1-000001.sst') });
+    const c = await client(s);
+    await c.write('plain', 0, Buffer.from('still serving'), true);
+    expect((await c.read('plain', 0, 13)).toString()).toBe('still serving');
+  });
+
+  it('a job whose LTC is lost before it ends removes its outputs', async () => {
+    const { s, args } = await setup();
+    const fabric = Fabric.open();
+    const rpc = new Rpc(fabric);
+    const ep = await fabric.connect(s[0].address);
+    // Big enough to be still merging when the requester goes away.
+    const job = rpc.call(ep, Method.compact, { ...args, targetBytes: 8 * 1024, maxFiles: 1000 }, { timeoutMs: 10_000 }).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 5));
+    await fabric.close();
+    await job;
+    const watcher = await client(s[0]);
+    for (let i = 0; i < 200 && s[0].stats().failures === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(s[0].stats().failures).toBe(1);
+    expect(await tablesOn(watcher)).toEqual([]);
+  });
+});
+
+describe('StocCompactor (the LTC side)', () => {
+  async function compactor(s: StocServer[]): Promise<{ pool: StocPool; c: StocCompactor; lines: string[] }> {
+    const fabric = Fabric.open();
+    fabrics.push(fabric);
+    const pool = new StocPool(fabric, new Rpc(fabric));
+    pool.update({
+      id: 1, ranges: [], settings: DEFAULT_SETTINGS,
+      members: s.map((x) => ({ role: 'stoc' as const, id: x.id, address: x.address.toString('base64'), pid: 0, host: '' })),
+    });
+    const lines: string[] = [];
+    return { pool, c: new StocCompactor(pool, RANGE, 1, (l) => lines.push(l)), lines };
+  }
+
+  const request = (args: CompactArgs) => ({
+    inputs: args.inputs.map((i) => ({ ...i, level: 0, size: i.fragments.reduce((n, f) => n + f.size, 0), entries: 0, smallest: Buffer.alloc(0), largest: Buffer.alloc(0) }) as TableMeta),
+    smallestSnapshot: args.smallestSnapshot, deeper: [], targetBytes: args.targetBytes, firstFile: args.firstFile, maxFiles: args.maxFiles,
+  });
+
+  it('sends jobs round-robin; declines a job no StoC could run (the LTC merges it); corruption is not declined', async () => {
+    const { clients, args } = await setup();
+    const { pool, c, lines } = await compactor(servers);
+    const first = await c.compact(request(args));
+    const second = await c.compact({ ...request(args), firstFile: 300 });
+    expect(first!.length).toBeGreaterThan(1);
+    expect([first![0].fragments[0].stoc, second![0].fragments[0].stoc]).toEqual([1, 2]);
+    expect(servers.map((x) => x.stats().compactions)).toEqual([1, 1, 0]);
+
+    // StoC 3, which holds inputs 2 and 3, is gone: the job can run nowhere, so it is declined.
+    await servers[2].close();
+    expect(await c.compact({ ...request(args), firstFile: 400 })).toBeUndefined();
+    expect(c.counters.declined).toBe(1);
+    expect(lines.join('\n')).toContain('the LTC merges it');
+
+    const bad = Buffer.from(await clients.get(1)!.read(tableFileName(RANGE, 1), 0, args.inputs[0].fragments[0].size));
+    bad[100] ^= 0xff;
+    await clients.get(1)!.write(tableFileName(RANGE, 1), 0, bad, true);
+    const onlyFirst = { ...request(args), inputs: request(args).inputs.slice(0, 1), firstFile: 500 };
+    await expect(c.compact(onlyFirst)).rejects.toMatchObject({ code: 'CORRUPTION' });
+    pool.close();
+  });
+});
