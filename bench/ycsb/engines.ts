@@ -43,6 +43,8 @@ export interface ClusterBenchOptions {
   ranges?: number;
   /** LogC mode of the cluster it starts (default: the cluster's default, disk). */
   logMode?: string;
+  /** Where the cluster it starts runs compaction merges (default: the cluster's, stoc). */
+  compaction?: string;
 }
 
 export interface EngineAdapter {
@@ -97,6 +99,7 @@ const nova: EngineAdapter = {
       const args = ['--ranges', String(c.ranges ?? 1), '--bench-records', String(o.records ?? 1_000_000)];
       if (o.sync) args.push('--sync');
       if (c.logMode) args.push('--log-mode', c.logMode);
+      if (c.compaction) args.push('--compaction', c.compaction);
       await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args });
     }
     const client = await NovaClient.connect(c.coordinator ? { coordinator: c.coordinator } : { dir });

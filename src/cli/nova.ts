@@ -25,7 +25,7 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { ve
 interface YcsbCliOptions {
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
-  coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string;
+  coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string;
 }
 
 async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: string[], dists: string[] | undefined, baseline: string, rounds: number): Promise<void> {
@@ -46,7 +46,7 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     records: o.records, duration: o.duration, operations: o.operations, concurrency: o.concurrency, valueSize: o.valueSize,
     scanLength: o.scanLength, zipfianConstant: o.zipfianConstant, verify: o.verify, sync: o.sync, seed: o.seed,
     rounds, dir: o.dir, keep: o.keep, progress,
-    cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode }, clients: o.clients,
+    cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction }, clients: o.clients,
   });
   console.log(runTable(result.runs));
   if (engines.length > 1) {
@@ -191,7 +191,8 @@ export function buildProgram(): Command {
     .option('--ltcs <n>', 'engine nova: LTCs of the cluster it starts', positiveInt, 1)
     .option('--stocs <n>', 'engine nova: StoCs of the cluster it starts', positiveInt, 3)
     .option('--ranges <n>', 'engine nova: ranges, cut evenly over the loaded keys', positiveInt, 1)
-    .addOption(new Option('--log-mode <m>', 'engine nova: LogC mode of the cluster it starts').choices(['disk', 'memory', 'memory+disk', 'none']));
+    .addOption(new Option('--log-mode <m>', 'engine nova: LogC mode of the cluster it starts').choices(['disk', 'memory', 'memory+disk', 'none']))
+    .addOption(new Option('--compaction <where>', 'engine nova: where the cluster it starts runs compaction merges (default stoc)').choices(['stoc', 'ltc']));
   ycsb(bench.command('run')
     .description('YCSB-style run of one engine: load, settle, run a workload; progress on stderr, a table on stdout')
     .option('--engine <name>', `one of ${ENGINES.map((e) => e.name).join(', ')}`, 'nova-embedded')

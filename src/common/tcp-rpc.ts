@@ -35,11 +35,16 @@ type Message = unknown[];
  * Collects messages for one socket and writes them as one frame per event-loop turn, or
  * sooner once FRAME_MESSAGES are waiting: then the peer starts on the first part of a large
  * batch while this side prepares the rest, instead of each side idling while the other works.
+ *
+ * A frame never exceeds `maxFrame` (the peer would close the connection, failing every call
+ * on it): a batch that packs larger is cut in halves, in order; a single message that is
+ * larger goes to `oversize`, which may answer a message to send instead.
  */
 class Outbox {
   private queue: Message[] = [];
   private scheduled = false;
-  constructor(private readonly socket: Socket) {}
+  constructor(private readonly socket: Socket, private readonly maxFrame: number,
+    private readonly oversize: (message: Message, bytes: number) => Message | undefined) {}
 
   push(message: Message): void {
     this.queue.push(message);
@@ -59,7 +64,21 @@ class Outbox {
     const batch = this.queue;
     this.queue = [];
     if (batch.length === 0 || this.socket.destroyed) return;
-    this.socket.write(encodeFrame(packr.pack(batch)));
+    this.write(batch);
+  }
+
+  private write(batch: Message[]): void {
+    const payload = packr.pack(batch);
+    if (payload.length <= this.maxFrame) {
+      this.socket.write(encodeFrame(payload));
+    } else if (batch.length > 1) {
+      const half = batch.length >> 1;
+      this.write(batch.slice(0, half));
+      this.write(batch.slice(half));
+    } else {
+      const instead = this.oversize(batch[0], payload.length);
+      if (instead) this.write([instead]);
+    }
   }
 }
 
@@ -106,7 +125,10 @@ export class TcpRpcServer {
     this.sockets.add(socket);
     const peer = `${socket.remoteAddress}:${socket.remotePort}`;
     const reader = new FrameReader(`${this.options.name} connection from ${peer}`, this.options.maxFrame ?? DEFAULT_MAX_FRAME);
-    const out = new Outbox(socket);
+    const out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
+      this.options.onLog?.(`${this.options.name}: a response of ${bytes} bytes to ${peer} exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit; answered BAD_ARGUMENT`);
+      return [m[0], 1, 'BAD_ARGUMENT', `the response of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: ask for less`, null];
+    });
     socket.on('data', (chunk: Buffer) => {
       let payloads: Buffer[];
       try {
@@ -198,7 +220,12 @@ export class TcpRpcClient {
   private readonly closeListeners: Array<() => void> = [];
 
   private constructor(private readonly socket: Socket, readonly address: string, private readonly defaultTimeoutMs: number) {
-    this.out = new Outbox(socket);
+    this.out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
+      const p = this.pending.get(m[0] as number);
+      this.pending.delete(m[0] as number);
+      p?.reject(new NovaError('BAD_ARGUMENT', `${address} ${p.op}: the request of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: send less at once`));
+      return undefined;
+    });
     const reader = new FrameReader(`connection to ${address}`);
     socket.on('data', (chunk: Buffer) => {
       try {

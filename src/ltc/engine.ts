@@ -112,6 +112,8 @@ export interface ScanOptions extends ReadOptions {
   /** Exclusive upper bound of user keys. */
   end?: Uint8Array;
   limit?: number;
+  /** Stop once the rows hold this many key and value bytes (at least one row is returned). */
+  maxBytes?: number;
 }
 
 export interface EngineStats {
@@ -304,10 +306,13 @@ export class Engine {
     const it = new VisibleIterator(new MergingIterator(this.iterators()), seq);
     const out: Array<[Buffer, Buffer]> = [];
     const limit = options.limit ?? Infinity;
-    for (it.seek(makeInternalKey(start, seq, SEEK_TYPE)); it.valid && out.length < limit; it.next()) {
+    const maxBytes = options.maxBytes ?? Infinity;
+    let bytes = 0;
+    for (it.seek(makeInternalKey(start, seq, SEEK_TYPE)); it.valid && out.length < limit && bytes < maxBytes; it.next()) {
       const k = it.key;
       if (options.end && compareBytes(k, 0, k.length, options.end, 0, options.end.length) >= 0) break;
       out.push([Buffer.from(k), Buffer.from(it.value)]);
+      bytes += k.length + it.value.length;
     }
     return out;
   }

@@ -32,6 +32,8 @@ import { StocPool } from './stoc-pool.js';
 
 /** Largest scan one request may ask for; clients page through longer ones. */
 export const MAX_SCAN = 10_000;
+/** A scan page stops once it holds this many key and value bytes (it fits any frame). */
+export const MAX_SCAN_BYTES = 4 * 1024 * 1024;
 const REOPEN_MS = 1_000;
 /** How long a range waits for as many StoCs as it wants log replicas before opening with fewer. */
 const STOC_WAIT_MS = 10_000;
@@ -270,11 +272,12 @@ export class LtcServer {
         const n = typeof limit === 'number' && limit > 0 ? Math.min(limit, MAX_SCAN) : MAX_SCAN;
         const range = rangeOf(this.config, t.key);
         const stop = end === null || end === undefined ? range.end : minKey(asKey(end), range.end);
-        // A full page continues just after its last key; a short one at the next range.
-        return t.engine.scan(t.key, { end: stop, limit: n }).then((rows) => ({
-          rows,
-          next: rows.length === n ? Buffer.concat([rows[n - 1][0], Buffer.alloc(1)]) : range.end ?? null,
-        }));
+        // A full page (by rows or bytes) continues just after its last key; a short one at
+        // the next range.
+        return t.engine.scan(t.key, { end: stop, limit: n, maxBytes: MAX_SCAN_BYTES }).then((rows) => {
+          const full = rows.length === n || rows.reduce((b, [k, v]) => b + k.length + v.length, 0) >= MAX_SCAN_BYTES;
+          return { rows, next: full ? Buffer.concat([rows[rows.length - 1][0], Buffer.alloc(1)]) : range.end ?? null };
+        });
       },
       stats: () => this.stats(),
       // Every memtable to an SSTable, then the compactions due (the bench's settle step).

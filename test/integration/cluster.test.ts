@@ -150,13 +150,21 @@ describe('nova cluster', () => {
     expect(await missing(c, acked)).toEqual([]);
   });
 
-  it('a scan longer than one LTC page (10,000 rows) goes on to the next page', async () => {
+  it('a scan longer than one LTC page (10,000 rows or 4 MiB) goes on to the next page', async () => {
     cluster = await startCluster({ stocs: 1, args: ['--log-replicas', '1'] });
     const acked = await writeKeys(cluster.client, 0, 10_050, 64);
     expect(acked.size).toBe(10_050);
     const rows = await cluster.client.scan(Buffer.alloc(0), { limit: 20_000 });
     expect(rows.length).toBe(10_050);
     expect(rows[10_049][0].equals(key(10_049))).toBe(true);
+    // Pages are cut by bytes too (4 MiB): 70 MiB of values would not fit one 64 MiB frame.
+    const big = Buffer.alloc(1024 * 1024, 9);
+    for (let i = 0; i < 70; i += 10) {
+      await Promise.all(Array.from({ length: 10 }, (_, j) => cluster!.client.put(Buffer.from(`zbig${String(i + j).padStart(2, '0')}`), big)));
+    }
+    const bigRows = await cluster.client.scan(Buffer.from('zbig'), { limit: 100 });
+    expect(bigRows.length).toBe(70);
+    expect(bigRows.every(([k, v], i) => k.toString() === `zbig${String(i).padStart(2, '0')}` && v.equals(big))).toBe(true);
   });
 
   it('malformed client input gets an error or a closed connection; the LTC serves everyone else', async () => {

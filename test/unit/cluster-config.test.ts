@@ -139,4 +139,28 @@ describe('TCP RPC', () => {
     await expect(c.call('echo', [1])).rejects.toMatchObject({ code: 'CLOSED' });
     await server.close();
   });
+
+  it('never sends a frame past the limit: large batches are cut, an oversize message fails alone', async () => {
+    const MiB = 1024 * 1024;
+    const logs: string[] = [];
+    const server = await TcpRpcServer.listen({
+      name: 'test', onLog: (l) => logs.push(l),
+      handlers: { big: (a) => Buffer.alloc((a[0] as number) * MiB, 1), echo: (a) => a[0] },
+    });
+    const c = await TcpRpcClient.connect(`127.0.0.1:${server.port}`, { timeoutMs: 30_000 });
+    // Three 30 MiB answers complete in one turn: 90 MiB, more than one 64 MiB frame holds.
+    const three = await Promise.all([30, 30, 30].map((n) => c.call<Uint8Array>('big', [n])));
+    expect(three.map((b) => b.length)).toEqual([30 * MiB, 30 * MiB, 30 * MiB]);
+    // One answer larger than a frame: that call gets BAD_ARGUMENT; the connection goes on.
+    const [huge, small] = await Promise.allSettled([c.call('big', [70]), c.call('echo', ['ok'])]);
+    expect(huge).toMatchObject({ status: 'rejected', reason: { code: 'BAD_ARGUMENT', message: expect.stringContaining('exceeds the 67108864-byte frame limit') } });
+    expect(small).toMatchObject({ status: 'fulfilled', value: 'ok' });
+    expect(logs.join('\n')).toContain('exceeds the 67108864-byte frame limit');
+    // A request larger than a frame fails at the client without touching the connection.
+    await expect(c.call('echo', [Buffer.alloc(70 * MiB)])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('send less at once') });
+    expect(await c.call('echo', [7])).toBe(7);
+    expect(c.closed).toBe(false);
+    c.close();
+    await server.close();
+  });
 });
