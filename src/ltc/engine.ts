@@ -16,8 +16,9 @@
  * and power loss. With `sync: false` it survives kill -9 of this process (the bytes are in
  * the OS) but not a machine crash.
  *
- * Concurrency: writes run one group commit at a time, in call order. Flushes and
- * compactions run one step at a time in the background; only the write path switches
+ * Concurrency: writes run one group commit at a time, in call order. In the background a
+ * flush loop and a compaction loop run side by side, each one step at a time (kick); the
+ * MANIFEST takes their edits in call order. Only the write path switches
  * memtables, so the memtables a commit round appends to stay the same until it applies.
  * Writes wait (a stall, counted and timed) when a full memtable cannot be retired: δ
  * memtables exist, or L0 holds `l0StopTrigger` tables. Reads may run at any time; they see
@@ -169,7 +170,8 @@ export class Engine {
   private writeChain: Promise<unknown> = Promise.resolve();
   private queued: PendingWrite[] = [];
   private roundScheduled = false;
-  private background: Promise<number> | undefined; // the flush/compaction loop, while it runs
+  private flushing: Promise<number> | undefined; // the flush loop, while it runs
+  private compacting: Promise<number> | undefined; // the compaction loop, while it runs
   private steps = 0; // flushes and compactions the background has finished
   private flushNeedsActives = false; // the next flush must take active memtables along
   private waiters: Array<() => void> = [];
@@ -595,41 +597,66 @@ export class Engine {
     await run;
   }
 
-  // ---- background: flushes, then compactions ----
+  // ---- background: a flush loop and a compaction loop ----
 
-  /** Starts the background loop unless it runs, or the engine failed or is stopping. */
+  /**
+   * Starts the flush loop and the compaction loop, each unless it runs or the engine failed
+   * or is stopping. They run side by side, so a long compaction never holds up a flush (the
+   * immutable memtable would stall writes meanwhile; LevelDB flushes between compaction
+   * outputs for the same reason). Why that is safe: a flush only adds L0 tables newer than
+   * anything a running compaction reads, and each removes only what it picked.
+   */
   private kick(): void {
-    if (this.background || this.failed || this.stopping) return;
-    this.background = this.runBackground().finally(() => {
-      this.background = undefined;
-      this.wake();
-    });
+    if (this.failed || this.stopping) return;
+    this.flushing ??= this.loop(() => this.flushStep(), () => { this.flushing = undefined; });
+    this.compacting ??= this.loop(() => this.compactStep(), () => { this.compacting = undefined; });
   }
 
-  /** Flushes and compacts until nothing is due; returns the steps it ran. */
-  private async runBackground(): Promise<number> {
-    const before = this.steps;
+  /** Both loops while either runs; resolves with the steps they ran. */
+  private get background(): Promise<number> | undefined {
+    if (!this.flushing && !this.compacting) return undefined;
+    return Promise.all([this.flushing ?? 0, this.compacting ?? 0]).then(([f, c]) => f + c);
+  }
+
+  /** Runs `step` until it finds nothing to do, then calls `ended`; returns the steps it ran. */
+  private async loop(step: () => Promise<boolean>, ended: () => void): Promise<number> {
+    let n = 0;
     try {
-      while (!this.stopping) {
-        const group = this.memtables.nextFlush();
-        if (group.length > 0 && !group.some((m) => this.memtables.isActive(m))) {
-          await this.flushGroup(group);
-        } else {
-          if (group.length > 0) {
-            this.flushNeedsActives = true; // the write path retires them
-            this.wake();
-          }
-          const job = pickCompaction(this.levels.map((l) => l.map((t) => t.meta)), this.options, this.compactCursor);
-          if (!job) break;
-          await this.runCompaction(job);
-        }
+      while (!this.stopping && !this.failed && await step()) {
+        n++;
         this.steps++;
         this.wake();
       }
     } catch (err) {
       this.fail('flush or compaction', err);
     }
-    return this.steps - before;
+    ended();
+    // A loop that found nothing to do wakes no stalled writer while the other loop runs:
+    // the writer would only kick it again, a busy loop that starves the other of the turns
+    // it needs. Once neither runs, writers must learn it (nothing will make room).
+    if (n > 0 || !this.background) this.wake();
+    return n;
+  }
+
+  /** Flushes the oldest group of immutable memtables, if one is ready. */
+  private async flushStep(): Promise<boolean> {
+    const group = this.memtables.nextFlush();
+    if (group.length === 0) return false;
+    if (group.some((m) => this.memtables.isActive(m))) {
+      this.flushNeedsActives = true; // the write path retires them, then kicks
+      this.wake();
+      return false;
+    }
+    await this.flushGroup(group);
+    this.kick(); // the new L0 table may make a compaction due
+    return true;
+  }
+
+  private async compactStep(): Promise<boolean> {
+    const job = pickCompaction(this.levels.map((l) => l.map((t) => t.meta)), this.options, this.compactCursor);
+    if (!job) return false;
+    await this.runCompaction(job);
+    return true;
   }
 
   private wake(): void {

@@ -28,7 +28,13 @@ import { RemoteKey } from './remote-key.js';
 import { openWorkerAddress, sealWorkerAddress } from './worker-address.js';
 
 export interface FabricOptions {
-  /** Microseconds the progress thread spins after its last work before it sleeps. */
+  /**
+   * Microseconds the progress thread spins after its last work before it sleeps (default 0,
+   * or NOVA_SPIN_US). Spinning trims a wake-up off each completion when the process has a
+   * core to itself; a cluster's processes share cores, and there it costs: five processes on
+   * 2 vCPUs ran W100 at 5.9–7.1k ops/s with 200 µs and 10.4–10.9k with 0, RW50 10.5k vs
+   * 17.1k (paired runs, 2026-11-22). `nova bench transport` measures with 200.
+   */
   spinUs?: number;
   /** Deadline for control calls into the progress thread (allocate, connect, importKey). */
   controlTimeoutMs?: number;
@@ -38,7 +44,8 @@ export interface FabricOptions {
    * After handing a batch over, wait up to this many µs for its completions and take them at
    * once, instead of sleeping until the progress thread's notification wakes this thread. A
    * wake-up costs tens of µs on a small VM; a shared-memory batch completes in a few.
-   * 0 turns it off. Default 30; measured +8% (median, paired runs) on 64 B sm READs ×64.
+   * 0 turns it off. Default 30 (or NOVA_INLINE_WAIT_US); measured +8% (median, paired runs)
+   * on 64 B sm READs ×64.
    */
   inlineWaitUs?: number;
 }
@@ -135,12 +142,12 @@ export class Fabric {
   private constructor(options: FabricOptions) {
     const addon = loadAddon();
     this.native = new addon.NativeFabric(
-      { spinUs: options.spinUs ?? 200, controlTimeoutMs: options.controlTimeoutMs ?? 5000 },
+      { spinUs: options.spinUs ?? envMicros('NOVA_SPIN_US') ?? 0, controlTimeoutMs: options.controlTimeoutMs ?? 5000 },
       () => this.onEvents(),
     );
     this.address = sealWorkerAddress(this.native.address());
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
-    this.inlineWaitUs = options.inlineWaitUs ?? 30;
+    this.inlineWaitUs = options.inlineWaitUs ?? envMicros('NOVA_INLINE_WAIT_US') ?? 30;
   }
 
   /** Opens a fabric. UCX reads its UCX_* environment now (e.g. UCX_TLS=sm or tcp). */
@@ -729,4 +736,16 @@ export class Endpoint {
     return checkRange(`${what}: local`, localOffset, length, local.length) ??
       checkRange(`${what}: remote`, remoteOffset, length, remote.length);
   }
+}
+
+/**
+ * A microsecond knob from the environment (NOVA_SPIN_US, NOVA_INLINE_WAIT_US), so every
+ * process of a cluster can be tuned at once; undefined if unset. A bad value is an error.
+ */
+function envMicros(name: string): number | undefined {
+  const v = process.env[name];
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0 || n > 1_000_000) throw new NovaError('BAD_ARGUMENT', `${name} must be an integer number of µs in [0, 1000000], not "${v}"`);
+  return n;
 }

@@ -38,8 +38,11 @@ function offloading(dir: string, first: Answer = 'merge'): { env: EngineEnv; job
       const tables = await Promise.all(job.inputs.map((m) => env.store.readTable(m.file, m.fragments)));
       const out: CompactedTable[] = [];
       for (const t of mergeTables({ tables, names: job.inputs.map((m) => String(m.file)), smallestSnapshot: job.smallestSnapshot, deeper: job.deeper, targetBytes: job.targetBytes })) {
-        const file = answer === 'outside' ? job.firstFile + job.maxFiles : job.firstFile + out.length;
-        out.push({ file, size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest, fragments: await env.store.writeTable(file, t.bytes) });
+        const file = job.firstFile + out.length;
+        const fragments = await env.store.writeTable(file, t.bytes);
+        // 'outside' names a number it was not given (it wrote its own: a StoC never replaces a file).
+        const named = answer === 'outside' ? file + job.maxFiles : file;
+        out.push({ file: named, size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest, fragments });
       }
       return out;
     },
@@ -156,5 +159,26 @@ describe('engine with a compactor', () => {
     await again.flush();
     await check(again, 500, 3);
     await again.close();
+  });
+
+  it('flushes go on while a compaction is away (writes do not wait for it)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
+    dirs.push(dir);
+    const o = offloading(dir);
+    const inner = o.env.compactor!;
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    let away = 0;
+    o.env.compactor = { compact: async (job) => { away++; await held; return inner.compact(job); } };
+    const e = await Engine.open(dir, { ...OPTIONS, env: o.env, l0StopTrigger: 100 });
+    while (away === 0) await load(e, 200, 1); // until the first job leaves
+    const flushes = e.stats.flushes;
+    await load(e, 3000, 2); // ~30 memtables of writes while the job is held
+    expect(e.stats.flushes).toBeGreaterThan(flushes + 10);
+    expect(away).toBe(1);
+    release();
+    await e.flush();
+    await check(e, 3000, 2);
+    await e.close();
   });
 });
