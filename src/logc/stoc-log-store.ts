@@ -76,24 +76,54 @@ export class StocLogStore implements LogStore {
   }
 }
 
+/** Appends that arrived while another was in flight: they leave together. */
+interface Waiting {
+  parts: Buffer[];
+  sync: boolean;
+  callers: Array<{ resolve: () => void; reject: (err: Error) => void }>;
+}
+
 class ReplicatedLog implements LogWriter {
   private readonly framer = new LogFramer(0);
-  private tail: Promise<unknown> = Promise.resolve();
+  private waiting: Waiting | undefined;
+  private sending = false;
 
   constructor(private readonly pool: StocPool, private readonly name: string, private replicas: number[],
     private readonly onLog: (line: string) => void) {}
 
   /**
-   * Appends run one after another (each waits for the previous to settle), so a replica that
+   * Appends go out one at a time (each after the previous settled), so a replica that
    * failed append k is dropped before append k+1 is sent anywhere: no replica ever holds a
    * later record without an earlier one, and every replica stays a prefix of the log. (With
    * overlapping appends a failed replica could hold k+1 but not k and win recovery.)
+   *
+   * Calls that arrive while an append is in flight are joined into the next one, in call
+   * order: the log's throughput is then not one commit round per replicated round trip.
+   * Measured through a cluster (W100, 64 writes outstanding): appends took 1.4–2.4 ms and
+   * the log was busy ~90% of the time with ~20 KiB each; joined, see bench/README.md.
    */
   append(records: readonly Buffer[], sync: boolean): Promise<void> {
-    const bytes = Buffer.concat(records.map((r) => Buffer.from(this.framer.frame(r)))); // frame() returns a view: copy each
-    const run = this.tail.then(() => this.appendNow(bytes, sync));
-    this.tail = run.catch(() => undefined);
-    return run;
+    return new Promise((resolve, reject) => {
+      const w = this.waiting ??= { parts: [], sync: false, callers: [] };
+      for (const r of records) w.parts.push(Buffer.from(this.framer.frame(r))); // frame() returns a view: copy each
+      w.sync ||= sync;
+      w.callers.push({ resolve, reject });
+      if (!this.sending) void this.send();
+    });
+  }
+
+  private async send(): Promise<void> {
+    this.sending = true;
+    for (let w = this.waiting; w; w = this.waiting) {
+      this.waiting = undefined;
+      try {
+        await this.appendNow(Buffer.concat(w.parts), w.sync);
+        for (const c of w.callers) c.resolve();
+      } catch (err) {
+        for (const c of w.callers) c.reject(err as Error);
+      }
+    }
+    this.sending = false;
   }
 
   private async appendNow(bytes: Buffer, sync: boolean): Promise<void> {

@@ -44,8 +44,10 @@ export interface FabricOptions {
    * After handing a batch over, wait up to this many µs for its completions and take them at
    * once, instead of sleeping until the progress thread's notification wakes this thread. A
    * wake-up costs tens of µs on a small VM; a shared-memory batch completes in a few.
-   * 0 turns it off. Default 30 (or NOVA_INLINE_WAIT_US); measured +8% (median, paired runs)
-   * on 64 B sm READs ×64.
+   * 0 turns it off. Default 0 (or NOVA_INLINE_WAIT_US): like spinning, the wait pays only
+   * with a core to oneself (+8% on 64 B sm READs ×64, `nova bench transport` uses 30); in a
+   * cluster sharing 2 vCPUs, W100 went from 14.4k/16.3k ops/s with 30 to 16.0k/18.0k with 0
+   * (two paired runs, 2026-11-22).
    */
   inlineWaitUs?: number;
 }
@@ -147,7 +149,7 @@ export class Fabric {
     );
     this.address = sealWorkerAddress(this.native.address());
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
-    this.inlineWaitUs = options.inlineWaitUs ?? envMicros('NOVA_INLINE_WAIT_US') ?? 30;
+    this.inlineWaitUs = options.inlineWaitUs ?? envMicros('NOVA_INLINE_WAIT_US') ?? 0;
   }
 
   /** Opens a fabric. UCX reads its UCX_* environment now (e.g. UCX_TLS=sm or tcp). */

@@ -3,14 +3,14 @@
  * shared memory. Lifetimes, closing, and malformed RPC frames.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Fabric } from '../../src/transport/fabric.js';
+import { Fabric, type FabricOptions } from '../../src/transport/fabric.js';
 import { Rpc, RPC_REQUEST } from '../../src/transport/rpc.js';
 import { useTls } from '../helpers/peer-process.js';
 
 const opened: Fabric[] = [];
-function open(): Fabric {
+function open(options?: FabricOptions): Fabric {
   useTls('sm');
-  const f = Fabric.open();
+  const f = Fabric.open(options);
   opened.push(f);
   return f;
 }
@@ -18,9 +18,9 @@ afterEach(async () => {
   for (const f of opened.splice(0)) await f.close();
 });
 
-async function pair() {
-  const a = open();
-  const b = open();
+async function pair(options?: FabricOptions) {
+  const a = open(options);
+  const b = open(options);
   const accepted = new Promise<import('../../src/transport/fabric.js').Endpoint>((r) => b.onConnection(r));
   const ep = await a.connect(b.address);
   return { a, b, ep, back: await accepted };
@@ -159,7 +159,7 @@ describe('Fabric in one process', () => {
   });
 
   it('inline completions do not starve timers', async () => {
-    const { a, b, ep } = await pair();
+    const { a, b, ep } = await pair({ inlineWaitUs: 30, spinUs: 200 });
     const local = a.allocate(64 * 64);
     const remote = ep.importKey(b.allocate(64 * 64).key);
     let ticks = 0;

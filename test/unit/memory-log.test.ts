@@ -9,6 +9,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
 import { LogFramer, readLog } from '../../src/logc/log-format.js';
 import { MemoryDiskLogStore, MemoryLogStore } from '../../src/logc/memory-log-store.js';
+import { StocLogStore } from '../../src/logc/stoc-log-store.js';
 import { StocPool } from '../../src/ltc/stoc-pool.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
 import { StocServer, type StocServerOptions } from '../../src/stoc/stoc-server.js';
@@ -273,5 +274,22 @@ describe('LogC memory+disk mode', () => {
     const before = fetches(stocs);
     expectRecords(await store.read(2), recs);
     expect(fetches(stocs)).toBeGreaterThan(before);
+  });
+});
+
+describe('LogC disk mode', () => {
+  it('joins appends that arrive while one is in flight into the next, in call order', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3)];
+    const store = new StocLogStore(makePool(stocs), 9, 3);
+    const log = await store.create(1);
+    const persists = (): number => stocs.reduce((n, s) => n + s.stats().persists, 0);
+    const before = persists();
+    const recs = Array.from({ length: 40 }, (_, i) => Buffer.from(`record ${i} `.repeat(i + 1)));
+    await Promise.all(recs.map((r, i) => log.append([r], i % 7 === 0)));
+    // The first append goes alone; the 39 made meanwhile leave as one: 2 per replica.
+    expect(persists() - before).toBe(2 * 3);
+    for (const s of stocs) expectRecords(await (await connect(s)).readAll('r9-000001.log'), recs);
+    expectRecords(await store.read(1), recs);
+    await log.close();
   });
 });
