@@ -45,7 +45,8 @@ function start(): Worker {
     pending.delete(m.id);
     if (pending.size === 0) w.unref();
     if (m.kind === 'done') p.end();
-    else p.end(new NovaError(m.code && isErrorCode(m.code) ? m.code : 'CORRUPTION', `merge on the worker thread: ${m.message}`));
+    // A failure without a code of its own (out of memory, a bug) is not evidence of damage.
+    else p.end(new NovaError(m.code && isErrorCode(m.code) ? m.code : 'REMOTE', `merge on the worker thread: ${m.message}`));
   });
   const lost = (why: string): void => {
     if (worker === w) worker = undefined;
@@ -59,8 +60,12 @@ function start(): Worker {
   return w;
 }
 
-/** Runs `job` on the worker; yields each output table as it arrives. */
-export async function* mergeOnWorker(job: MergeJob): AsyncGenerator<MergedTable> {
+/**
+ * Runs `job` on the worker; yields each output table as it arrives. With `transfer`, the
+ * input tables' memory moves to the worker instead of being copied (each must own its
+ * ArrayBuffer whole); the caller must not touch them after.
+ */
+export async function* mergeOnWorker(job: MergeJob, transfer = false): AsyncGenerator<MergedTable> {
   worker ??= start();
   worker.ref();
   const id = nextId++;
@@ -72,7 +77,7 @@ export async function* mergeOnWorker(job: MergeJob): AsyncGenerator<MergedTable>
     push: (t) => { queue.push(t); wake?.(); },
     end: (err) => { finished = true; failure = err; wake?.(); },
   });
-  worker.postMessage({ id, job });
+  worker.postMessage({ id, job }, transfer ? job.tables.map((t) => t.buffer as ArrayBuffer) : []);
   for (;;) {
     if (queue.length > 0) {
       yield queue.shift()!;

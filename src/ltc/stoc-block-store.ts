@@ -1,17 +1,16 @@
 /**
- * A range's SSTables on StoCs (DESIGN.md §3–4). A table's bytes are cut into ρ contiguous
- * fragments of about equal size on ρ StoCs chosen by the placement policy; each fragment is
- * a StoC file `r<range>-<table>.sst` written with sync, so a table is durable before the
- * MANIFEST names it. The MANIFEST records each fragment's StoC, its offset in the table and
- * its size.
+ * A range's SSTables on StoCs (DESIGN.md §3–4). A table's data blocks are cut into ρ
+ * fragments at block boundaries and its metadata (filter, index, footer) is one fragment
+ * more (fragments.ts), on StoCs chosen by the placement policy; each fragment is a StoC file
+ * `r<range>-<table>.sst` written with sync, so a table is durable before the MANIFEST names
+ * it. The MANIFEST records each fragment's StoC, its offset in the table and its size.
  *
- * Simplification (written down in the README): fragments cut the table's bytes, not its
- * blocks, and the index and filter travel with the last fragment rather than on a StoC of
- * their own. Reads fetch whole tables (the LTC keeps open tables in memory).
+ * Reads fetch whole tables (the LTC keeps open tables in memory; no block cache yet).
  */
 import { NovaError } from '../common/errors.js';
 import type { Placement } from '../coordinator/config.js';
 import type { BlockStore } from './local-store.js';
+import { cutTable } from './fragments.js';
 import { place, type PlacementState } from './placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import type { StocPool } from './stoc-pool.js';
@@ -47,10 +46,11 @@ export class StocBlockStore implements BlockStore {
   async writeTable(file: number, bytes: Buffer): Promise<Fragment[]> {
     const started = performance.now();
     const name = tableFileName(this.range, file);
-    const stocs = await place(this.policy, this.pool.healthy(), this.scatter, this.state,
+    const healthy = this.pool.healthy();
+    // ρ StoCs for the data blocks and one more for the metadata, when there is one more.
+    const stocs = await place(this.policy, healthy, healthy.length > this.scatter ? this.scatter + 1 : this.scatter, this.state,
       (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
-    const size = Math.ceil(bytes.length / stocs.length);
-    const fragments = stocs.map((stoc, i) => ({ stoc, offset: i * size, size: Math.max(0, Math.min(size, bytes.length - i * size)) }));
+    const fragments = cutTable(bytes, stocs, this.scatter, name);
     await Promise.all(fragments.map((f) =>
       this.pool.on(f.stoc, (c) => c.write(name, 0, bytes.subarray(f.offset, f.offset + f.size), true))));
     this.counters.tables++;

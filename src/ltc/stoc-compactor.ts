@@ -30,8 +30,11 @@ export class StocCompactor implements Compactor {
     if (up.length === 0) return this.decline('no StoC is up');
     const id = up[this.next++ % up.length];
     const started = performance.now();
+    // Outputs go to the first StoCs of this list after the one running the job: the healthy
+    // ones, rotated per job so metadata fragments spread; the rest only as input holders.
+    const rotated = up.map((_, i) => up[(this.next + i) % up.length]);
     const stocs: Array<[number, Uint8Array]> = [];
-    for (const s of this.pool.ids()) {
+    for (const s of [...rotated, ...this.pool.ids().filter((x) => !up.includes(x))]) {
       const address = this.pool.address(s);
       if (address) stocs.push([s, address]);
     }
@@ -55,10 +58,10 @@ export class StocCompactor implements Compactor {
       this.counters.ms += performance.now() - started;
       return outputs.map((o) => ({ ...o, smallest: Buffer.from(o.smallest), largest: Buffer.from(o.largest) }));
     } catch (err) {
-      const code = (err as NovaError).code;
-      if (code === 'CORRUPTION') throw err;
-      // Shun the StoC only if the connection to it is what failed, not a peer of its.
-      if (!client?.alive || code === 'DEADLINE_EXCEEDED') this.pool.shun(id);
+      if ((err as NovaError).code === 'CORRUPTION') throw err;
+      // Shun the StoC only if the connection to it is what failed: not for a peer of its, nor
+      // a job past its deadline (the connection is shared with other ranges' logs and tables).
+      if (!client?.alive) this.pool.shun(id);
       return this.decline(`StoC ${id} failed it (${(err as Error).message})`);
     }
   }

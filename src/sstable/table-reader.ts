@@ -10,7 +10,7 @@ import {
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
 import { filterHash, filterMayContain } from './filter.js';
-import { decodeHandle, readBlock, readFooter, type Footer } from './format.js';
+import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type Footer } from './format.js';
 
 export type GetResult = { type: 'put'; value: Buffer } | { type: 'delete' } | undefined;
 
@@ -42,6 +42,14 @@ export class TableReader {
 
   get entries(): number {
     return this.footer.entries;
+  }
+
+  /** Where each data block ends (with its trailer), in table order. */
+  dataBlockEnds(): number[] {
+    return this.indexHandles.map((h) => {
+      const { offset, size } = decodeHandle(h, `${this.name} index entry`);
+      return offset + size + BLOCK_TRAILER;
+    });
   }
 
   /** False only if no version of `userKey` can be in this table. */

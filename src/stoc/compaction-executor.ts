@@ -6,8 +6,9 @@
  * the output size; and the table numbers it reserved for the outputs. The StoC reads the
  * inputs (its own fragments from its disk, the others from their StoCs over the fabric), runs
  * the engine's merge (src/ltc/merge.ts) on a worker thread so its main loop keeps serving block
- * I/O, and writes each output as soon as it is cut: ρ fragments, the first on this StoC, the
- * others on the next StoCs of the job's list, each synced before the answer. The answer is the
+ * I/O, and writes each output as soon as it is cut: ρ data fragments and a metadata fragment
+ * (src/ltc/fragments.ts), the first on this StoC, the others on the next StoCs of the job's
+ * list, each synced before the answer. The answer is the
  * outputs' metadata; the LTC installs them in its MANIFEST and deletes the inputs.
  *
  * Invariants:
@@ -19,6 +20,7 @@
  */
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import { mergeTables, type MergedTable, type MergeJob } from '../ltc/merge.js';
+import { cutTable } from '../ltc/fragments.js';
 import { mergeOnWorker, mergeWorkerAvailable } from '../ltc/merge-pool.js';
 import type { Fragment } from '../ltc/version-edit.js';
 import type { StocClient } from './stoc-client.js';
@@ -143,7 +145,8 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
   const written: Array<{ name: string; stoc: number }> = [];
   const outputs: CompactOutput[] = [];
   try {
-    const tables = await Promise.all(job.inputs.map((input) => readInput(env, job.range, input, addresses)));
+    // Each input in an ArrayBuffer of its own, so it moves to the merge worker uncopied.
+    const tables = (await Promise.all(job.inputs.map((input) => readInput(env, job.range, input, addresses)))).map(owned);
     const merge: MergeJob = {
       tables,
       names: job.inputs.map((i) => `StoC ${env.id}: compaction input ${tableFileName(job.range, i.file)}`),
@@ -152,13 +155,16 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
       targetBytes: job.targetBytes,
     };
     const targets = outputStocs(env.id, job);
-    for await (const t of mergeWorkerAvailable() ? mergeOnWorker(merge) : mergeTables(merge)) {
+    for await (const t of mergeWorkerAvailable() ? mergeOnWorker(merge, true) : mergeTables(merge)) {
       if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
       if (outputs.length >= job.maxFiles) {
         throw new NovaError('BAD_ARGUMENT', `compaction of range ${job.range}: more than the ${job.maxFiles} outputs reserved`);
       }
       const file = job.firstFile + outputs.length;
-      outputs.push({ ...describe(t), file, fragments: await writeOutput(env, tableFileName(job.range, file), t.bytes, targets, addresses, written) });
+      const name = tableFileName(job.range, file);
+      const fragments = cutTable(t.bytes, targets, job.scatter, `StoC ${env.id}: compaction output ${name}`);
+      await writeOutput(env, name, t.bytes, fragments, addresses, written);
+      outputs.push({ ...describe(t), file, fragments });
     }
     if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
     return outputs;
@@ -168,17 +174,24 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
   }
 }
 
+function owned(b: Buffer): Uint8Array {
+  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b : new Uint8Array(b);
+}
+
 function describe(t: MergedTable): Omit<CompactOutput, 'file' | 'fragments'> {
   return { size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest };
 }
 
-/** This StoC first, then the others of the job in their order: where fragment i goes. */
+/**
+ * Where an output's fragments go: this StoC first, then the others of the job in their
+ * order — ρ for the data blocks and one more for the metadata when there is one more.
+ */
 function outputStocs(self: number, job: CompactArgs): number[] {
-  const others = job.stocs.map(([id]) => id).filter((id) => id !== self);
-  if (others.length + 1 < job.scatter) {
-    throw new NovaError('UNAVAILABLE', `compaction of range ${job.range}: scatter ${job.scatter} needs ${job.scatter} StoCs; the job names ${others.length + 1}`);
+  const all = [self, ...job.stocs.map(([id]) => id).filter((id) => id !== self)];
+  if (all.length < job.scatter) {
+    throw new NovaError('UNAVAILABLE', `compaction of range ${job.range}: scatter ${job.scatter} needs ${job.scatter} StoCs; the job names ${all.length}`);
   }
-  return [self, ...others].slice(0, job.scatter);
+  return all.slice(0, job.scatter + 1);
 }
 
 async function readInput(env: ExecutorEnv, range: number, input: CompactInput, addresses: Map<number, Uint8Array>): Promise<Buffer> {
@@ -196,12 +209,13 @@ async function readInput(env: ExecutorEnv, range: number, input: CompactInput, a
   return Buffer.concat(parts);
 }
 
-/** Writes one output's fragments (about equal cuts of its bytes) durably; returns them. */
-async function writeOutput(env: ExecutorEnv, name: string, bytes: Buffer, targets: number[],
-  addresses: Map<number, Uint8Array>, written: Array<{ name: string; stoc: number }>): Promise<Fragment[]> {
-  const size = Math.ceil(bytes.length / targets.length);
-  const fragments = targets.map((stoc, i) => ({ stoc, offset: i * size, size: Math.max(0, Math.min(size, bytes.length - i * size)) }));
-  await Promise.all(fragments.map(async (f) => {
+/**
+ * Writes one output's fragments durably. Rejects only once every write has settled, so the
+ * clean-up after a failure never races a write still under way.
+ */
+async function writeOutput(env: ExecutorEnv, name: string, bytes: Buffer, fragments: Fragment[],
+  addresses: Map<number, Uint8Array>, written: Array<{ name: string; stoc: number }>): Promise<void> {
+  const results = await Promise.allSettled(fragments.map(async (f) => {
     const part = bytes.subarray(f.offset, f.offset + f.size);
     try {
       const peer = f.stoc === env.id ? undefined : await env.peer(addresses.get(f.stoc)!);
@@ -215,7 +229,8 @@ async function writeOutput(env: ExecutorEnv, name: string, bytes: Buffer, target
       throw withContext(err, `StoC ${env.id}: compaction output ${name} on StoC ${f.stoc}`);
     }
   }));
-  return fragments;
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
 }
 
 async function removeOutputs(env: ExecutorEnv, written: Array<{ name: string; stoc: number }>, addresses: Map<number, Uint8Array>): Promise<void> {

@@ -36,7 +36,6 @@ export class StoredFile {
   size: number;
   private users = 0;
   private detached = false;
-  private dirDirty: boolean;
   private syncing: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
   private syncFailure: Error | undefined;
@@ -45,11 +44,10 @@ export class StoredFile {
     readonly name: string,
     private readonly handle: FileHandle,
     size: number,
-    created: boolean,
-    private readonly syncDir: () => Promise<void>,
+    /** Whether this file's directory entry still needs a sync, and the sync that makes it durable. */
+    private readonly dir: { pending: () => boolean; sync: () => Promise<void> },
   ) {
     this.size = size;
-    this.dirDirty = created;
   }
 
   get idle(): boolean {
@@ -126,12 +124,9 @@ export class StoredFile {
   private async runSync(): Promise<void> {
     if (this.syncFailure) throw this.syncFailure;
     try {
-      const dir = this.dirDirty;
+      const dir = this.dir.pending();
       await this.handle.datasync();
-      if (dir) {
-        await this.syncDir();
-        this.dirDirty = false;
-      }
+      if (dir) await this.dir.sync();
     } catch (err) {
       this.syncFailure = err as Error;
       throw err;
@@ -150,6 +145,11 @@ export class StoredFile {
 export class FileTable {
   private readonly open = new Map<string, StoredFile>(); // oldest use first
   private readonly opening = new Map<string, Promise<StoredFile | undefined>>();
+  /**
+   * Files created whose directory entry no sync has made durable yet. Kept here, not on the
+   * open file: a file evicted between its write and its sync is reopened as an old file.
+   */
+  private readonly newEntries = new Set<string>();
 
   constructor(private readonly dir: string, private readonly maxOpen: number) {}
 
@@ -218,6 +218,7 @@ export class FileTable {
       this.open.delete(name);
       void f.detach();
     }
+    this.newEntries.delete(name);
     try {
       await unlink(this.path(name));
     } catch (err) {
@@ -235,7 +236,6 @@ export class FileTable {
   private async openFile(name: string, create: boolean): Promise<StoredFile | undefined> {
     const path = this.path(name);
     let handle: FileHandle;
-    let created = false;
     try {
       handle = await open(path, constants.O_RDWR);
     } catch (err) {
@@ -244,11 +244,17 @@ export class FileTable {
       // This open makes the file (one process per directory, and opens of a name are
       // deduplicated), so its directory entry needs a sync.
       handle = await open(path, constants.O_RDWR | constants.O_CREAT, 0o644);
-      created = true;
+      this.newEntries.add(name);
     }
     try {
       const { size } = await handle.stat();
-      return new StoredFile(name, handle, size, created, () => this.syncDirectory());
+      return new StoredFile(name, handle, size, {
+        pending: () => this.newEntries.has(name),
+        sync: async () => {
+          await this.syncDirectory();
+          this.newEntries.delete(name);
+        },
+      });
     } catch (err) {
       await handle.close().catch(() => undefined);
       throw err;

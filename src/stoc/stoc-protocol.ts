@@ -37,8 +37,9 @@
  *                 targetBytes, firstFile, maxFiles, scatter}
  *                                                → [{file, size, entries, smallest, largest, fragments}]
  *                 the StoC reads the inputs (its own from disk, the rest from the StoCs in
- *                 `stocs`), merges, and writes output n as table firstFile + n (n < maxFiles),
- *                 ρ = scatter fragments, the first on itself, each synced before the answer
+ *                 `stocs`), merges, and writes output n as table firstFile + n (n < maxFiles):
+ *                 ρ = scatter data fragments and a metadata fragment (src/ltc/fragments.ts),
+ *                 the first on itself, each synced before the answer
  *
  * Data moves by one-sided WRITE into a per-connection window of the StoC's shared file buffer
  * (writes), or into the client's staging region (reads); the RPC names the file and offset. A

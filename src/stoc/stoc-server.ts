@@ -88,6 +88,12 @@ const MAX_FILE_BYTES = 2 ** 47;
 const MAX_REGION_BYTES = 2 ** 32;
 /** Append parts that may wait for an earlier append, per connection. */
 const MAX_WAITING_PARTS = 4096;
+/**
+ * Compactions a StoC runs at once; more are answered BUSY (the LTC then merges them itself).
+ * A job holds its inputs in memory, and the merge worker takes one job at a time: two lets
+ * one read its inputs while the other merges.
+ */
+const MAX_COMPACTIONS = 2;
 
 type Kind = 'read' | 'write' | 'other';
 
@@ -115,6 +121,7 @@ export class StocServer {
   /** Connections to other StoCs, by address, for compaction inputs and outputs. */
   private readonly peers = new Map<string, Promise<StocClient>>();
   private readonly executor: ExecutorEnv;
+  private compacting = 0;
   private readonly load: StocLoad = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
   private active = 0;
   private idleWaiters: Array<() => void> = [];
@@ -450,13 +457,17 @@ export class StocServer {
   /** Runs a compaction job for the LTC at `ep`; its outputs go if the LTC is lost first. */
   private compact(args: unknown, ep: Endpoint): Promise<CompactOutput[]> {
     const job = parseCompactArgs(args);
+    if (this.compacting >= MAX_COMPACTIONS) {
+      throw new NovaError('BUSY', `StoC ${this.id}: ${MAX_COMPACTIONS} compactions are running already; merge this one elsewhere`);
+    }
+    this.compacting++;
     return this.track(undefined, 'other', 0, async () => {
       const started = performance.now();
       const outputs = await runCompaction(this.executor, job, () => !ep.isReady);
       this.counters.compactions++;
       this.counters.compactionMs += performance.now() - started;
       return outputs;
-    });
+    }).finally(() => { this.compacting--; });
   }
 
   private executorEnv(log: (line: string) => void): ExecutorEnv {

@@ -106,6 +106,30 @@ describe('engine with a compactor', () => {
     await e.close();
   });
 
+  it('outputs that cannot be read back (a StoC went away) are dropped and the job is merged here', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
+    dirs.push(dir);
+    const o = offloading(dir);
+    const read = o.env.store.readTable.bind(o.env.store);
+    o.env.store.readTable = async (file, fragments) => {
+      const job = o.jobs[o.jobs.length - 1];
+      if (job && file >= job.firstFile) throw new NovaError('PEER_LOST', 'injected: the StoC holding it is gone');
+      return read(file, fragments);
+    };
+    const e = await Engine.open(dir, { ...OPTIONS, env: o.env });
+    await load(e, 3000, 1);
+    await e.flush();
+    expect(e.failure).toBeUndefined();
+    expect(o.jobs.length).toBeGreaterThan(0);
+    expect(e.stats.offloadedCompactions).toBe(0);
+    expect(e.stats.compactions).toBe(o.jobs.length);
+    await check(e, 3000, 1);
+    // The outputs no one could read were deleted; the tables in use are the engine's own.
+    const live = new Set(await o.env.store.listTables());
+    for (const job of o.jobs) for (let f = job.firstFile; f < job.firstFile + job.maxFiles; f++) expect(live.has(f)).toBe(false);
+    await e.close();
+  });
+
   for (const fault of ['outside', 'corrupt'] as const) {
     it(`an answer ${fault === 'outside' ? 'outside the reserved numbers' : 'of corruption'} fails the engine; reopening keeps every write`, async () => {
       const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
@@ -116,7 +140,7 @@ describe('engine with a compactor', () => {
       // Nothing else writes the MANIFEST from here on: flushes, then the job that fails.
       failing.answer = fault;
       await e.flush().catch(() => undefined);
-      expect(e.failure).toMatchObject({ message: expect.stringContaining(fault === 'outside' ? 'outside the numbers reserved' : 'injected') });
+      expect(e.failure).toMatchObject({ message: expect.stringContaining(fault === 'outside' ? 'within the numbers reserved' : 'injected') });
       await e.close();
       const again = await Engine.open(dir, { ...OPTIONS, env: offloading(dir).env });
       // Writes acknowledged before the failure are all there.
@@ -180,5 +204,44 @@ describe('engine with a compactor', () => {
     await e.flush();
     await check(e, 3000, 2);
     await e.close();
+  });
+
+  it('a compaction that ends after a MANIFEST append failed appends no edit and deletes no input', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
+    dirs.push(dir);
+    const o = offloading(dir);
+    const inner = o.env.compactor!;
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    let away = 0;
+    o.env.compactor = { compact: async (job) => { away++; await held; return inner.compact(job); } };
+    const fault = { armed: false, failed: false, after: 0 };
+    const open = o.env.openManifest.bind(o.env);
+    o.env.openManifest = (path) => {
+      const log = open(path);
+      return {
+        append: async (records, sync) => {
+          if (fault.failed) fault.after++;
+          if (fault.armed && !fault.failed) {
+            fault.failed = true;
+            throw new Error('injected: one MANIFEST append failed');
+          }
+          return log.append(records, sync);
+        },
+        close: () => log.close(),
+      };
+    };
+    const e = await Engine.open(dir, { ...OPTIONS, env: o.env, l0StopTrigger: 100 });
+    while (away === 0) await load(e, 200, 1);
+    fault.armed = true;
+    await load(e, 3000, 2).catch(() => undefined); // a memtable switch or flush hits the fault
+    expect(fault.failed).toBe(true);
+    release();
+    await e.flush().catch(() => undefined);
+    await e.close();
+    expect(fault.after).toBe(0);
+    const again = await Engine.open(dir, { ...OPTIONS, env: offloading(dir).env });
+    await check(again, 200, 1);
+    await again.close();
   });
 });

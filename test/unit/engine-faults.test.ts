@@ -15,7 +15,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?: number; manifestFailsAfter?: number }): EngineEnv {
+function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?: number; manifestFailsAfter?: number; manifestFailsOnlyAt?: number; appendsAfterFailure?: { n: number } }): EngineEnv {
   const base = localEnv(dir);
   let syncs = 0;
   let tables = 0;
@@ -50,7 +50,10 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
       const log = base.openManifest(path);
       return {
         append: async (records, sync) => {
-          if (fault.manifestFailsAfter !== undefined && edits++ >= fault.manifestFailsAfter) throw new Error('injected: MANIFEST write failed');
+          const edit = edits++;
+          if (fault.manifestFailsAfter !== undefined && edit >= fault.manifestFailsAfter) throw new Error('injected: MANIFEST write failed');
+          if (edit === fault.manifestFailsOnlyAt) throw new Error('injected: one MANIFEST write failed');
+          if (fault.manifestFailsOnlyAt !== undefined && edit > fault.manifestFailsOnlyAt && fault.appendsAfterFailure) fault.appendsAfterFailure.n++;
           return log.append(records, sync);
         },
         close: () => log.close(),
@@ -102,6 +105,18 @@ describe('engine under injected faults', () => {
     const ok = await acked(db, 300, 'm');
     expect(ok.length).toBeGreaterThan(10);
     expect(ok.length).toBeLessThan(300);
+    await db.close();
+    await (await expectRecovered(dir, ok, 2048)).close();
+  });
+
+  it('after one failed MANIFEST append no later edit is appended, though the MANIFEST would take it', async () => {
+    const dir = newDir();
+    const after = { n: 0 };
+    const db = await Engine.open(dir, { memtableBytes: 2048, sync: false, env: faulty(dir, { manifestFailsOnlyAt: 3, appendsAfterFailure: after }) });
+    const ok = await acked(db, 300, 'o');
+    await db.flush().catch(() => undefined);
+    expect(db.failure).toBeDefined();
+    expect(after.n).toBe(0);
     await db.close();
     await (await expectRecovered(dir, ok, 2048)).close();
   });

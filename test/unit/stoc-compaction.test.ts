@@ -12,6 +12,7 @@ import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
 import { mergeTables } from '../../src/ltc/merge.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { DEFAULT_SETTINGS } from '../../src/coordinator/config.js';
+import { cutTable } from '../../src/ltc/fragments.js';
 import { StocCompactor } from '../../src/ltc/stoc-compactor.js';
 import { StocPool } from '../../src/ltc/stoc-pool.js';
 import type { TableMeta } from '../../src/ltc/version-edit.js';
@@ -98,23 +99,23 @@ describe('offloaded compaction on a StoC', () => {
 
     const outputs = await clients.get(1)!.compact(args);
     expect(outputs.map((o) => o.file)).toEqual(expected.map((_, i) => 100 + i));
+    const stored = async (o: (typeof outputs)[number]): Promise<Buffer> =>
+      Buffer.concat(await Promise.all(o.fragments.map((f) => clients.get(f.stoc)!.read(tableFileName(RANGE, o.file), 0, f.size))));
     for (const [i, o] of outputs.entries()) {
-      expect(o.fragments).toEqual([{ stoc: 1, offset: 0, size: expected[i].bytes.length }]);
+      // ρ = 1: the data blocks here, the metadata on the next StoC of the job.
+      expect(o.fragments).toEqual(cutTable(expected[i].bytes, [1, 2], 1, 'expected'));
       expect([o.size, o.entries]).toEqual([expected[i].bytes.length, expected[i].entries]);
       expect(Buffer.from(o.smallest).equals(expected[i].smallest) && Buffer.from(o.largest).equals(expected[i].largest)).toBe(true);
-      const stored = await clients.get(1)!.read(tableFileName(RANGE, o.file), 0, o.size);
-      expect(stored.equals(expected[i].bytes)).toBe(true);
+      expect((await stored(o)).equals(expected[i].bytes)).toBe(true);
     }
     expect(s[0].stats().compactions).toBe(1);
-    // Only the executing StoC holds outputs when ρ = 1.
-    expect(await tablesOn(clients.get(2)!)).toEqual([]);
+    expect(await tablesOn(clients.get(3)!)).toEqual([]);
 
-    // ρ = 2 on StoC 2: each output's second half goes to the next StoC of the job (1).
+    // ρ = 2 on StoC 2: data on 2 and 1 (the job's next), the metadata on 3.
     const two = await clients.get(2)!.compact({ ...args, firstFile: 200, scatter: 2 });
     for (const [i, o] of two.entries()) {
-      expect(o.fragments.map((f) => f.stoc)).toEqual([2, 1]);
-      const parts = await Promise.all(o.fragments.map((f) => clients.get(f.stoc)!.read(tableFileName(RANGE, o.file), 0, f.size)));
-      expect(Buffer.concat(parts).equals(expected[i].bytes)).toBe(true);
+      expect(o.fragments.map((f) => f.stoc)).toEqual([2, 1, 3]);
+      expect((await stored(o)).equals(expected[i].bytes)).toBe(true);
     }
   });
 
@@ -131,12 +132,22 @@ describe('offloaded compaction on a StoC', () => {
     const { clients, args } = await setup();
     await expect(clients.get(1)!.compact({ ...args, maxFiles: 2 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('more than the 2 outputs') });
     expect(await tablesOn(clients.get(1)!)).toEqual([]);
+    expect(await tablesOn(clients.get(2)!)).toEqual([]); // the metadata fragments went too
 
     const mine = Buffer.from('not a table of this job');
     await clients.get(1)!.write(tableFileName(RANGE, 101), 0, mine, true);
     await expect(clients.get(1)!.compact(args)).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('exists already') });
     expect(await tablesOn(clients.get(1)!)).toEqual([tableFileName(RANGE, 101)]);
+    expect(await tablesOn(clients.get(2)!)).toEqual([]);
     expect((await clients.get(1)!.read(tableFileName(RANGE, 101), 0, mine.length)).equals(mine)).toBe(true);
+  });
+
+  it('runs at most two jobs at once and answers BUSY beyond', async () => {
+    const { clients, args } = await setup();
+    const results = await Promise.allSettled([100, 300, 500].map((firstFile) => clients.get(1)!.compact({ ...args, firstFile })));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+    expect((results[2] as PromiseRejectedResult).reason).toMatchObject({ code: 'BUSY' });
+    expect((await clients.get(1)!.compact({ ...args, firstFile: 700 })).length).toBeGreaterThan(0); // and serves the next
   });
 
   it('a damaged input fails the job with CORRUPTION naming the table', async () => {

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
+import { FileTable } from '../../src/stoc/file-table.js';
 import { StocServer } from '../../src/stoc/stoc-server.js';
 import { Fabric, type Endpoint } from '../../src/transport/fabric.js';
 import { Rpc } from '../../src/transport/rpc.js';
@@ -202,6 +203,25 @@ describe('StoC persistent files', () => {
     await Promise.all(Array.from({ length: 6 }, (_, i) => c.append(`e${i}`, Buffer.from(`second ${i}`), i % 2 === 0)));
     for (let i = 0; i < 6; i++) expect((await c.readAll(`e${i}`))!.toString()).toBe(`first ${i};second ${i}`);
     expect((await c.list('e')).map((f) => f.size)).toEqual(Array.from({ length: 6 }, (_, i) => `first ${i};second ${i}`.length));
+  });
+
+  it('syncs a new file\'s directory entry even when the file was closed between its write and its sync', async () => {
+    const table = new FileTable(tempDir(), 1);
+    let dirSyncs = 0;
+    const t = table as unknown as { syncDirectory: () => Promise<void> };
+    const real = t.syncDirectory.bind(table);
+    t.syncDirectory = async () => { dirSyncs++; await real(); };
+    const a = (await table.acquire('a', true))!;
+    await a.writeAt(Buffer.from('new'), 0);
+    a.unpin();
+    (await table.acquire('b', true))!.unpin(); // evicts a (one open file at most)
+    const again = (await table.acquire('a', false))!;
+    await again.sync();
+    expect(dirSyncs).toBe(1);
+    await again.sync(); // durable now: no second directory sync
+    expect(dirSyncs).toBe(1);
+    again.unpin();
+    await table.closeAll();
   });
 
   it('refuses a second StoC on a directory in use', async () => {

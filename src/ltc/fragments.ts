@@ -1,0 +1,36 @@
+/**
+ * How a table's bytes are cut over StoCs (DESIGN.md §3): its data blocks into ρ fragments of
+ * about equal size, cut only between blocks (so a block is read from one StoC), and its
+ * metadata — filter, index and footer — as one fragment more, on a StoC of its own, so a
+ * reader can fetch a table's index and filter without touching its data.
+ *
+ * A fragment is the whole of file `r<range>-<table>.sst` on its StoC, so no two fragments of a
+ * table share a StoC: given only ρ StoCs, the metadata travels with the last data fragment.
+ * A table's bytes are its fragments in offset order, however it was cut.
+ */
+import { NovaError } from '../common/errors.js';
+import { TableReader } from '../sstable/table-reader.js';
+import type { Fragment } from './version-edit.js';
+
+/**
+ * Cuts `bytes` (a whole table) for `stocs`: ρ + 1 StoCs put the metadata on the last one;
+ * ρ StoCs carry it on the last data fragment. Fragments are in offset order.
+ */
+export function cutTable(bytes: Buffer, stocs: number[], rho: number, name: string): Fragment[] {
+  if (stocs.length !== rho && stocs.length !== rho + 1) {
+    throw new NovaError('BAD_ARGUMENT', `${name}: ${stocs.length} StoCs for ρ = ${rho} data fragments (want ρ or ρ + 1)`);
+  }
+  const table = new TableReader(bytes, name);
+  const dataEnd = table.footer.filter.offset;
+  const ends = table.dataBlockEnds();
+  const cuts: number[] = [0];
+  for (let k = 1; k < rho; k++) {
+    const target = (dataEnd * k) / rho;
+    // The first block end at or past the target, never before the previous cut.
+    const end = ends.find((e) => e >= target && e >= cuts[cuts.length - 1]) ?? dataEnd;
+    cuts.push(end);
+  }
+  cuts.push(stocs.length > rho ? dataEnd : bytes.length);
+  if (stocs.length > rho) cuts.push(bytes.length);
+  return stocs.map((stoc, i) => ({ stoc, offset: cuts[i], size: cuts[i + 1] - cuts[i] }));
+}
