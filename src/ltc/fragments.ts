@@ -34,3 +34,28 @@ export function cutTable(bytes: Buffer, stocs: number[], rho: number, name: stri
   if (stocs.length > rho) cuts.push(bytes.length);
   return stocs.map((stoc, i) => ({ stoc, offset: cuts[i], size: cuts[i + 1] - cuts[i] }));
 }
+
+/**
+ * A table's bytes from its fragments, each read whole by `readOne` (a fragment is the whole
+ * of the table's file on its StoC). CORRUPTION if the fragments do not tile the table.
+ */
+export async function readFragments(fragments: Fragment[], name: string, readOne: (f: Fragment) => Promise<Buffer>): Promise<Buffer> {
+  const sorted = [...fragments].sort((a, b) => a.offset - b.offset);
+  sorted.forEach((f, i) => {
+    const expected = i === 0 ? 0 : sorted[i - 1].offset + sorted[i - 1].size;
+    if (f.offset !== expected) throw new NovaError('CORRUPTION', `${name}: fragment at offset ${f.offset} on StoC ${f.stoc}, expected one at ${expected}`);
+  });
+  const parts = await Promise.all(sorted.map(readOne));
+  return parts.length === 1 ? parts[0] : Buffer.concat(parts);
+}
+
+/**
+ * Writes each fragment's bytes with `writeOne`. Rejects with the first failure only once
+ * every write has settled, so clean-up after a failure never races a write under way.
+ */
+export async function writeFragments(bytes: Buffer, fragments: Fragment[],
+  writeOne: (f: Fragment, part: Buffer) => Promise<void>): Promise<void> {
+  const results = await Promise.allSettled(fragments.map((f) => writeOne(f, bytes.subarray(f.offset, f.offset + f.size))));
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+}

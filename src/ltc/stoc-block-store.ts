@@ -10,7 +10,7 @@
 import { NovaError } from '../common/errors.js';
 import type { Placement } from '../coordinator/config.js';
 import type { BlockStore } from './local-store.js';
-import { cutTable } from './fragments.js';
+import { cutTable, readFragments, writeFragments } from './fragments.js';
 import { place, type PlacementState } from './placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import type { StocPool } from './stoc-pool.js';
@@ -51,8 +51,7 @@ export class StocBlockStore implements BlockStore {
     const stocs = await place(this.policy, healthy, healthy.length > this.scatter ? this.scatter + 1 : this.scatter, this.state,
       (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
     const fragments = cutTable(bytes, stocs, this.scatter, name);
-    await Promise.all(fragments.map((f) =>
-      this.pool.on(f.stoc, (c) => c.write(name, 0, bytes.subarray(f.offset, f.offset + f.size), true))));
+    await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true)));
     this.counters.tables++;
     this.counters.bytes += bytes.length;
     this.counters.ms += performance.now() - started;
@@ -61,13 +60,9 @@ export class StocBlockStore implements BlockStore {
 
   async readTable(file: number, fragments: Fragment[]): Promise<Buffer> {
     const name = tableFileName(this.range, file);
-    const parts = await Promise.all(fragments.map(async (f) => {
-      const b = await this.pool.on(f.stoc, (c) => c.read(name, 0, f.size)).catch((err: Error) => {
-        throw new NovaError((err as NovaError).code ?? 'UNAVAILABLE', `table ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}: ${err.message}`);
-      });
-      return b;
+    return readFragments(fragments, `table ${name}`, (f) => this.pool.on(f.stoc, (c) => c.read(name, 0, f.size)).catch((err: Error) => {
+      throw new NovaError((err as NovaError).code ?? 'UNAVAILABLE', `table ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}: ${err.message}`);
     }));
-    return Buffer.concat(parts);
   }
 
   /** Removes the table from every StoC that answers (its fragments' places are not passed in). */

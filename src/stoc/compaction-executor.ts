@@ -20,7 +20,7 @@
  */
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import { mergeTables, type MergedTable, type MergeJob } from '../ltc/merge.js';
-import { cutTable } from '../ltc/fragments.js';
+import { cutTable, readFragments, writeFragments } from '../ltc/fragments.js';
 import { mergeOnWorker, mergeWorkerAvailable } from '../ltc/merge-pool.js';
 import type { Fragment } from '../ltc/version-edit.js';
 import type { StocClient } from './stoc-client.js';
@@ -194,9 +194,9 @@ function outputStocs(self: number, job: CompactArgs): number[] {
   return all.slice(0, job.scatter + 1);
 }
 
-async function readInput(env: ExecutorEnv, range: number, input: CompactInput, addresses: Map<number, Uint8Array>): Promise<Buffer> {
+function readInput(env: ExecutorEnv, range: number, input: CompactInput, addresses: Map<number, Uint8Array>): Promise<Buffer> {
   const name = tableFileName(range, input.file);
-  const parts = await Promise.all([...input.fragments].sort((a, b) => a.offset - b.offset).map(async (f) => {
+  return readFragments(input.fragments, `StoC ${env.id}: compaction input ${name}`, async (f) => {
     try {
       if (f.stoc === env.id) return await env.readLocal(name, f.size);
       const address = addresses.get(f.stoc);
@@ -205,18 +205,13 @@ async function readInput(env: ExecutorEnv, range: number, input: CompactInput, a
     } catch (err) {
       throw withContext(err, `StoC ${env.id}: compaction input ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}`);
     }
-  }));
-  return Buffer.concat(parts);
+  });
 }
 
-/**
- * Writes one output's fragments durably. Rejects only once every write has settled, so the
- * clean-up after a failure never races a write still under way.
- */
-async function writeOutput(env: ExecutorEnv, name: string, bytes: Buffer, fragments: Fragment[],
+/** Writes one output's fragments durably; never replaces a file. */
+function writeOutput(env: ExecutorEnv, name: string, bytes: Buffer, fragments: Fragment[],
   addresses: Map<number, Uint8Array>, written: Array<{ name: string; stoc: number }>): Promise<void> {
-  const results = await Promise.allSettled(fragments.map(async (f) => {
-    const part = bytes.subarray(f.offset, f.offset + f.size);
+  return writeFragments(bytes, fragments, async (f, part) => {
     try {
       const peer = f.stoc === env.id ? undefined : await env.peer(addresses.get(f.stoc)!);
       if ((await (peer ? peer.size(name) : env.sizeLocal(name))) !== undefined) {
@@ -228,9 +223,7 @@ async function writeOutput(env: ExecutorEnv, name: string, bytes: Buffer, fragme
     } catch (err) {
       throw withContext(err, `StoC ${env.id}: compaction output ${name} on StoC ${f.stoc}`);
     }
-  }));
-  const failed = results.find((r) => r.status === 'rejected');
-  if (failed) throw (failed as PromiseRejectedResult).reason;
+  });
 }
 
 async function removeOutputs(env: ExecutorEnv, written: Array<{ name: string; stoc: number }>, addresses: Map<number, Uint8Array>): Promise<void> {
