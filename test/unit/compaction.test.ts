@@ -9,8 +9,8 @@ import { Memtable } from '../../src/ltc/memtable.js';
 import type { TableMeta } from '../../src/ltc/version-edit.js';
 import { mergeTables, type MergeJob } from '../../src/ltc/merge.js';
 import { mergeOnWorker } from '../../src/ltc/merge-pool.js';
-import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
+import { table } from '../fixtures/tables.js';
 
 function meta(file: number, level: number, from: string, to: string, size: number): TableMeta {
   return {
@@ -89,15 +89,6 @@ describe('compaction merge', () => {
 });
 
 describe('merging tables (merge.ts), in this thread and on the merge worker', () => {
-  /** A table of keys k000..k(n-1) step `step`, at sequence `seq`, deletes where `del(i)`. */
-  function table(n: number, step: number, seq: number, del: (i: number) => boolean = () => false): Buffer {
-    const b = new TableBuilder({});
-    for (let i = 0; i < n; i += step) {
-      const type = del(i) ? ValueType.Delete : ValueType.Put;
-      b.add(makeInternalKey(Buffer.from(`k${String(i).padStart(5, '0')}`), seq, type), Buffer.from(type === ValueType.Put ? `v${i}@${seq}`.padEnd(200, '.') : ''));
-    }
-    return b.finish().bytes;
-  }
   const job = (tables: Buffer[]): MergeJob => ({
     tables, names: tables.map((_, i) => `t${i}.sst`), smallestSnapshot: 1000, deeper: [], targetBytes: 64 * 1024,
   });

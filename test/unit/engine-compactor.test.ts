@@ -50,6 +50,16 @@ function offloading(dir: string, first: Answer = 'merge'): { env: EngineEnv; job
   return control;
 }
 
+/** Holds every job of `env`'s compactor until `release()`; `away()` counts the jobs sent. */
+function holdJobs(env: EngineEnv): { release: () => void; away: () => number } {
+  const inner = env.compactor!;
+  let release!: () => void;
+  const held = new Promise<void>((r) => { release = r; });
+  let away = 0;
+  env.compactor = { compact: async (job) => { away++; await held; return inner.compact(job); } };
+  return { release, away: () => away };
+}
+
 async function load(e: Engine, n: number, version: number): Promise<void> {
   for (let i = 0; i < n; i += 50) {
     const b = e.newBatch();
@@ -189,18 +199,14 @@ describe('engine with a compactor', () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
     dirs.push(dir);
     const o = offloading(dir);
-    const inner = o.env.compactor!;
-    let release!: () => void;
-    const held = new Promise<void>((r) => { release = r; });
-    let away = 0;
-    o.env.compactor = { compact: async (job) => { away++; await held; return inner.compact(job); } };
+    const hold = holdJobs(o.env);
     const e = await Engine.open(dir, { ...OPTIONS, env: o.env, l0StopTrigger: 100 });
-    while (away === 0) await load(e, 200, 1); // until the first job leaves
+    while (hold.away() === 0) await load(e, 200, 1); // until the first job leaves
     const flushes = e.stats.flushes;
     await load(e, 3000, 2); // ~30 memtables of writes while the job is held
     expect(e.stats.flushes).toBeGreaterThan(flushes + 10);
-    expect(away).toBe(1);
-    release();
+    expect(hold.away()).toBe(1);
+    hold.release();
     await e.flush();
     await check(e, 3000, 2);
     await e.close();
@@ -210,11 +216,7 @@ describe('engine with a compactor', () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
     dirs.push(dir);
     const o = offloading(dir);
-    const inner = o.env.compactor!;
-    let release!: () => void;
-    const held = new Promise<void>((r) => { release = r; });
-    let away = 0;
-    o.env.compactor = { compact: async (job) => { away++; await held; return inner.compact(job); } };
+    const hold = holdJobs(o.env);
     const fault = { armed: false, failed: false, after: 0 };
     const open = o.env.openManifest.bind(o.env);
     o.env.openManifest = (path) => {
@@ -232,11 +234,11 @@ describe('engine with a compactor', () => {
       };
     };
     const e = await Engine.open(dir, { ...OPTIONS, env: o.env, l0StopTrigger: 100 });
-    while (away === 0) await load(e, 200, 1);
+    while (hold.away() === 0) await load(e, 200, 1);
     fault.armed = true;
     await load(e, 3000, 2).catch(() => undefined); // a memtable switch or flush hits the fault
     expect(fault.failed).toBe(true);
-    release();
+    hold.release();
     await e.flush().catch(() => undefined);
     await e.close();
     expect(fault.after).toBe(0);

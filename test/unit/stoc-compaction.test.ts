@@ -8,9 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
 import { mergeTables } from '../../src/ltc/merge.js';
-import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { DEFAULT_SETTINGS } from '../../src/coordinator/config.js';
 import { cutTable } from '../../src/ltc/fragments.js';
 import { StocCompactor } from '../../src/ltc/stoc-compactor.js';
@@ -22,6 +20,7 @@ import { Method, tableFileName } from '../../src/stoc/stoc-protocol.js';
 import { StocServer } from '../../src/stoc/stoc-server.js';
 import { Fabric } from '../../src/transport/fabric.js';
 import { Rpc } from '../../src/transport/rpc.js';
+import { table } from '../fixtures/tables.js';
 import { useTls } from '../helpers/peer-process.js';
 
 const MiB = 1024 * 1024;
@@ -56,15 +55,6 @@ async function client(s: StocServer): Promise<StocClient> {
   return StocClient.connect(fabric, new Rpc(fabric), s.address);
 }
 
-/** Keys k00000.. every `step`, at sequence `seq`; deletes where `del(i)`. */
-function table(n: number, step: number, seq: number, del: (i: number) => boolean = () => false): Buffer {
-  const b = new TableBuilder({});
-  for (let i = 0; i < n; i += step) {
-    const type = del(i) ? ValueType.Delete : ValueType.Put;
-    b.add(makeInternalKey(Buffer.from(`k${String(i).padStart(5, '0')}`), seq, type), Buffer.from(type === ValueType.Put ? `v${i}@${seq}`.padEnd(200, '.') : ''));
-  }
-  return b.finish().bytes;
-}
 
 /** Stores `bytes` as table `file` cut over `on` (StoC ids), as the LTC's StocBlockStore does. */
 async function place(clients: Map<number, StocClient>, file: number, bytes: Buffer, on: number[]): Promise<CompactArgs['inputs'][number]> {
