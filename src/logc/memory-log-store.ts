@@ -45,7 +45,7 @@ import type { LogStore, LogWriter } from '../ltc/local-store.js';
 import { sample } from '../ltc/placement.js';
 import { filesOf } from '../ltc/stoc-block-store.js';
 import { logFileName } from '../stoc/stoc-protocol.js';
-import type { StocPool } from '../ltc/stoc-pool.js';
+import { STOC_LOST, type StocPool } from '../ltc/stoc-pool.js';
 import type { MemoryFile } from '../stoc/stoc-client.js';
 import { LOG_BLOCK, LogFramer, readLog } from './log-format.js';
 import { StocLogStore } from './stoc-log-store.js';
@@ -76,8 +76,6 @@ export interface LogCopy {
 }
 
 const MiB = 1024 * 1024;
-/** Failures that mean a StoC is gone or unreachable: it is shunned for new logs for a while. */
-const LOSS_CODES: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EXCEEDED', 'CLOSED', 'UNAVAILABLE']);
 
 export class MemoryLogStore implements LogStore {
   private readonly regionBytes: number;
@@ -232,7 +230,7 @@ class MemoryLogWriter implements LogWriter {
     this.replicas = this.replicas.filter((r) => !failed.includes(r));
     for (const r of failed) {
       r.file.close();
-      if (LOSS_CODES.has((r.failure as NovaError | undefined)?.code ?? '')) this.pool.shun(r.stoc);
+      if (STOC_LOST.has((r.failure as NovaError | undefined)?.code ?? '')) this.pool.shun(r.stoc);
     }
     const why = failed[0].failure?.message ?? 'unknown';
     this.onLog(`memory log ${this.name}: dropped replica(s) on StoC ${failed.map((r) => r.stoc).join(', ')} (${why}); ${this.replicas.length} left`);

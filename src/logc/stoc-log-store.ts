@@ -13,7 +13,7 @@
 import { NovaError } from '../common/errors.js';
 import type { LogStore, LogWriter } from '../ltc/local-store.js';
 import { filesOnStocs } from '../ltc/stoc-block-store.js';
-import { logFileName } from '../stoc/stoc-protocol.js';
+import { logFileName, manifestFileName } from '../stoc/stoc-protocol.js';
 import type { StocPool } from '../ltc/stoc-pool.js';
 import { sample } from '../ltc/placement.js';
 import { LogFramer, readLog } from './log-format.js';
@@ -25,11 +25,17 @@ export class StocLogStore implements LogStore {
    *   replica among those that answer is taken (availability over a second failure).
    */
   constructor(private readonly pool: StocPool, private readonly range: number, private readonly replicas: number,
-    private readonly onLog: (line: string) => void = () => undefined, private readonly strictUntil = 0) {}
+    private readonly onLog: (line: string) => void = () => undefined, private readonly strictUntil = 0,
+    /** What the files are: memtable logs, or MANIFESTs (stoc-manifest-store.ts). */
+    private readonly kind: 'log' | 'manifest' = 'log') {}
+
+  private fileName(file: number): string {
+    return this.kind === 'log' ? logFileName(this.range, file) : manifestFileName(this.range, file);
+  }
 
   /** Creates the log's file, empty, on R StoCs that answer (fewer if fewer answer). */
   async create(file: number): Promise<LogWriter> {
-    const name = logFileName(this.range, file);
+    const name = this.fileName(file);
     const chosen = sample(this.pool.healthy(), this.replicas, Math.random);
     const made = await Promise.allSettled(chosen.map((id) => this.pool.on(id, (c) => c.append(name, Buffer.alloc(0), false))));
     const replicas = chosen.filter((_, i) => made[i].status === 'fulfilled');
@@ -39,7 +45,7 @@ export class StocLogStore implements LogStore {
   }
 
   async read(file: number): Promise<Buffer | undefined> {
-    const name = logFileName(this.range, file);
+    const name = this.fileName(file);
     const ids = this.pool.ids();
     const copies = await Promise.all(ids.map((id) =>
       this.pool.on(id, (c) => c.readAll(name)).then((b) => ({ b }), (err: Error) => ({ err }))));
@@ -63,16 +69,16 @@ export class StocLogStore implements LogStore {
   }
 
   async remove(file: number): Promise<void> {
-    const name = logFileName(this.range, file);
+    const name = this.fileName(file);
     await Promise.all(this.pool.healthy().map((id) => this.pool.on(id, (c) => c.remove(name)).catch(() => undefined)));
   }
 
   list(): Promise<number[]> {
-    return filesOnStocs(this.pool, this.range, '.log');
+    return filesOnStocs(this.pool, this.range, this.kind === 'log' ? '.log' : '.manifest');
   }
 
   describe(file: number): string {
-    return `StoC log ${logFileName(this.range, file)}`;
+    return `StoC ${this.kind} ${this.fileName(file)}`;
   }
 }
 

@@ -34,7 +34,8 @@ import { MergingIterator, VisibleIterator, type InternalIterator } from '../ssta
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
 import {
-  LocalBlockStore, LocalLogStore, LocalLogWriter, manifestName, tableName, type BlockStore, type CompactionRequest, type Compactor, type LogStore, type LogWriter,
+  LocalBlockStore, LocalLogStore, LocalManifestStore, tableName, type BlockStore, type CompactionRequest, type Compactor, type LogStore,
+  type LogWriter, type ManifestStore,
 } from './local-store.js';
 import { lockDir, replaceFile, syncDir } from '../common/files.js';
 import { boundsFromSample, drangeOf } from './dranges.js';
@@ -87,15 +88,15 @@ export interface EngineEnv {
   store: BlockStore;
   /** Memtable logs. */
   logs: LogStore;
-  /** Opens the MANIFEST at `path` (in the engine's directory) for appending. */
-  openManifest(path: string): LogWriter;
+  /** The MANIFEST. */
+  manifests: ManifestStore;
   /** Where compactions run (StoCs); without one, or when it declines a job, the engine merges. */
   compactor?: Compactor;
 }
 
 /** The local-directory environment. */
 export function localEnv(dir: string): EngineEnv {
-  return { store: new LocalBlockStore(dir), logs: new LocalLogStore(dir), openManifest: (path) => new LocalLogWriter(path, 0) };
+  return { store: new LocalBlockStore(dir), logs: new LocalLogStore(dir), manifests: new LocalManifestStore(dir) };
 }
 
 export interface ReadOptions {
@@ -819,17 +820,13 @@ export class Engine {
   // ---- recovery ----
 
   private async recover(): Promise<void> {
-    const current = join(this.dir, 'CURRENT');
     const tables = new Map<number, TableMeta>();
     const logs = new Map<number, number>(); // memtable -> log file
     let bounds: Buffer[] = [];
-    if (existsSync(current)) {
-      const name = readFileSync(current, 'utf8').trim();
-      const path = join(this.dir, name);
-      if (!/^MANIFEST-\d+$/.test(name) || !existsSync(path)) {
-        throw new NovaError('CORRUPTION', `${current}: names "${name}", which is not a MANIFEST in ${this.dir}`);
-      }
-      const contents = readLog(readFileSync(path), path);
+    const current = await this.env.manifests.readCurrent();
+    if (current) {
+      const path = current.name;
+      const contents = readLog(current.bytes, path);
       if (contents.tornAt !== undefined) this.warn(`${path}: torn tail at offset ${contents.tornAt} dropped (a crash during an update)`);
       contents.records.forEach((r, i) => {
         const e = decodeEdit(r, `${path} record ${i}`);
@@ -870,8 +867,7 @@ export class Engine {
     }
     // A fresh MANIFEST that states the whole tree, and fresh memtables and logs for writes.
     const manifestFile = this.nextFile++;
-    const manifestPath = join(this.dir, manifestName(manifestFile));
-    this.manifest = this.env.openManifest(manifestPath);
+    this.manifest = await this.env.manifests.create(manifestFile);
     const snapshot = emptyEdit();
     const fresh: Memtable[] = [];
     for (let i = 0; i <= bounds.length; i++) fresh.push(await this.newMemtable(snapshot));
@@ -884,7 +880,7 @@ export class Engine {
     snapshot.nextFile = this.nextFile;
     snapshot.lastSequence = this.lastSequence;
     await this.logEdit(snapshot);
-    replaceFile(this.dir, 'CURRENT', manifestName(manifestFile) + '\n');
+    await this.env.manifests.install(manifestFile);
     this.memtables = new MemtableSet(bounds, fresh);
     // The tree's Dranges come from its MANIFEST, whatever α this open asks for; δ must leave
     // room for one immutable memtable beside their active ones.
@@ -902,23 +898,19 @@ export class Engine {
       await this.logEdit(edit);
       this.levels[0].push(...tables);
     }
-    await this.removeObsoleteFiles(manifestFile);
+    await this.removeObsoleteFiles();
   }
 
   /**
-   * Deletes files the new MANIFEST does not name: replayed logs and the old MANIFEST, and
-   * what a crash left behind — a table whose edit never landed (its entries are still in
-   * logs or in the compaction's inputs), a log never bound (no write reached it), a MANIFEST
-   * that CURRENT never named, CURRENT.tmp. Other files are left alone.
+   * Deletes files the new MANIFEST does not name: replayed logs, and what a crash left
+   * behind — a table whose edit never landed (its entries are still in logs or in the
+   * compaction's inputs), a log never bound (no write reached it). Other files are left
+   * alone. (Installing the new MANIFEST removed the old ones.)
    */
-  private async removeObsoleteFiles(manifestFile: number): Promise<void> {
+  private async removeObsoleteFiles(): Promise<void> {
     const liveTables = new Set(this.levels.flat().map((t) => t.meta.file));
     for (const file of await this.store.listTables()) if (!liveTables.has(file)) await this.store.deleteTable(file);
     for (const file of await this.env.logs.list()) if (!this.logs.has(file)) await this.env.logs.remove(file);
-    for (const name of readdirSync(this.dir)) {
-      const m = /^MANIFEST-(\d+)$|^CURRENT\.tmp$/.exec(name);
-      if (m && Number(m[1]) !== manifestFile) unlinkSync(join(this.dir, name));
-    }
   }
 
   // ---- helpers ----

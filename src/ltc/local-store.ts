@@ -7,7 +7,7 @@
  * edits, log-framed), `CURRENT` (the name of the live MANIFEST, replaced atomically).
  */
 import { closeSync, existsSync, readdirSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
-import { syncDir } from '../common/files.js';
+import { replaceFile, syncDir } from '../common/files.js';
 import { join, resolve } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { LogFramer } from '../logc/log-format.js';
@@ -34,6 +34,22 @@ export interface LogStore {
   list(): Promise<number[]>;
   /** How messages name log `file` (a path; StoC file names). */
   describe(file: number): string;
+}
+
+/**
+ * Where a range's MANIFEST lives (doc/format/manifest.md): the live one, read when the engine
+ * opens, and the one each open starts with a snapshot of the whole tree.
+ */
+export interface ManifestStore {
+  /** The live MANIFEST's bytes and its name for messages; undefined for a new range. */
+  readCurrent(): Promise<{ name: string; bytes: Buffer } | undefined>;
+  /** Creates MANIFEST `file`, empty; edits go through the writer, synced. */
+  create(file: number): Promise<LogWriter>;
+  /**
+   * Makes MANIFEST `file` the live one, atomically, then deletes the others.
+   * REQUIRES: its first edit (the whole tree) is durable.
+   */
+  install(file: number): Promise<void>;
 }
 
 /** A compaction's merge as the engine hands it to a Compactor. */
@@ -116,6 +132,50 @@ export class LocalBlockStore implements BlockStore {
 
   async listTables(): Promise<number[]> {
     return numbered(this.dir, /^(\d+)\.sst$/);
+  }
+}
+
+/**
+ * The MANIFEST as `MANIFEST-<n>` in a local directory, named by `CURRENT` (replaced
+ * atomically), as LevelDB keeps it.
+ */
+export class LocalManifestStore implements ManifestStore {
+  constructor(private readonly dir: string) {
+    mkdirSync(dir, { recursive: true });
+  }
+
+  async readCurrent(): Promise<{ name: string; bytes: Buffer } | undefined> {
+    const current = join(this.dir, 'CURRENT');
+    if (!existsSync(current)) return undefined;
+    const name = readFileSync(current, 'utf8').trim();
+    const path = join(this.dir, name);
+    if (!/^MANIFEST-\d+$/.test(name) || !existsSync(path)) {
+      throw new NovaError('CORRUPTION', `${current}: names "${name}", which is not a MANIFEST in ${this.dir}`);
+    }
+    return { name: path, bytes: readFileSync(path) };
+  }
+
+  async create(file: number): Promise<LogWriter> {
+    const writer = new LocalLogWriter(join(this.dir, manifestName(file)), 0);
+    syncDir(this.dir);
+    return writer;
+  }
+
+  /** Deletes CURRENT and every MANIFEST (once the MANIFEST lives elsewhere). */
+  removeAll(): void {
+    for (const name of readdirSync(this.dir)) {
+      if (/^MANIFEST-\d+$|^CURRENT(\.tmp)?$/.test(name)) unlinkSync(join(this.dir, name));
+    }
+    syncDir(this.dir);
+  }
+
+  /** Points CURRENT at `file`; deletes other MANIFESTs and a CURRENT.tmp a crash left. */
+  async install(file: number): Promise<void> {
+    replaceFile(this.dir, 'CURRENT', `${manifestName(file)}\n`);
+    for (const name of readdirSync(this.dir)) {
+      const m = /^MANIFEST-(\d+)$|^CURRENT\.tmp$/.exec(name);
+      if (m && Number(m[1]) !== file) unlinkSync(join(this.dir, name));
+    }
   }
 }
 

@@ -8,9 +8,9 @@
  * current id, so the client refreshes and retries; one with a newer id makes the LTC fetch
  * the configuration and answers UNAVAILABLE (retry).
  *
- * The MANIFEST and CURRENT of each range stay in this LTC's directory (`range-<id>/`); a
- * range therefore restarts on this LTC, not on another machine (moving ranges between LTCs
- * is the elasticity issue's).
+ * Each range's MANIFEST is on StoCs with R replicas (stoc-manifest-store.ts), so nothing of
+ * a range's state is only on this LTC; its directory (`range-<id>/`) holds the lock.
+ * (Moving ranges between LTCs live is the elasticity issue's.)
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,12 +20,13 @@ import { TcpRpcServer } from '../common/tcp-rpc.js';
 import { rangeOf, type ClusterConfig, type RangeInfo } from '../coordinator/config.js';
 import { Membership } from '../coordinator/membership.js';
 import { StocLogStore } from '../logc/stoc-log-store.js';
+import { StocManifestStore } from '../logc/stoc-manifest-store.js';
 import { MemoryDiskLogStore, MemoryLogStore } from '../logc/memory-log-store.js';
 import { NoLogStore } from '../logc/no-log-store.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
-import { LocalLogWriter, type LogStore } from './local-store.js';
+import { LocalManifestStore, type LogStore } from './local-store.js';
 import { StocBlockStore } from './stoc-block-store.js';
 import { StocCompactor } from './stoc-compactor.js';
 import { StocPool } from './stoc-pool.js';
@@ -171,7 +172,8 @@ export class LtcServer {
         env: {
           store,
           logs: this.logStore(s.info.id, since + STRICT_LOG_READ_MS),
-          openManifest: (path) => new LocalLogWriter(path, 0),
+          manifests: new StocManifestStore(this.pool, s.info.id, settings.logReplicas, (line) => this.log(line),
+            since + STRICT_LOG_READ_MS, new LocalManifestStore(dir)),
           compactor,
         },
         onWarning: (m) => this.log(`range ${s.info.id}: ${m}`),

@@ -13,18 +13,21 @@ import type { BlockStore } from './local-store.js';
 import { cutTable, readFragments, writeFragments } from './fragments.js';
 import { place, type PlacementState } from './placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
-import type { StocPool } from './stoc-pool.js';
+import { STOC_LOST, type StocPool } from './stoc-pool.js';
 import type { Fragment } from './version-edit.js';
 
+/** The kinds of a range's files on StoCs: tables, memtable logs, MANIFESTs. */
+export type StocFileSuffix = '.sst' | '.log' | '.manifest';
+
 /** Numbers of the files of `range` with `suffix` on the StoCs that answer (orphan cleanup). */
-export async function filesOnStocs(pool: StocPool, range: number, suffix: '.sst' | '.log'): Promise<number[]> {
+export async function filesOnStocs(pool: StocPool, range: number, suffix: StocFileSuffix): Promise<number[]> {
   const names = await Promise.all(pool.healthy().map((id) =>
     pool.on(id, async (c) => (await c.list(`r${range}-`)).map((f) => f.name)).catch(() => [] as string[])));
   return [...new Set(filesOf(range, names.flat(), suffix))];
 }
 
 /** File numbers among StoC file names of `range` with `suffix`. */
-export function filesOf(range: number, names: string[], suffix: '.sst' | '.log'): number[] {
+export function filesOf(range: number, names: string[], suffix: StocFileSuffix): number[] {
   const prefix = `r${range}-`;
   const out: number[] = [];
   for (const n of names) {
@@ -35,6 +38,9 @@ export function filesOf(range: number, names: string[], suffix: '.sst' | '.log')
   return out;
 }
 
+/** Placements tried for one table before its write fails. */
+const WRITE_ATTEMPTS = 3;
+
 export class StocBlockStore implements BlockStore {
   private readonly state: PlacementState = { next: 0 };
   /** Bytes and time spent moving flushed and compacted tables to StoCs. */
@@ -43,19 +49,31 @@ export class StocBlockStore implements BlockStore {
   constructor(private readonly pool: StocPool, private readonly range: number,
     private readonly scatter: number, private readonly policy: Placement) {}
 
+  /**
+   * Places and writes the table. A StoC lost meanwhile (the pool shuns it) does not fail the
+   * table: it is placed again, on StoCs that are up, after removing what the attempt wrote.
+   */
   async writeTable(file: number, bytes: Buffer): Promise<Fragment[]> {
     const started = performance.now();
     const name = tableFileName(this.range, file);
-    const healthy = this.pool.healthy();
-    // ρ StoCs for the data blocks and one more for the metadata, when there is one more.
-    const stocs = await place(this.policy, healthy, healthy.length > this.scatter ? this.scatter + 1 : this.scatter, this.state,
-      (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
-    const fragments = cutTable(bytes, stocs, this.scatter, name);
-    await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true)));
-    this.counters.tables++;
-    this.counters.bytes += bytes.length;
-    this.counters.ms += performance.now() - started;
-    return fragments;
+    for (let attempt = 1; ; attempt++) {
+      const healthy = this.pool.healthy();
+      // ρ StoCs for the data blocks and one more for the metadata, when there is one more.
+      const stocs = await place(this.policy, healthy, healthy.length > this.scatter ? this.scatter + 1 : this.scatter, this.state,
+        (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
+      const fragments = cutTable(bytes, stocs, this.scatter, name);
+      try {
+        await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true)));
+      } catch (err) {
+        if (attempt >= WRITE_ATTEMPTS || !STOC_LOST.has((err as NovaError).code)) throw err;
+        await Promise.all(fragments.map((f) => this.pool.on(f.stoc, (c) => c.remove(name)).catch(() => undefined)));
+        continue;
+      }
+      this.counters.tables++;
+      this.counters.bytes += bytes.length;
+      this.counters.ms += performance.now() - started;
+      return fragments;
+    }
   }
 
   async readTable(file: number, fragments: Fragment[]): Promise<Buffer> {

@@ -11,6 +11,9 @@ import type { Rpc } from '../transport/rpc.js';
 
 const CONNECT_MS = 5_000;
 
+/** Failure codes that mean a StoC went away (it is shunned), not that a request was bad. */
+export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EXCEEDED', 'CLOSED', 'UNAVAILABLE']);
+
 export class StocPool {
   private addresses = new Map<number, string>();
   private readonly clients = new Map<number, Promise<StocClient>>();
@@ -71,7 +74,7 @@ export class StocPool {
       return await fn(await this.get(id));
     } catch (err) {
       const code = (err as NovaError).code;
-      if (code === 'PEER_LOST' || code === 'DEADLINE_EXCEEDED' || code === 'CLOSED' || code === 'UNAVAILABLE') this.shun(id);
+      if (STOC_LOST.has(code)) this.shun(id);
       throw err;
     }
   }

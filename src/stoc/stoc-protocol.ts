@@ -113,6 +113,11 @@ export function logFileName(range: number, file: number): string {
   return `r${range}-${String(file).padStart(6, '0')}.log`;
 }
 
+/** A range's MANIFEST `file` on a StoC. */
+export function manifestFileName(range: number, file: number): string {
+  return `r${range}-${String(file).padStart(6, '0')}.manifest`;
+}
+
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 const PREFIX = /^[A-Za-z0-9._-]{0,200}$/;
 /** The directory lock (src/common/files.ts); never served as a file. */

@@ -4,7 +4,7 @@
  * under a workload, whole-cluster restarts, and malformed client input.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
@@ -135,6 +135,18 @@ describe('nova cluster', () => {
       await cluster.up();
       expect(await missing(c, [...one, ...two, ...three])).toEqual([]);
     }
+  });
+
+  it('an LTC that lost its directory recovers its range from the StoCs alone (MANIFEST and logs)', async () => {
+    cluster = await startCluster({ args: SMALL });
+    const c = cluster.client;
+    const acked = await writeKeys(c, 0, 3000, 32);
+    await cluster.kill('ltc', 1);
+    rmSync(join(cluster.dir, 'ltc-1'), { recursive: true, force: true }); // as if on a new machine
+    await cluster.up();
+    expect(await missing(c, acked)).toEqual([]);
+    const more = await writeKeys(c, 3000, 3500, 32);
+    expect(await missing(c, more)).toEqual([]);
   });
 
   it('compactions run on the StoCs (offloaded round-robin); every write is there after them', async () => {

@@ -218,20 +218,24 @@ describe('engine with a compactor', () => {
     const o = offloading(dir);
     const hold = holdJobs(o.env);
     const fault = { armed: false, failed: false, after: 0 };
-    const open = o.env.openManifest.bind(o.env);
-    o.env.openManifest = (path) => {
-      const log = open(path);
-      return {
-        append: async (records, sync) => {
-          if (fault.failed) fault.after++;
-          if (fault.armed && !fault.failed) {
-            fault.failed = true;
-            throw new Error('injected: one MANIFEST append failed');
-          }
-          return log.append(records, sync);
-        },
-        close: () => log.close(),
-      };
+    const manifests = o.env.manifests;
+    o.env.manifests = {
+      readCurrent: () => manifests.readCurrent(),
+      install: (file) => manifests.install(file),
+      create: async (file) => {
+        const log = await manifests.create(file);
+        return {
+          append: async (records, sync) => {
+            if (fault.failed) fault.after++;
+            if (fault.armed && !fault.failed) {
+              fault.failed = true;
+              throw new Error('injected: one MANIFEST append failed');
+            }
+            return log.append(records, sync);
+          },
+          close: () => log.close(),
+        };
+      },
     };
     const e = await Engine.open(dir, { ...OPTIONS, env: o.env, l0StopTrigger: 100 });
     while (hold.away() === 0) await load(e, 200, 1);

@@ -46,18 +46,22 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
       list: () => base.logs.list(),
       describe: (file) => base.logs.describe(file),
     },
-    openManifest: (path) => {
-      const log = base.openManifest(path);
-      return {
-        append: async (records, sync) => {
-          const edit = edits++;
-          if (fault.manifestFailsAfter !== undefined && edit >= fault.manifestFailsAfter) throw new Error('injected: MANIFEST write failed');
-          if (edit === fault.manifestFailsOnlyAt) throw new Error('injected: one MANIFEST write failed');
-          if (fault.manifestFailsOnlyAt !== undefined && edit > fault.manifestFailsOnlyAt && fault.appendsAfterFailure) fault.appendsAfterFailure.n++;
-          return log.append(records, sync);
-        },
-        close: () => log.close(),
-      };
+    manifests: {
+      readCurrent: () => base.manifests.readCurrent(),
+      install: (file) => base.manifests.install(file),
+      create: async (file) => {
+        const log = await base.manifests.create(file);
+        return {
+          append: async (records, sync) => {
+            const edit = edits++;
+            if (fault.manifestFailsAfter !== undefined && edit >= fault.manifestFailsAfter) throw new Error('injected: MANIFEST write failed');
+            if (edit === fault.manifestFailsOnlyAt) throw new Error('injected: one MANIFEST write failed');
+            if (fault.manifestFailsOnlyAt !== undefined && edit > fault.manifestFailsOnlyAt && fault.appendsAfterFailure) fault.appendsAfterFailure.n++;
+            return log.append(records, sync);
+          },
+          close: () => log.close(),
+        };
+      },
     },
   };
 }

@@ -57,7 +57,7 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
       list: () => env.logs.list(),
       describe: (file) => env.logs.describe(file),
     },
-    openManifest: env.openManifest,
+    manifests: env.manifests,
     store: {
       writeTable: async (file, bytes) => {
         await new Promise((resolve) => setTimeout(resolve, r() * ms));
@@ -191,7 +191,7 @@ function gatedEnv(dir: string, free: number): { env: EngineEnv; release: () => v
   return {
     env: {
       logs: env.logs,
-    openManifest: env.openManifest,
+    manifests: env.manifests,
       store: {
         writeTable: async (file, bytes) => {
           if (allowed-- <= 0) await new Promise<void>((resolve) => waiters.push(resolve));

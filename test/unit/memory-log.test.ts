@@ -1,8 +1,9 @@
 /**
- * StoC in-memory files and LogC's `memory` and `memory+disk` modes: StocServers and an LTC-side
- * StocPool on separate fabrics in this process, over shared memory.
+ * LogC on StoCs — in-memory files and the `memory` and `memory+disk` modes, `disk` mode's
+ * append joining, and MANIFESTs on StoCs: StocServers and an LTC-side StocPool on separate
+ * fabrics in this process, over shared memory.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -10,6 +11,11 @@ import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/conf
 import { LogFramer, readLog } from '../../src/logc/log-format.js';
 import { MemoryDiskLogStore, MemoryLogStore } from '../../src/logc/memory-log-store.js';
 import { StocLogStore } from '../../src/logc/stoc-log-store.js';
+import { StocManifestStore } from '../../src/logc/stoc-manifest-store.js';
+import { Engine, localEnv } from '../../src/ltc/engine.js';
+import { LocalManifestStore } from '../../src/ltc/local-store.js';
+import { StocBlockStore } from '../../src/ltc/stoc-block-store.js';
+import { table } from '../fixtures/tables.js';
 import { StocPool } from '../../src/ltc/stoc-pool.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
 import { StocServer, type StocServerOptions } from '../../src/stoc/stoc-server.js';
@@ -291,5 +297,68 @@ describe('LogC disk mode', () => {
     for (const s of stocs) expectRecords(await (await connect(s)).readAll('r9-000001.log'), recs);
     expectRecords(await store.read(1), recs);
     await log.close();
+  });
+});
+
+describe('MANIFESTs on StoCs', () => {
+  const key = (i: number): Buffer => Buffer.from(`k${String(i).padStart(5, '0')}`);
+  const value = (i: number): Buffer => Buffer.from(`v${i}`.padEnd(200, '.'));
+
+  it('moves a MANIFEST from the LTC directory to the StoCs, and reopens from them alone', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3)];
+    const pool = makePool(stocs);
+    const dir = tempDir();
+    const options = { memtableBytes: 16 * KiB, sync: false, mergeInWorker: false };
+    let db = await Engine.open(dir, options); // the old way: MANIFEST and CURRENT in dir
+    for (let i = 0; i < 500; i++) await db.put(key(i), value(i));
+    await db.close();
+    const onStocs = () => ({ ...localEnv(dir), manifests: new StocManifestStore(pool, 4, 3, () => undefined, 0, new LocalManifestStore(dir)) });
+    db = await Engine.open(dir, { ...options, env: onStocs() });
+    for (let i = 0; i < 500; i++) expect((await db.get(key(i)))?.equals(value(i))).toBe(true);
+    for (let i = 500; i < 700; i++) await db.put(key(i), value(i));
+    await db.close();
+    expect(readdirSync(dir).filter((n) => /^MANIFEST|^CURRENT/.test(n))).toEqual([]);
+    const manifests = await Promise.all(stocs.map(async (s) => (await (await connect(s)).list('r4-')).map((f) => f.name).filter((n) => n.endsWith('.manifest'))));
+    expect(manifests.map((m) => m.length)).toEqual([1, 1, 1]); // one live MANIFEST, 3 replicas
+    db = await Engine.open(dir, { ...options, env: onStocs() });
+    for (let i = 0; i < 700; i++) expect((await db.get(key(i)))?.equals(value(i))).toBe(true);
+    await db.close();
+  });
+
+  it('takes the newest MANIFEST whose first edit is whole; refuses to start empty while tables exist or a StoC is silent', async () => {
+    const stocs = [await startServer(1), await startServer(2)];
+    const pool = makePool(stocs);
+    const store = new StocManifestStore(pool, 5, 2, () => undefined, 0);
+    expect(await store.readCurrent()).toBeUndefined(); // a new range: every StoC says so
+    const old = await store.create(10);
+    await old.append([Buffer.from('edit one'), Buffer.from('edit two')], true);
+    await store.install(10);
+    // An open that died writing its first edit leaves a newer MANIFEST without one.
+    const c = await connect(stocs[0]);
+    await c.write('r5-000020.manifest', 0, Buffer.from([1, 2, 3]), true);
+    const current = await store.readCurrent();
+    expect(current?.name).toContain('r5-000010.manifest');
+    expect(recordsOf(current!.bytes).map((r) => r.toString())).toEqual(['edit one', 'edit two']);
+    // Tables but no MANIFEST: not opened empty.
+    await store.install(99); // removes every MANIFEST but (absent) 99
+    await c.write('r5-000030.sst', 0, Buffer.from('a table'), true);
+    await expect(store.readCurrent()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('not opening it empty') });
+    await c.remove('r5-000030.sst');
+    await servers.pop()!.close(); // StoC 2 goes silent
+    await expect(store.readCurrent()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('did not answer') });
+  });
+});
+
+describe('tables on StoCs', () => {
+  it('a table whose StoC is lost while it is written is placed again on StoCs that are up', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3)];
+    const pool = makePool(stocs);
+    const store = new StocBlockStore(pool, 7, 1, 'round-robin');
+    await servers.shift()!.close(); // StoC 1, which round-robin picks first; the pool does not know yet
+    const bytes = table(2000, 1, 5);
+    const fragments = await store.writeTable(5, bytes);
+    expect(fragments.map((f) => f.stoc)).not.toContain(1);
+    expect(fragments).toHaveLength(2); // data, and metadata on a StoC of its own
+    expect((await store.readTable(5, fragments)).equals(bytes)).toBe(true);
   });
 });
