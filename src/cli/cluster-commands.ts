@@ -30,10 +30,10 @@ function knobs(cmd: Command): Command {
     .option('--active-memtables <n>', 'α: active memtables (Dranges) per range', positiveInt, d.activeMemtables)
     .option('--max-memtables <n>', 'δ: memtables per range, active and immutable (default 2α)', positiveInt)
     .option('--l0-trigger <n>', 'L0 tables that start a compaction into L1', positiveInt, d.l0Trigger)
-    .option('--scatter <n>', 'ρ: StoCs one SSTable is scattered over', positiveInt, d.scatter)
+    .option('--scatter <n>', 'ρ: StoCs one SSTable\'s data blocks are cut over (its filter and index go to one more)', positiveInt, d.scatter)
     .addOption(new Option('--placement <p>', 'how those StoCs are picked').choices(['power-of-d', 'random', 'round-robin']).default(d.placement))
     .addOption(new Option('--log-mode <m>', 'LogC: where memtable logs live: disk (StoC files), memory (StoC memory), memory+disk, none (README: what each survives)').choices(['disk', 'memory', 'memory+disk', 'none']).default(d.logMode))
-    .option('--log-replicas <n>', 'R: StoCs each log is replicated on', positiveInt, d.logReplicas)
+    .option('--log-replicas <n>', 'R: StoCs each memtable log and each range\'s MANIFEST is replicated on', positiveInt, d.logReplicas)
     .addOption(new Option('--compaction <where>', 'where compaction merges run: stoc (offloaded round-robin; the LTC merges a job no StoC could run) or ltc').choices(['stoc', 'ltc']).default(d.compaction))
     .option('--sync', 'fdatasync each write\'s log record on its StoCs before acknowledging it', d.sync);
 }
