@@ -3,7 +3,7 @@
  * (`nova coordinator|stoc|ltc`), and the client commands `nova put|get|del|scan`.
  */
 import { Command, Option } from 'commander';
-import { port, positiveInt } from './args.js';
+import { nonNegativeInt, port, positiveInt } from './args.js';
 import { join } from 'node:path';
 import { NovaClient, coordinatorOf } from '../client/nova-client.js';
 import { benchSplits, DEFAULT_SETTINGS, type Settings } from '../coordinator/config.js';
@@ -17,7 +17,7 @@ const DEFAULT_DIR = 'nova-data';
 interface KnobFlags {
   ranges: number; splitKeys?: string; benchRecords: number; memtableBytes: number; activeMemtables: number;
   maxMemtables?: number; l0Trigger: number; scatter: number; placement: Settings['placement']; logMode: Settings['logMode'];
-  logReplicas: number; sync: boolean; compaction: Settings['compaction'];
+  logReplicas: number; sync: boolean; compaction: Settings['compaction']; blockCacheBytes: number;
 }
 
 function knobs(cmd: Command): Command {
@@ -35,6 +35,7 @@ function knobs(cmd: Command): Command {
     .addOption(new Option('--log-mode <m>', 'LogC: where memtable logs live: disk (StoC files), memory (StoC memory), memory+disk, none (README: what each survives)').choices(['disk', 'memory', 'memory+disk', 'none']).default(d.logMode))
     .option('--log-replicas <n>', 'R: StoCs each memtable log and each range\'s MANIFEST is replicated on', positiveInt, d.logReplicas)
     .addOption(new Option('--compaction <where>', 'where compaction merges run: stoc (offloaded round-robin; the LTC merges a job no StoC could run) or ltc').choices(['stoc', 'ltc']).default(d.compaction))
+    .option('--block-cache-bytes <n>', 'data blocks each range caches on its LTC, which then holds only its tables\' filters and indexes (0: hold tables whole)', nonNegativeInt, d.blockCacheBytes)
     .option('--sync', 'fdatasync each write\'s log record on its StoCs before acknowledging it', d.sync);
 }
 
@@ -43,7 +44,7 @@ function knobArgs(k: KnobFlags): string[] {
   const out = ['--ranges', String(k.ranges), '--bench-records', String(k.benchRecords), '--memtable-bytes', String(k.memtableBytes),
     '--active-memtables', String(k.activeMemtables), '--l0-trigger', String(k.l0Trigger), '--scatter', String(k.scatter),
     '--placement', k.placement, '--log-mode', k.logMode, '--log-replicas', String(k.logReplicas),
-    '--compaction', k.compaction];
+    '--compaction', k.compaction, '--block-cache-bytes', String(k.blockCacheBytes)];
   if (k.maxMemtables !== undefined) out.push('--max-memtables', String(k.maxMemtables));
   if (k.splitKeys !== undefined) out.push('--split-keys', k.splitKeys);
   if (k.sync) out.push('--sync');
@@ -54,7 +55,7 @@ function settingsOf(k: KnobFlags): Partial<Settings> {
   return {
     memtableBytes: k.memtableBytes, activeMemtables: k.activeMemtables, maxMemtables: k.maxMemtables ?? 2 * k.activeMemtables,
     l0Trigger: k.l0Trigger, scatter: k.scatter, placement: k.placement, logMode: k.logMode, logReplicas: k.logReplicas, sync: k.sync,
-    compaction: k.compaction,
+    compaction: k.compaction, blockCacheBytes: k.blockCacheBytes,
   };
 }
 

@@ -47,6 +47,8 @@ export interface Settings {
   l0Trigger: number;
   sync: boolean;
   compaction: CompactionSite;
+  /** Bytes of data blocks each range's LTC caches; the LTC then holds only tables' metadata. 0: whole tables. */
+  blockCacheBytes: number;
 }
 
 export interface ClusterConfig {
@@ -67,6 +69,10 @@ export const DEFAULT_SETTINGS: Settings = {
   l0Trigger: 4,
   sync: false,
   compaction: 'stoc',
+  // Whole tables by default: while a range's data fits in the LTC's memory, a read never
+  // waits for a StoC. Measured (RW50, 300 k records, paired): 19.3k ops/s whole, 12.2k with
+  // a 1 GiB cache starting cold (each miss is a block fetched from a StoC).
+  blockCacheBytes: 0,
 };
 
 /** Ranges cut at `splits` (ascending, distinct), assigned round-robin to LTCs 1..ltcs. */

@@ -32,7 +32,9 @@ import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, compareInternalKeys,
 import { readLog } from '../logc/log-format.js';
 import { MergingIterator, VisibleIterator, type InternalIterator } from '../sstable/merging-iterator.js';
 import { TableBuilder } from '../sstable/table-builder.js';
-import { TableReader } from '../sstable/table-reader.js';
+import { BlockCache } from '../sstable/block-cache.js';
+import { FOOTER_BYTES, TRAILER_BYTES as BLOCK_TRAILER, metadataStart, readFooter } from '../sstable/format.js';
+import { BlockMiss, TableReader } from '../sstable/table-reader.js';
 import {
   LocalBlockStore, LocalLogStore, LocalManifestStore, tableName, type BlockStore, type CompactionRequest, type Compactor, type LogStore,
   type LogWriter, type ManifestStore,
@@ -81,6 +83,12 @@ export interface EngineOptions {
    * a merge never blocks reads and writes on this thread.
    */
   mergeInWorker?: boolean;
+  /**
+   * Bytes of data blocks kept in a block cache (default 0: none). With a cache, and a store
+   * that reads parts of tables (StoCs), the engine holds only each table's metadata (filter,
+   * index) and loads data blocks as reads need them; without, it holds every table whole.
+   */
+  blockCacheBytes?: number;
 }
 
 export interface EngineEnv {
@@ -138,6 +146,10 @@ export interface EngineStats {
   commitRounds: number;
   /** fdatasync calls on logs for writes. */
   syncs: number;
+  /** With a block cache: its bytes, and reads of data blocks found there or loaded. */
+  blockCacheBytes: number;
+  blockCacheHits: number;
+  blockCacheMisses: number;
 }
 
 interface PendingWrite {
@@ -146,6 +158,9 @@ interface PendingWrite {
   resolve: () => void;
   reject: (err: Error) => void;
 }
+
+/** Blocks a read pinned in the cache, to unpin when it ends. */
+type Pins = Array<[TableReader, number]>;
 
 interface LiveTable {
   meta: TableMeta;
@@ -185,6 +200,8 @@ export class Engine {
   private assigned = 0; // the last sequence number given to a round (applied or in flight)
   private applied: Promise<void> = Promise.resolve(); // the newest round's apply step
   private readonly inFlight = { rounds: 0, bytes: 0 }; // rounds appended, not yet applied
+  private cache: BlockCache | undefined; // set: tables are held as metadata, data blocks cached
+  private readonly loading = new Map<string, Promise<void>>(); // block loads under way, by table:offset
 
   private constructor(private readonly dir: string, options: EngineOptions) {
     const active = options.activeMemtables ?? 1;
@@ -201,6 +218,7 @@ export class Engine {
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
       mergeInWorker: options.mergeInWorker ?? mergeWorkerAvailable(),
+      blockCacheBytes: options.blockCacheBytes ?? 0,
     };
     const o = this.options;
     if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
@@ -211,6 +229,8 @@ export class Engine {
     if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
     this.env = options.env ?? localEnv(dir);
     this.store = this.env.store;
+    if (!(Number.isSafeInteger(o.blockCacheBytes) && o.blockCacheBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `blockCacheBytes must be a non-negative integer, not ${o.blockCacheBytes}`);
+    if (o.blockCacheBytes > 0 && this.store.readRange) this.cache = new BlockCache(o.blockCacheBytes);
   }
 
   /** Opens (creating if needed) the engine in `dir`, recovering what it held. */
@@ -285,7 +305,27 @@ export class Engine {
 
   async get(key: Uint8Array, options: ReadOptions = {}): Promise<Buffer | undefined> {
     this.assertOpen();
-    const seq = options.snapshot?.sequence ?? this.lastSequence;
+    if (!this.cache) return this.getNow(key, options.snapshot?.sequence ?? this.lastSequence);
+    // A get that must load a block runs again once it is loaded; its snapshot keeps the
+    // versions it may see from compactions meanwhile.
+    const snapshot = options.snapshot ? undefined : this.snapshot();
+    const pins: Pins = [];
+    try {
+      for (;;) {
+        try {
+          return this.getNow(key, (options.snapshot ?? snapshot!).sequence);
+        } catch (err) {
+          if (!(err instanceof BlockMiss)) throw err;
+          await this.load(err, pins);
+        }
+      }
+    } finally {
+      snapshot?.release();
+      for (const [reader, offset] of pins) reader.unpin(offset);
+    }
+  }
+
+  private getNow(key: Uint8Array, seq: number): Buffer | undefined {
     for (const m of this.memtables.forKey(key)) {
       const r = m.get(key, seq);
       if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;
@@ -303,22 +343,89 @@ export class Engine {
     return undefined;
   }
 
+  /**
+   * Loads the block a read missed into the cache (one load per block at a time) and pins it
+   * for the read (`pins`), which unpins what it pinned when it ends.
+   */
+  private async load(miss: BlockMiss, pins: Pins): Promise<void> {
+    const live = (): LiveTable | undefined => this.levels.flat().find((t) => t.reader === miss.table);
+    const table = live();
+    if (!table) return; // compacted away meanwhile: the next try reads its successor
+    const key = `${table.meta.file}:${miss.handle.offset}`;
+    let p = this.loading.get(key);
+    if (!p) {
+      p = this.store.readRange!(table.meta.file, table.meta.fragments, miss.handle.offset, miss.handle.size + BLOCK_TRAILER)
+        .then((bytes) => miss.table.insert(miss.handle, bytes))
+        .finally(() => this.loading.delete(key));
+      this.loading.set(key, p);
+    }
+    try {
+      await p;
+    } catch (err) {
+      if (live()) throw err; // else it was deleted after a compaction replaced it: try again
+      return;
+    }
+    miss.table.pin(miss.handle.offset);
+    pins.push([miss.table, miss.handle.offset]);
+  }
+
+  /**
+   * Opens table `meta`: whole, or with a block cache only its metadata (two reads: the footer,
+   * then filter and index).
+   */
+  private async openTable(meta: TableMeta): Promise<TableReader> {
+    const name = join(this.dir, tableName(meta.file));
+    if (!this.cache) return new TableReader(await this.store.readTable(meta.file, meta.fragments), name);
+    const footer = readFooter(await this.store.readRange!(meta.file, meta.fragments, meta.size - FOOTER_BYTES, FOOTER_BYTES), name);
+    const start = metadataStart(footer);
+    if (start > meta.size - FOOTER_BYTES) throw new NovaError('CORRUPTION', `${name}: metadata at offset ${start}, past the table's ${meta.size} bytes`);
+    const bytes = await this.store.readRange!(meta.file, meta.fragments, start, meta.size - start);
+    return TableReader.metadataOnly(bytes, start, name, this.cache);
+  }
+
   /** Entries with start <= key < end, in key order, at most `limit` of them. */
   async scan(start: Uint8Array, options: ScanOptions = {}): Promise<Array<[Buffer, Buffer]>> {
     this.assertOpen();
-    const seq = options.snapshot?.sequence ?? this.lastSequence;
-    const it = new VisibleIterator(new MergingIterator(this.iterators()), seq);
     const out: Array<[Buffer, Buffer]> = [];
+    const page = { bytes: 0 };
+    if (!this.cache) {
+      this.scanInto(out, page, start, options.snapshot?.sequence ?? this.lastSequence, options);
+      return out;
+    }
+    // A scan that must load a block goes on after its last row once the block is loaded,
+    // at the same snapshot (held, so compactions keep what it may see).
+    const snapshot = options.snapshot ? undefined : this.snapshot();
+    const seq = (options.snapshot ?? snapshot!).sequence;
+    const pins: Pins = [];
+    let from: Uint8Array = start;
+    try {
+      for (;;) {
+        try {
+          this.scanInto(out, page, from, seq, options);
+          return out;
+        } catch (err) {
+          if (!(err instanceof BlockMiss)) throw err;
+          await this.load(err, pins);
+          if (out.length > 0) from = Buffer.concat([out[out.length - 1][0], Buffer.alloc(1)]);
+        }
+      }
+    } finally {
+      snapshot?.release();
+      for (const [reader, offset] of pins) reader.unpin(offset);
+    }
+  }
+
+  /** Adds the rows from `start` to `out` until the scan's end, limit or byte budget. */
+  private scanInto(out: Array<[Buffer, Buffer]>, page: { bytes: number }, start: Uint8Array, seq: number, options: ScanOptions): void {
+    const it = new VisibleIterator(new MergingIterator(this.iterators()), seq);
     const limit = options.limit ?? Infinity;
     const maxBytes = options.maxBytes ?? Infinity;
-    let bytes = 0;
-    for (it.seek(makeInternalKey(start, seq, SEEK_TYPE)); it.valid && out.length < limit && bytes < maxBytes; it.next()) {
+    for (it.seek(makeInternalKey(start, seq, SEEK_TYPE)); it.valid && out.length < limit && page.bytes < maxBytes; it.next()) {
       const k = it.key;
       if (options.end && compareBytes(k, 0, k.length, options.end, 0, options.end.length) >= 0) break;
       out.push([Buffer.from(k), Buffer.from(it.value)]);
-      bytes += k.length + it.value.length;
+      page.bytes += k.length + it.value.length;
     }
-    return out;
   }
 
   /**
@@ -327,6 +434,7 @@ export class Engine {
    */
   iterator(options: ReadOptions = {}): EngineIterator {
     this.assertOpen();
+    if (this.cache) throw new NovaError('BAD_ARGUMENT', 'iterator() reads tables synchronously: open the engine without a block cache, or use scan()');
     const seq = options.snapshot?.sequence ?? this.lastSequence;
     return new EngineIterator(new VisibleIterator(new MergingIterator(this.iterators()), seq), seq);
   }
@@ -394,6 +502,7 @@ export class Engine {
       memtables: mems.length, dranges: this.memtables.dranges, lastSequence: this.lastSequence,
       stalls: c.stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
+      blockCacheBytes: this.cache?.bytes ?? 0, blockCacheHits: this.cache?.counters.hits ?? 0, blockCacheMisses: this.cache?.counters.misses ?? 0,
     };
   }
 
@@ -749,7 +858,10 @@ export class Engine {
   private async mergeHere(out: number, inputs: TableMeta[], smallestSnapshot: number,
     deeper: CompactionRequest['deeper']): Promise<LiveTable[]> {
     const merge: MergeJob = {
-      tables: inputs.map((m) => this.tableFor(m.file).bytes),
+      tables: await Promise.all(inputs.map((m) => {
+        const reader = this.tableFor(m.file);
+        return reader.whole ? reader.bytes : this.store.readTable(m.file, m.fragments);
+      })),
       names: inputs.map((m) => this.tableFor(m.file).name),
       smallestSnapshot,
       deeper,
@@ -792,13 +904,12 @@ export class Engine {
     let opened: LiveTable[];
     try {
       opened = await Promise.all(tables.map(async (t) => {
-        const name = join(this.dir, tableName(t.file));
-        const bytes = await this.store.readTable(t.file, t.fragments);
-        const reader = new TableReader(bytes, name);
-        if (bytes.length !== t.size || reader.entries !== t.entries) {
-          throw new NovaError('CORRUPTION', `${name}: ${bytes.length} bytes and ${reader.entries} entries; the compaction said ${t.size} and ${t.entries}`);
+        const meta: TableMeta = { ...t, level: out };
+        const reader = await this.openTable(meta);
+        if ((reader.whole && reader.bytes.length !== t.size) || reader.entries !== t.entries) {
+          throw new NovaError('CORRUPTION', `${reader.name}: ${reader.entries} entries${reader.whole ? ` in ${reader.bytes.length} bytes` : ''}; the compaction said ${t.entries} in ${t.size}`);
         }
-        return { meta: { ...t, level: out }, reader };
+        return { meta, reader };
       }));
     } catch (err) {
       if ((err as NovaError).code === 'CORRUPTION') throw err;
@@ -840,8 +951,7 @@ export class Engine {
       });
     }
     for (const meta of [...tables.values()].sort((a, b) => a.file - b.file)) {
-      const bytes = await this.store.readTable(meta.file, meta.fragments);
-      this.levels[meta.level].push({ meta, reader: new TableReader(bytes, join(this.dir, tableName(meta.file))) });
+      this.levels[meta.level].push({ meta, reader: await this.openTable(meta) });
     }
     for (let l = 1; l < LEVELS; l++) this.levels[l].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
     // Replay every bound log into one memtable per Drange (so no one memtable must hold all

@@ -18,6 +18,11 @@ export interface BlockStore {
   /** Stores a whole table durably; returns where its bytes are. */
   writeTable(file: number, bytes: Buffer): Promise<Fragment[]>;
   readTable(file: number, fragments: Fragment[]): Promise<Buffer>;
+  /**
+   * `length` bytes of the table from `offset` (a block, or its metadata), when the store can
+   * read part of a table; an engine with a block cache then holds only its tables' metadata.
+   */
+  readRange?(file: number, fragments: Fragment[], offset: number, length: number): Promise<Buffer>;
   deleteTable(file: number): Promise<void>;
   /** Tables present in the store, referenced or not (so a clean open can drop orphans). */
   listTables(): Promise<number[]>;

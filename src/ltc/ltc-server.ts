@@ -168,7 +168,7 @@ export class LtcServer {
         ? new StocCompactor(this.pool, s.info.id, settings.scatter, (line) => this.log(line)) : undefined;
       const engine = await Engine.open(dir, {
         memtableBytes: settings.memtableBytes, activeMemtables: settings.activeMemtables, maxMemtables: settings.maxMemtables,
-        l0Trigger: settings.l0Trigger, sync: settings.sync,
+        l0Trigger: settings.l0Trigger, sync: settings.sync, blockCacheBytes: settings.blockCacheBytes,
         env: {
           store,
           logs: this.logStore(s.info.id, since + STRICT_LOG_READ_MS),

@@ -83,6 +83,23 @@ export class StocBlockStore implements BlockStore {
     }));
   }
 
+  async readRange(file: number, fragments: Fragment[], offset: number, length: number): Promise<Buffer> {
+    const name = tableFileName(this.range, file);
+    const end = offset + length;
+    const parts = fragments.filter((f) => f.offset < end && f.offset + f.size > offset).sort((a, b) => a.offset - b.offset);
+    const covered = parts.reduce((n, f) => n + Math.min(end, f.offset + f.size) - Math.max(offset, f.offset), 0);
+    if (covered !== length) throw new NovaError('CORRUPTION', `table ${name}: its fragments do not hold [${offset}, +${length})`);
+    const bytes = await Promise.all(parts.map((f) => {
+      const from = Math.max(offset, f.offset);
+      return this.pool.on(f.stoc, (c) => c.read(name, from - f.offset, Math.min(end, f.offset + f.size) - from)).catch((err: Error) => {
+        // A StoC that is away makes the read UNAVAILABLE (clients retry), not the table bad.
+        const code = (err as NovaError).code;
+        throw new NovaError(code === undefined || STOC_LOST.has(code) ? 'UNAVAILABLE' : code, `table ${name}: [${offset}, +${length}) on StoC ${f.stoc}: ${err.message}`);
+      });
+    }));
+    return bytes.length === 1 ? bytes[0] : Buffer.concat(bytes);
+  }
+
   /** Removes the table from every StoC that answers (its fragments' places are not passed in). */
   async deleteTable(file: number): Promise<void> {
     const name = tableFileName(this.range, file);

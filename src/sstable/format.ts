@@ -104,3 +104,8 @@ export function readFooter(table: Buffer, name: string): Footer {
     version,
   };
 }
+
+/** Where a table's metadata (filter, index, footer) starts: the bytes a metadata-only reader needs from. */
+export function metadataStart(f: Footer): number {
+  return Math.min(f.filter.offset, f.index.offset);
+}

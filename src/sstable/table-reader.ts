@@ -10,15 +10,33 @@ import {
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
 import { filterHash, filterMayContain } from './filter.js';
-import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type Footer } from './format.js';
+import type { BlockCache } from './block-cache.js';
+import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type BlockHandle, type Footer } from './format.js';
 
 export type GetResult = { type: 'put'; value: Buffer } | { type: 'delete' } | undefined;
+
+/**
+ * Thrown by a reader that does not hold its whole table when a data block it needs is not in
+ * its cache: load it (TableReader.insert) and try again.
+ */
+export class BlockMiss extends Error {
+  constructor(readonly table: TableReader, readonly handle: BlockHandle) {
+    super(`${table.name}: data block at offset ${handle.offset} is not loaded`);
+  }
+}
+
+let nextReaderId = 1;
 
 export class TableReader {
   readonly footer: Footer;
   private readonly index: Block;
   private readonly filter: Buffer;
   private readonly blocks = new Map<number, Block>();
+  /** Set when the reader holds only its metadata: data blocks come from this cache. */
+  private cache: BlockCache | undefined;
+  private readonly id = nextReaderId++;
+  /** Where `bytes` starts in the table (0 when it is the whole table). */
+  private base = 0;
 
   // The index decoded once into flat arrays: point lookups binary-search the abbreviated
   // keys (first 6 user-key bytes as a number) and touch full keys only on ties.
@@ -26,10 +44,18 @@ export class TableReader {
   private readonly indexHandles: Buffer[] = [];
   private readonly indexAbbr: Float64Array;
 
-  constructor(readonly bytes: Buffer, readonly name: string) {
+  /** A reader over the whole table in `bytes`. */
+  constructor(readonly bytes: Buffer, readonly name: string, metadataOnly?: { start: number; cache: BlockCache }) {
     this.footer = readFooter(bytes, name);
-    this.index = new Block(readBlock(bytes, this.footer.index, name, 'index'), `${name} index block`);
-    this.filter = readBlock(bytes, this.footer.filter, name, 'filter');
+    if (metadataOnly) {
+      this.base = metadataOnly.start;
+      this.cache = metadataOnly.cache;
+      if (Math.min(this.footer.index.offset, this.footer.filter.offset) < this.base) {
+        throw new NovaError('CORRUPTION', `${name}: metadata starts at offset ${Math.min(this.footer.index.offset, this.footer.filter.offset)}, before the ${this.base} given`);
+      }
+    }
+    this.index = new Block(readBlock(bytes, this.shift(this.footer.index), name, 'index'), `${name} index block`);
+    this.filter = readBlock(bytes, this.shift(this.footer.filter), name, 'filter');
     const it = this.index.iterator(compareInternalKeys);
     for (it.first(); it.valid; it.next()) {
       checkInternalKey(it.key, `${name} index entry`);
@@ -38,6 +64,40 @@ export class TableReader {
     }
     this.indexAbbr = new Float64Array(this.indexKeys.length);
     this.indexKeys.forEach((k, i) => { this.indexAbbr[i] = abbreviateKey(k, 0, k.length - KEY_TRAILER); });
+  }
+
+  /**
+   * A reader over a table's metadata only — `meta` is the table's bytes from `start` (at or
+   * before its filter and index) to its end — whose data blocks come from `cache`, loaded on
+   * a BlockMiss. Where the metadata starts: `metadataStart` of the table's footer.
+   */
+  static metadataOnly(meta: Buffer, start: number, name: string, cache: BlockCache): TableReader {
+    return new TableReader(meta, name, { start, cache });
+  }
+
+  /** Whether the reader holds the whole table (`bytes`), or only its metadata. */
+  get whole(): boolean {
+    return this.cache === undefined;
+  }
+
+  /** Checks `bytes` (a data block with its trailer, read from the table at `handle`) and caches it. */
+  insert(handle: BlockHandle, bytes: Buffer): void {
+    const block = new Block(readBlock(bytes, { offset: 0, size: handle.size }, `${this.name} (data block at offset ${handle.offset})`, 'data'),
+      `${this.name} data block at offset ${handle.offset}`);
+    this.cache!.put(this.id, handle.offset, block, bytes.length);
+  }
+
+  /** Keeps the cached block at `offset` cached until `unpin` (BlockCache.pin). */
+  pin(offset: number): void {
+    this.cache?.pin(this.id, offset);
+  }
+
+  unpin(offset: number): void {
+    this.cache?.unpin(this.id, offset);
+  }
+
+  private shift(h: BlockHandle): BlockHandle {
+    return this.base === 0 ? h : { offset: h.offset - this.base, size: h.size };
   }
 
   get entries(): number {
@@ -99,6 +159,11 @@ export class TableReader {
   /** @internal The data block at `handle` bytes, checked once and cached. */
   dataBlock(handleBytes: Buffer): Block {
     const h = decodeHandle(handleBytes, `${this.name} index entry`);
+    if (this.cache) {
+      const cached = this.cache.get(this.id, h.offset);
+      if (!cached) throw new BlockMiss(this, h);
+      return cached;
+    }
     let b = this.blocks.get(h.offset);
     if (!b) {
       b = new Block(readBlock(this.bytes, h, this.name, 'data'), `${this.name} data block at offset ${h.offset}`);

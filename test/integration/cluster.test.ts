@@ -149,16 +149,23 @@ describe('nova cluster', () => {
     expect(await missing(c, more)).toEqual([]);
   });
 
-  it('compactions run on the StoCs (offloaded round-robin); every write is there after them', async () => {
-    cluster = await startCluster({ args: SMALL });
+  it('compactions run on the StoCs (offloaded round-robin); with a small block cache every write is read back, also after an LTC kill', async () => {
+    cluster = await startCluster({ args: [...SMALL, '--block-cache-bytes', String(64 * 1024)] });
     const c = cluster.client;
     const acked = await writeKeys(c, 0, 5000, 32);
     await c.flush();
-    const [stats] = (await c.stats()) as Array<{ compactions: number; offloadedCompactions: number; compactionsDeclined: number; tablesPerLevel: number[] }>;
+    type Stats = { compactions: number; offloadedCompactions: number; compactionsDeclined: number; tablesPerLevel: number[]; blockCacheMisses: number };
+    const [stats] = (await c.stats()) as Stats[];
     expect(stats.compactions).toBeGreaterThan(1);
     expect(stats.offloadedCompactions).toBe(stats.compactions);
     expect(stats.compactionsDeclined).toBe(0);
     expect(stats.tablesPerLevel.slice(1).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    expect(await missing(c, acked)).toEqual([]);
+    expect(((await c.stats()) as Stats[])[0].blockCacheMisses).toBeGreaterThan(100); // blocks came from StoCs
+    const rows = await c.scan(key(0), { limit: 10_000 });
+    expect(rows.length).toBe(5000);
+    await cluster.kill('ltc', 1);
+    await cluster.up();
     expect(await missing(c, acked)).toEqual([]);
   });
 

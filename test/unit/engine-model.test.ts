@@ -2,12 +2,12 @@
  * The engine against an in-memory oracle: random puts, deletes, batches, gets, scans and
  * snapshots, with forced flushes and reopens in between. Fixed seeds; NOVA_SOAK=1 runs longer.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Engine, localEnv, type EngineEnv, type Snapshot } from '../../src/ltc/engine.js';
-import type { LogWriter } from '../../src/ltc/local-store.js';
+import { tableName, type LogWriter } from '../../src/ltc/local-store.js';
 import { rng } from '../helpers/rng.js';
 
 const SOAK = process.env.NOVA_SOAK === '1';
@@ -26,12 +26,16 @@ function scanOracle(m: Map<string, string>, start: string, end: string | undefin
 // δ = α + 1 and a low L0 stop make writes wait for flushes and compactions.
 // Table writes and log appends take up to `slowMs` so the background lags the writes as a
 // disk makes it, and commit rounds overlap (their appends in flight together) as over LogC.
+// With `cache`, tables are held as metadata and their data blocks loaded into a block cache
+// of that many bytes as reads need them (so reads miss, load and go on, under compactions).
 const CONFIGS = [
-  { seed: 1, alpha: 1, delta: 2, slowMs: 0 },
-  { seed: 2, alpha: 1, delta: 2, slowMs: 2 },
-  { seed: 3, alpha: 1, delta: 3, slowMs: 2 },
-  { seed: 4, alpha: 4, delta: 5, slowMs: 2 },
-  { seed: 5, alpha: 4, delta: 8, slowMs: 0 },
+  { seed: 1, alpha: 1, delta: 2, slowMs: 0, cache: 0 },
+  { seed: 2, alpha: 1, delta: 2, slowMs: 2, cache: 0 },
+  { seed: 3, alpha: 1, delta: 3, slowMs: 2, cache: 0 },
+  { seed: 4, alpha: 4, delta: 5, slowMs: 2, cache: 0 },
+  { seed: 5, alpha: 4, delta: 8, slowMs: 0, cache: 0 },
+  { seed: 6, alpha: 1, delta: 2, slowMs: 2, cache: 16 * 1024 },
+  { seed: 7, alpha: 4, delta: 5, slowMs: 1, cache: 64 * 1024 },
 ];
 
 /** The local environment, with table writes and log appends (kept in order) delayed by up to `ms`. */
@@ -64,13 +68,19 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
         return store.writeTable(file, bytes);
       },
       readTable: (file, fragments) => store.readTable(file, fragments),
+      readRange: async (file, _fragments, offset, length) => {
+        await new Promise((resolve) => setTimeout(resolve, r() * ms));
+        const bytes = readFileSync(join(dir, tableName(file)));
+        if (offset + length > bytes.length) throw new Error(`read past the end of table ${file}`);
+        return bytes.subarray(offset, offset + length);
+      },
       deleteTable: (file) => store.deleteTable(file),
       listTables: () => store.listTables(),
     },
   };
 }
 
-describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms)', ({ seed, alpha: α, delta: δ, slowMs }) => {
+describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms, block cache $cache)', ({ seed, alpha: α, delta: δ, slowMs, cache }) => {
   it('matches the oracle through flushes and reopens', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
     dirs.push(dir);
@@ -79,7 +89,8 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     const delays = rng(seed + 100);
     const open = () => Engine.open(dir, {
       memtableBytes: 16 * 1024, activeMemtables: α, maxMemtables: δ, l0Trigger: 3, l0StopTrigger: 5,
-      sync: false, onWarning: (w) => warnings.push(w), env: slowMs > 0 ? slowEnv(dir, slowMs, delays) : undefined,
+      sync: false, onWarning: (w) => warnings.push(w), env: slowMs > 0 || cache > 0 ? slowEnv(dir, slowMs, delays) : undefined,
+      blockCacheBytes: cache,
     });
     let db = await open();
     const oracle = new Map<string, string>();

@@ -1,0 +1,76 @@
+/**
+ * The block cache and metadata-only table readers: LRU within a budget, pins that hold a
+ * read's blocks, misses that say which block to load, and loaded blocks checked.
+ */
+import { describe, expect, it } from 'vitest';
+import { SEEK_TYPE, makeInternalKey } from '../../src/common/internal-key.js';
+import type { Block } from '../../src/sstable/block.js';
+import { BlockCache } from '../../src/sstable/block-cache.js';
+import { TRAILER_BYTES, metadataStart } from '../../src/sstable/format.js';
+import { BlockMiss, TableReader } from '../../src/sstable/table-reader.js';
+import { table } from '../fixtures/tables.js';
+
+const block = (): Block => ({}) as Block; // the cache never looks inside
+
+describe('block cache', () => {
+  it('evicts the least recently used beyond its budget, but never a pinned block or the one just put', () => {
+    const c = new BlockCache(300);
+    for (let i = 0; i < 3; i++) c.put(1, i, block(), 100);
+    expect(c.get(1, 0)).toBeDefined(); // 0 is now the most recently used
+    c.put(1, 3, block(), 100); // evicts 1, the least recently used
+    expect([c.get(1, 1), c.get(1, 2), c.get(1, 0), c.get(1, 3)].map((b) => b !== undefined)).toEqual([false, true, true, true]);
+    c.pin(1, 2);
+    c.pin(1, 0);
+    c.pin(1, 3);
+    c.put(1, 4, block(), 100); // all others pinned: over budget, nothing evicted, 4 kept
+    expect(c.bytes).toBe(400);
+    expect(c.get(1, 4)).toBeDefined();
+    c.unpin(1, 2); // back within budget: 2 goes
+    expect(c.bytes).toBe(300);
+    expect(c.get(1, 2)).toBeUndefined();
+    expect(c.counters).toMatchObject({ evictions: 2 });
+  });
+});
+
+describe('a metadata-only table reader', () => {
+  const bytes = table(3000, 1, 7);
+  const whole = new TableReader(bytes, 'whole');
+  const start = metadataStart(whole.footer);
+
+  it('misses a block it has not loaded, and after the load reads exactly as the whole table', () => {
+    const r = TableReader.metadataOnly(bytes.subarray(start), start, 'meta', new BlockCache(1 << 20));
+    expect(r.whole).toBe(false);
+    for (let i = 0; i < 3000; i += 97) {
+      const key = Buffer.from(`k${String(i).padStart(5, '0')}`);
+      let got;
+      for (let tries = 0; ; tries++) {
+        try {
+          got = r.get(key, 100);
+          break;
+        } catch (err) {
+          expect(err).toBeInstanceOf(BlockMiss);
+          const h = (err as BlockMiss).handle;
+          r.insert(h, bytes.subarray(h.offset, h.offset + h.size + TRAILER_BYTES));
+          expect(tries).toBe(0); // one load per block
+        }
+      }
+      expect(got).toEqual(whole.get(key, 100));
+    }
+    const fresh = TableReader.metadataOnly(bytes.subarray(start), start, 'meta', new BlockCache(1 << 20));
+    expect(() => fresh.iterator().seek(makeInternalKey(Buffer.from('k01000'), 100, SEEK_TYPE))).toThrow(BlockMiss);
+  });
+
+  it('refuses a damaged block with CORRUPTION naming the table and offset', () => {
+    const r = TableReader.metadataOnly(bytes.subarray(start), start, 'meta.sst', new BlockCache(1 << 20));
+    let miss: BlockMiss | undefined;
+    try {
+      r.get(Buffer.from('k00100'), 100);
+    } catch (err) {
+      miss = err as BlockMiss;
+    }
+    const h = miss!.handle;
+    const bad = Buffer.from(bytes.subarray(h.offset, h.offset + h.size + TRAILER_BYTES));
+    bad[3] ^= 1;
+    expect(() => r.insert(h, bad)).toThrow(new RegExp(`meta.sst .*offset ${h.offset}.*checksum`));
+  });
+});
