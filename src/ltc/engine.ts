@@ -45,7 +45,7 @@ import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
 import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
-import { LEVELS, pickCompaction, type CompactionJob } from './compaction.js';
+import { LEVELS, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 import { mergeTables, type MergeJob } from './merge.js';
 import { mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
 
@@ -835,7 +835,15 @@ export class Engine {
     const inputs = [...job.inputs, ...job.overlapping];
     let smallestSnapshot = this.lastSequence;
     for (const seq of this.liveSnapshots.keys()) if (seq < smallestSnapshot) smallestSnapshot = seq;
-    const deeper = this.levels.slice(out + 1).flat().map((t) => ({ smallest: t.meta.smallest, largest: t.meta.largest }));
+    // Only deeper tables within the job's key span can stop a tombstone from going.
+    let smallest = inputs[0].smallest;
+    let largest = inputs[0].largest;
+    for (const m of inputs) {
+      if (compareInternalKeys(m.smallest, smallest) < 0) smallest = m.smallest;
+      if (compareInternalKeys(m.largest, largest) > 0) largest = m.largest;
+    }
+    const deeper = overlapping(this.levels.slice(out + 1).flat().map((t) => t.meta), smallest, largest)
+      .map((t) => ({ smallest: t.smallest, largest: t.largest }));
     const added = (this.env.compactor && await this.offload(this.env.compactor, out, inputs, smallestSnapshot, deeper))
       ?? await this.mergeHere(out, inputs, smallestSnapshot, deeper);
     const edit = emptyEdit();
