@@ -9,9 +9,9 @@
  * tree — and syncs it before anything else, and only then deletes the older ones (install),
  * so a crash at any point leaves either the old MANIFEST or the new one live, never neither.
  *
- * Refusing beats starting empty: a range opens with an empty tree only when every configured
- * StoC answers and holds none of its tables or MANIFESTs (an empty tree would delete tables it
- * cannot see as orphans, and its MANIFEST would sort below the one on a StoC that was down). A MANIFEST still in the LTC's directory (written before
+ * Refusing beats guessing: a MANIFEST is chosen only once every configured StoC has answered
+ * (an older one would lose, and delete, what followed it), and a range with tables but no
+ * readable MANIFEST does not open empty (that would delete its tables as orphans). A MANIFEST still in the LTC's directory (written before
  * MANIFESTs moved to StoCs) is read from there once; installing the first StoC MANIFEST
  * removes it.
  */
@@ -25,18 +25,18 @@ import { StocLogStore } from './stoc-log-store.js';
 export class StocManifestStore implements ManifestStore {
   private readonly files: StocLogStore;
 
-  /**
-   * @param strictUntil until this time (ms since the epoch), reading waits for every
-   *   configured StoC (one that does not answer may hold the newest MANIFEST's replicas).
-   * @param legacy the LTC directory's MANIFEST, read when the StoCs hold none.
-   */
+  /** @param legacy the LTC directory's MANIFEST, read when the StoCs hold none. */
   constructor(private readonly pool: StocPool, private readonly range: number, replicas: number,
-    onLog: (line: string) => void, strictUntil: number, private readonly legacy?: LocalManifestStore) {
-    this.files = new StocLogStore(pool, range, replicas, onLog, strictUntil, 'manifest');
+    onLog: (line: string) => void, private readonly legacy?: LocalManifestStore) {
+    // Reading waits for every configured StoC, however long: one that does not answer may
+    // hold the newest MANIFEST, and opening an older one would lose (and delete) what
+    // followed it. A range whose StoCs are not all up waits to open: safety over availability.
+    this.files = new StocLogStore(pool, range, replicas, onLog, Number.POSITIVE_INFINITY, 'manifest');
   }
 
   async readCurrent(): Promise<{ name: string; bytes: Buffer } | undefined> {
-    for (const file of (await this.files.list()).sort((a, b) => b - a)) {
+    const names = await this.listEverywhere();
+    for (const file of filesOf(this.range, names, '.manifest').sort((a, b) => b - a)) {
       const name = this.files.describe(file);
       const bytes = await this.files.read(file);
       // Without a whole first edit, an open died writing it: the one before is still live.
@@ -44,32 +44,32 @@ export class StocManifestStore implements ManifestStore {
     }
     const legacy = await this.legacy?.readCurrent();
     if (legacy) return legacy;
-    await this.expectNothing();
+    // A new range, unless the StoCs hold tables of it (then its MANIFEST is lost or damaged,
+    // and an empty tree would delete those tables). MANIFESTs without a whole first edit
+    // are left by opens that died before finishing one: they never held the tree.
+    const tables = filesOf(this.range, names, '.sst').length;
+    if (tables > 0) {
+      throw new NovaError('UNAVAILABLE', `range ${this.range}: the StoCs hold ${tables} of its tables but no readable MANIFEST; ` +
+        'not opening it empty (that would delete its tables): check the StoCs\' logs');
+    }
     return undefined;
   }
 
-  /**
-   * Resolves only if every configured StoC answers and holds no table or MANIFEST of the
-   * range: then, and only then, the range is new. Otherwise UNAVAILABLE (the caller retries).
-   */
-  private async expectNothing(): Promise<void> {
+  /** The names of the range's files on every configured StoC; UNAVAILABLE while one is silent. */
+  private async listEverywhere(): Promise<string[]> {
     const ids = this.pool.ids();
     const answers = await Promise.all(ids.map((id) =>
       this.pool.on(id, async (c) => (await c.list(`r${this.range}-`)).map((f) => f.name)).catch(() => undefined)));
     const silent = ids.filter((_, i) => answers[i] === undefined);
     if (silent.length > 0) {
-      throw new NovaError('UNAVAILABLE', `range ${this.range}: no MANIFEST found, and StoC ${silent.join(', ')} did not answer; ` +
-        'a range opens empty only when every StoC says it holds nothing of it');
+      throw new NovaError('UNAVAILABLE', `range ${this.range}: StoC ${silent.join(', ')} did not answer and may hold its newest MANIFEST; waiting`);
     }
-    const names = answers.flat() as string[];
-    const held = filesOf(this.range, names, '.sst').length + filesOf(this.range, names, '.manifest').length;
-    if (held > 0) {
-      throw new NovaError('UNAVAILABLE', `range ${this.range}: the StoCs hold ${held} of its tables or MANIFESTs but no readable MANIFEST; ` +
-        'not opening it empty (that would delete its tables): check the StoCs\' logs');
-    }
+    return answers.flat() as string[];
   }
 
-  create(file: number): Promise<LogWriter> {
+  /** A fresh MANIFEST `file`: bytes a crashed open left under that number are removed first. */
+  async create(file: number): Promise<LogWriter> {
+    await this.files.remove(file);
     return this.files.create(file);
   }
 

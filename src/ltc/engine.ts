@@ -365,8 +365,16 @@ export class Engine {
       if (live()) throw err; // else it was deleted after a compaction replaced it: try again
       return;
     }
-    miss.table.pin(miss.handle.offset);
-    pins.push([miss.table, miss.handle.offset]);
+    // Evicted again before this read could pin it (other loads ran meanwhile): the retry loads it.
+    if (miss.table.pin(miss.handle.offset)) pins.push([miss.table, miss.handle.offset]);
+  }
+
+  /** A reader of table `file` just written from `bytes`: whole, or with a block cache only its metadata (copied out). */
+  private readerOf(bytes: Buffer, file: number): TableReader {
+    const name = join(this.dir, tableName(file));
+    if (!this.cache) return new TableReader(bytes, name);
+    const start = metadataStart(readFooter(bytes, name));
+    return TableReader.metadataOnly(Buffer.from(bytes.subarray(start)), start, name, this.cache);
   }
 
   /**
@@ -822,7 +830,7 @@ export class Engine {
       level: 0, file, size: built.bytes.length, entries: built.entries,
       smallest: built.smallest!, largest: built.largest!, fragments,
     };
-    return { meta, reader: new TableReader(built.bytes, join(this.dir, tableName(file))) };
+    return { meta, reader: this.readerOf(built.bytes, file) };
   }
 
   /**
@@ -880,7 +888,7 @@ export class Engine {
       const file = this.nextFile++;
       const fragments = await this.store.writeTable(file, t.bytes);
       const meta: TableMeta = { level: out, file, size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest, fragments };
-      added.push({ meta, reader: new TableReader(t.bytes, join(this.dir, tableName(file))) });
+      added.push({ meta, reader: this.readerOf(t.bytes, file) });
     }
     return added;
   }

@@ -172,8 +172,7 @@ export class LtcServer {
         env: {
           store,
           logs: this.logStore(s.info.id, since + STRICT_LOG_READ_MS),
-          manifests: new StocManifestStore(this.pool, s.info.id, settings.logReplicas, (line) => this.log(line),
-            since + STRICT_LOG_READ_MS, new LocalManifestStore(dir)),
+          manifests: new StocManifestStore(this.pool, s.info.id, settings.logReplicas, (line) => this.log(line), new LocalManifestStore(dir)),
           compactor,
         },
         onWarning: (m) => this.log(`range ${s.info.id}: ${m}`),

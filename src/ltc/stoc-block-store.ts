@@ -56,14 +56,18 @@ export class StocBlockStore implements BlockStore {
   async writeTable(file: number, bytes: Buffer): Promise<Fragment[]> {
     const started = performance.now();
     const name = tableFileName(this.range, file);
+    const failed = new Set<number>(); // StoCs a late write of an earlier attempt may still reach
     for (let attempt = 1; ; attempt++) {
-      const healthy = this.pool.healthy();
+      const healthy = this.pool.healthy().filter((id) => !failed.has(id));
       // ρ StoCs for the data blocks and one more for the metadata, when there is one more.
       const stocs = await place(this.policy, healthy, healthy.length > this.scatter ? this.scatter + 1 : this.scatter, this.state,
         (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
       const fragments = cutTable(bytes, stocs, this.scatter, name);
       try {
-        await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true)));
+        await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true)).catch((err: Error) => {
+          failed.add(f.stoc);
+          throw err;
+        }));
       } catch (err) {
         if (attempt >= WRITE_ATTEMPTS || !STOC_LOST.has((err as NovaError).code)) throw err;
         await Promise.all(fragments.map((f) => this.pool.on(f.stoc, (c) => c.remove(name)).catch(() => undefined)));

@@ -43,11 +43,12 @@ export class BlockCache {
    * Keeps a block in the cache until unpinned, over the budget if need be. A read that loads
    * blocks and starts again pins what it loaded, so it always gets further: without pins, a
    * scan over more tables than the cache holds blocks of could evict its own blocks forever.
-   * REQUIRES: the block is cached.
+   * False (and nothing pinned) if the block is not cached.
    */
-  pin(reader: number, offset: number): void {
+  pin(reader: number, offset: number): boolean {
     const e = this.blocks.get(`${reader}:${offset}`);
     if (e) e.pins++;
+    return e !== undefined;
   }
 
   unpin(reader: number, offset: number): void {

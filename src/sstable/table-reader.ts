@@ -87,9 +87,9 @@ export class TableReader {
     this.cache!.put(this.id, handle.offset, block, bytes.length);
   }
 
-  /** Keeps the cached block at `offset` cached until `unpin` (BlockCache.pin). */
-  pin(offset: number): void {
-    this.cache?.pin(this.id, offset);
+  /** Keeps the cached block at `offset` cached until `unpin` (BlockCache.pin); false if it is not cached. */
+  pin(offset: number): boolean {
+    return this.cache?.pin(this.id, offset) ?? false;
   }
 
   unpin(offset: number): void {

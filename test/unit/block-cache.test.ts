@@ -2,7 +2,12 @@
  * The block cache and metadata-only table readers: LRU within a budget, pins that hold a
  * read's blocks, misses that say which block to load, and loaded blocks checked.
  */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { Engine, localEnv } from '../../src/ltc/engine.js';
+import { tableName } from '../../src/ltc/local-store.js';
 import { SEEK_TYPE, makeInternalKey } from '../../src/common/internal-key.js';
 import type { Block } from '../../src/sstable/block.js';
 import { BlockCache } from '../../src/sstable/block-cache.js';
@@ -72,5 +77,27 @@ describe('a metadata-only table reader', () => {
     const bad = Buffer.from(bytes.subarray(h.offset, h.offset + h.size + TRAILER_BYTES));
     bad[3] ^= 1;
     expect(() => r.insert(h, bad)).toThrow(new RegExp(`meta.sst .*offset ${h.offset}.*checksum`));
+  });
+});
+
+describe('an engine with a block cache', () => {
+  it('holds even the tables it just wrote as metadata, and reads their blocks through the cache', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-cache-'));
+    try {
+      const env = localEnv(dir);
+      env.store.readRange = async (file, _fragments, offset, length) => readFileSync(join(dir, tableName(file))).subarray(offset, offset + length);
+      const db = await Engine.open(dir, { env, blockCacheBytes: 1 << 20, memtableBytes: 64 * 1024, sync: false });
+      for (let i = 0; i < 2000; i++) await db.put(Buffer.from(`key${i}`), Buffer.alloc(100, i % 256));
+      await db.flush();
+      expect(db.stats.tablesPerLevel.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+      const before = db.stats.blockCacheMisses;
+      expect((await db.get(Buffer.from('key7')))?.equals(Buffer.alloc(100, 7))).toBe(true);
+      expect(db.stats.blockCacheMisses).toBeGreaterThan(before); // the flushed table's block was loaded
+      expect(db.stats.blockCacheBytes).toBeGreaterThan(0);
+      expect(() => db.iterator()).toThrow(/block cache/);
+      await db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -312,7 +312,7 @@ describe('MANIFESTs on StoCs', () => {
     let db = await Engine.open(dir, options); // the old way: MANIFEST and CURRENT in dir
     for (let i = 0; i < 500; i++) await db.put(key(i), value(i));
     await db.close();
-    const onStocs = () => ({ ...localEnv(dir), manifests: new StocManifestStore(pool, 4, 3, () => undefined, 0, new LocalManifestStore(dir)) });
+    const onStocs = () => ({ ...localEnv(dir), manifests: new StocManifestStore(pool, 4, 3, () => undefined, new LocalManifestStore(dir)) });
     db = await Engine.open(dir, { ...options, env: onStocs() });
     for (let i = 0; i < 500; i++) expect((await db.get(key(i)))?.equals(value(i))).toBe(true);
     for (let i = 500; i < 700; i++) await db.put(key(i), value(i));
@@ -328,17 +328,26 @@ describe('MANIFESTs on StoCs', () => {
   it('takes the newest MANIFEST whose first edit is whole; refuses to start empty while tables exist or a StoC is silent', async () => {
     const stocs = [await startServer(1), await startServer(2)];
     const pool = makePool(stocs);
-    const store = new StocManifestStore(pool, 5, 2, () => undefined, 0);
+    const store = new StocManifestStore(pool, 5, 2, () => undefined);
     expect(await store.readCurrent()).toBeUndefined(); // a new range: every StoC says so
+    const c = await connect(stocs[0]);
+    // A first open that died before its first edit was whole leaves a MANIFEST of no record:
+    // the range is still new (else it could never open again).
+    await c.write('r5-000001.manifest', 0, Buffer.from([9, 9]), true);
+    expect(await store.readCurrent()).toBeUndefined();
     const old = await store.create(10);
     await old.append([Buffer.from('edit one'), Buffer.from('edit two')], true);
     await store.install(10);
     // An open that died writing its first edit leaves a newer MANIFEST without one.
-    const c = await connect(stocs[0]);
     await c.write('r5-000020.manifest', 0, Buffer.from([1, 2, 3]), true);
     const current = await store.readCurrent();
     expect(current?.name).toContain('r5-000010.manifest');
     expect(recordsOf(current!.bytes).map((r) => r.toString())).toEqual(['edit one', 'edit two']);
+    // The next open reuses number 20: it starts from an empty file, not after those bytes.
+    const next = await store.create(20);
+    await next.append([Buffer.from('the whole tree')], true);
+    expect(recordsOf((await store.readCurrent())!.bytes).map((r) => r.toString())).toEqual(['the whole tree']);
+    await store.install(20);
     // Tables but no MANIFEST: not opened empty.
     await store.install(99); // removes every MANIFEST but (absent) 99
     await c.write('r5-000030.sst', 0, Buffer.from('a table'), true);
