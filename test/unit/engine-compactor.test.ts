@@ -126,11 +126,14 @@ describe('engine with a compactor', () => {
       if (job && file >= job.firstFile) throw new NovaError('PEER_LOST', 'injected: the StoC holding it is gone');
       return read(file, fragments);
     };
-    const e = await Engine.open(dir, { ...OPTIONS, env: o.env });
+    const warnings: string[] = [];
+    const e = await Engine.open(dir, { ...OPTIONS, env: o.env, onWarning: (w) => warnings.push(w) });
     await load(e, 3000, 1);
     await e.flush();
     expect(e.failure).toBeUndefined();
     expect(o.jobs.length).toBeGreaterThan(0);
+    expect(warnings.length).toBe(o.jobs.length);
+    expect(warnings[0]).toContain('could not be read back');
     expect(e.stats.offloadedCompactions).toBe(0);
     expect(e.stats.compactions).toBe(o.jobs.length);
     await check(e, 3000, 1);
