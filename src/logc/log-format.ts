@@ -68,20 +68,51 @@ export interface LogContents {
   validBytes: number;
 }
 
+/** Damage found by scanLog: where, and what. */
+class Damage {
+  constructor(readonly offset: number, readonly why: string) {}
+}
+
 /**
  * Reads every record of a log file. A damaged last record (cut short, or with a bad
  * checksum and nothing valid after it) is a torn tail from a crash: reported in `tornAt`,
  * not thrown. Damage before a valid record is CORRUPTION naming the file and offset.
  */
 export function readLog(file: Buffer, name: string): LogContents {
-  const records: Buffer[] = [];
+  const out: LogContents = { records: [], validBytes: 0 };
+  try {
+    return scanLog(file, out);
+  } catch (err) {
+    if (err instanceof Damage) throw new NovaError('CORRUPTION', `${name}: ${err.why} at offset ${err.offset}`);
+    throw err;
+  }
+}
+
+/**
+ * The records before the first damage of any kind, never throwing: `damage` says where the
+ * reading stopped when whole records follow the damage (a hole, which a replica of a log
+ * whose appends overlap may hold: see stoc-log-store.ts). A torn tail is reported as readLog
+ * does.
+ */
+export function readLogPrefix(file: Buffer): LogContents & { damage?: { offset: number; why: string } } {
+  const out: LogContents = { records: [], validBytes: 0 };
+  try {
+    return scanLog(file, out);
+  } catch (err) {
+    if (err instanceof Damage) return { ...out, damage: { offset: err.offset, why: err.why } };
+    throw err;
+  }
+}
+
+/** Fills `out` with the records it reads; throws Damage at damage before a valid record. */
+function scanLog(file: Buffer, out: LogContents): LogContents {
+  const records = out.records;
   let pending: Buffer[] = [];
   let recordStart = -1;
   let at = 0;
-  let validBytes = 0;
-  const torn = (offset: number): LogContents => ({ records, tornAt: offset, validBytes });
+  const torn = (offset: number): LogContents => ({ records, tornAt: offset, validBytes: out.validBytes });
   const corrupt = (offset: number, why: string): never => {
-    throw new NovaError('CORRUPTION', `${name}: ${why} at offset ${offset}`);
+    throw new Damage(offset, why);
   };
   while (at < file.length) {
     const left = LOG_BLOCK - (at % LOG_BLOCK);
@@ -95,7 +126,7 @@ export function readLog(file: Buffer, name: string): LogContents {
     if (type === 0 && length === 0 && isZero(file, at, Math.min(file.length, at + left))) {
       // Zeros: preallocated space at the end of the file. Inside a record, or with valid
       // fragments after them, they are damage.
-      if (!hasValidAfter(file, at + left)) return recordStart >= 0 ? torn(recordStart) : { records, validBytes };
+      if (!hasValidAfter(file, at + left)) return recordStart >= 0 ? torn(recordStart) : out;
       corrupt(at, 'zeroed block before valid fragments');
     }
     const end = at + LOG_HEADER + length;
@@ -114,7 +145,7 @@ export function readLog(file: Buffer, name: string): LogContents {
       if (inRecord) corrupt(at, 'a record starts inside another');
       if (type === FULL) {
         records.push(Buffer.from(payload));
-        validBytes = end;
+        out.validBytes = end;
       } else {
         recordStart = at;
         pending = [payload];
@@ -126,7 +157,7 @@ export function readLog(file: Buffer, name: string): LogContents {
         records.push(Buffer.concat(pending));
         pending = [];
         recordStart = -1;
-        validBytes = end;
+        out.validBytes = end;
       }
     } else {
       if (!hasValidAfter(file, end)) return torn(recordStart >= 0 ? recordStart : at);
@@ -135,7 +166,7 @@ export function readLog(file: Buffer, name: string): LogContents {
     at = end;
   }
   if (recordStart >= 0) return torn(recordStart);
-  return { records, validBytes };
+  return out;
 }
 
 function isZero(b: Buffer, from: number, to: number): boolean {

@@ -3,7 +3,7 @@
  * record, and corruption before a valid record reported with file and offset.
  */
 import { describe, expect, it } from 'vitest';
-import { LOG_BLOCK, LOG_HEADER, LogFramer, readLog } from '../../src/logc/log-format.js';
+import { LOG_BLOCK, LOG_HEADER, LogFramer, readLog, readLogPrefix } from '../../src/logc/log-format.js';
 
 function record(i: number, size: number): Buffer {
   const b = Buffer.alloc(size);
@@ -89,5 +89,25 @@ describe('log format', () => {
     const got = readLog(padded, 'pre.log');
     expect(got.records).toEqual(records);
     expect(got.tornAt).toBeUndefined();
+  });
+
+  it('readLogPrefix keeps the whole records before a hole and says where it stopped', () => {
+    const { file, records, ends } = write([100, 200, 300, 2 * LOG_BLOCK, 50]);
+    // A hole where record 2 was (an append in flight when the writer stopped), whole records after it.
+    const holed = Buffer.from(file);
+    holed.fill(0, ends[1], ends[2]);
+    expect(() => readLog(holed, 'h.log')).toThrow(/h\.log: .* at offset \d+/);
+    const got = readLogPrefix(holed);
+    expect(got.records).toEqual(records.slice(0, 2));
+    expect(got.validBytes).toBe(ends[1]);
+    expect(got.damage?.offset).toBe(ends[1]);
+    // A flipped byte inside record 3 (it spans blocks): records 0..2 are kept.
+    const flipped = Buffer.from(file);
+    flipped[ends[2] + LOG_HEADER + 10] ^= 1;
+    expect(readLogPrefix(flipped).records).toEqual(records.slice(0, 3));
+    // Whole and torn files read as readLog reads them.
+    expect(readLogPrefix(file)).toEqual(readLog(file, 'f.log'));
+    const torn = file.subarray(0, file.length - 3);
+    expect(readLogPrefix(torn)).toEqual(readLog(torn, 't.log'));
   });
 });

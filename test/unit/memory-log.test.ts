@@ -10,7 +10,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
 import { LogFramer, readLog } from '../../src/logc/log-format.js';
 import { MemoryDiskLogStore, MemoryLogStore } from '../../src/logc/memory-log-store.js';
-import { StocLogStore } from '../../src/logc/stoc-log-store.js';
+import { APPENDS_IN_FLIGHT, StocLogStore } from '../../src/logc/stoc-log-store.js';
 import { StocManifestStore } from '../../src/logc/stoc-manifest-store.js';
 import { Engine, localEnv } from '../../src/ltc/engine.js';
 import { LocalManifestStore } from '../../src/ltc/local-store.js';
@@ -284,19 +284,45 @@ describe('LogC memory+disk mode', () => {
 });
 
 describe('LogC disk mode', () => {
-  it('joins appends that arrive while one is in flight into the next, in call order', async () => {
+  it('overlaps up to APPENDS_IN_FLIGHT appends and joins the rest into the next, in call order', async () => {
     const stocs = [await startServer(1), await startServer(2), await startServer(3)];
     const store = new StocLogStore(makePool(stocs), 9, 3);
     const log = await store.create(1);
     const persists = (): number => stocs.reduce((n, s) => n + s.stats().persists, 0);
     const before = persists();
     const recs = Array.from({ length: 40 }, (_, i) => Buffer.from(`record ${i} `.repeat(i + 1)));
-    await Promise.all(recs.map((r, i) => log.append([r], i % 7 === 0)));
-    // The first append goes alone; the 39 made meanwhile leave as one: 2 per replica.
-    expect(persists() - before).toBe(2 * 3);
+    const order: number[] = [];
+    await Promise.all(recs.map((r, i) => log.append([r], i % 7 === 0).then(() => order.push(i))));
+    // The first APPENDS_IN_FLIGHT go at once, alone; the rest, made meanwhile, leave as one.
+    expect(persists() - before).toBe((APPENDS_IN_FLIGHT + 1) * 3);
+    expect(order).toEqual(recs.map((_, i) => i)); // acknowledged in call order
     for (const s of stocs) expectRecords(await (await connect(s)).readAll('r9-000001.log'), recs);
     expectRecords(await store.read(1), recs);
     await log.close();
+  });
+
+  it('recovers the longest whole prefix when replicas hold holes left by appends in flight', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3)];
+    const lines: string[] = [];
+    const store = new StocLogStore(makePool(stocs), 9, 3, (l) => lines.push(l));
+    const recs = records(6, 11);
+    const framer = new LogFramer(0);
+    const framed = recs.map((r) => Buffer.from(framer.frame(r)));
+    const ends = framed.map((_, i) => framed.slice(0, i + 1).reduce((n, b) => n + b.length, 0));
+    const whole = Buffer.concat(framed);
+    // Each replica lost a different append in flight: StoC 1 record 3, StoC 2 record 1; StoC 3
+    // had not received the last two. A hole is zeros, as an append the StoC reserved but never got.
+    const holed = (from: number, to: number): Buffer => Buffer.concat([whole.subarray(0, from), Buffer.alloc(to - from), whole.subarray(to)]);
+    const copies = [holed(ends[2], ends[3]), holed(ends[0], ends[1]), whole.subarray(0, ends[3])];
+    for (const [i, s] of stocs.entries()) await (await connect(s)).write('r9-000002.log', 0, copies[i], true);
+    expect(() => readLog(copies[0], 'replica 1')).toThrow(/CORRUPTION|zeroed|checksum/);
+    // StoC 3's four whole records beat StoC 1's three before its hole.
+    expectRecords(await store.read(2), recs.slice(0, 4));
+    expect(lines).toEqual([]);
+    // Without StoC 3's replica, StoC 1's three records are kept and the hole is logged.
+    await (await connect(stocs[2])).remove('r9-000002.log');
+    expectRecords(await store.read(2), recs.slice(0, 3));
+    expect(lines.join('\n')).toMatch(new RegExp(`r9-000002\\.log: .* at offset ${ends[2]} .*kept the 3 records`));
   });
 });
 
