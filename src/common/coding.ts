@@ -44,6 +44,13 @@ export class ByteBuilder {
     this.len += n;
   }
 
+  /** `n` zero bytes (room for a header written later). */
+  zeros(n: number): void {
+    this.reserve(n);
+    this.buf.fill(0, this.len, this.len + n);
+    this.len += n;
+  }
+
   u8(v: number): void {
     this.reserve(1);
     this.buf[this.len++] = v;
@@ -83,6 +90,16 @@ export class ByteBuilder {
   view(): Buffer {
     return this.buf.subarray(0, this.len);
   }
+}
+
+/** Bytes of `v` as a varint (ByteBuilder.varint). */
+export function varintLength(v: number): number {
+  let n = 1;
+  while (v >= 0x80) {
+    v = Math.floor(v / 0x80);
+    n++;
+  }
+  return n;
 }
 
 export function readU64(b: Uint8Array, at: number): number {

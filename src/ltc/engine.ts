@@ -49,6 +49,15 @@ import { LEVELS, overlapping, pickCompaction, type CompactionJob } from './compa
 import { mergeTables, type MergeJob } from './merge.js';
 import { mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
 
+/**
+ * Bytes of entries a flush adds to its table between turns it gives back to the event loop.
+ * Building a 16 MiB table in one go held the loop for tens of milliseconds, and every write
+ * arriving meanwhile waited: nova's p99 update latency was ~70 ms (bench/README.md).
+ */
+const FLUSH_SLICE_BYTES = 1 << 20;
+
+const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** Commit rounds whose log appends may be in flight at once (commitRound). */
 const PIPELINE_DEPTH = 4;
 
@@ -254,7 +263,8 @@ export class Engine {
 
   put(key: Uint8Array, value: Uint8Array): Promise<void> {
     try {
-      return this.write(this.newBatch().put(key, value));
+      // Sized exactly, and the engine's own: no copy of it is needed.
+      return this.enqueue(new WriteBatch(this.options.limits, WriteBatch.putBytes(key, value)).put(key, value), this.options.sync);
     } catch (err) {
       return Promise.reject(err); // an oversize key or value: a rejection, like every failure here
     }
@@ -262,7 +272,7 @@ export class Engine {
 
   delete(key: Uint8Array): Promise<void> {
     try {
-      return this.write(this.newBatch().delete(key));
+      return this.enqueue(new WriteBatch(this.options.limits, key.length + 8).delete(key), this.options.sync);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -274,12 +284,16 @@ export class Engine {
    * their records are appended back to back and made durable by one fdatasync per log.
    */
   write(batch: WriteBatch, options: { sync?: boolean } = {}): Promise<void> {
+    // Snapshot the batch now: the caller may reuse it before this write commits.
+    return this.enqueue(batch.clone(), options.sync ?? this.options.sync);
+  }
+
+  /** Queues a batch the engine owns from here on (commitRound writes its header). */
+  private enqueue(batch: WriteBatch, sync: boolean): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
     if (this.failed) return Promise.reject(this.failed);
-    // Snapshot the batch now: the caller may reuse it before this write commits.
-    const frozen = batch.clone();
     return new Promise<void>((resolve, reject) => {
-      this.queued.push({ batch: frozen, sync: options.sync ?? this.options.sync, resolve, reject });
+      this.queued.push({ batch, sync, resolve, reject });
       if (!this.roundScheduled) {
         this.roundScheduled = true;
         this.writeChain = this.writeChain.then(() => this.commitRound()).catch(() => undefined);
@@ -823,7 +837,15 @@ export class Engine {
     const file = this.nextFile++;
     const builder = new TableBuilder({ expectedSize: mem.approximateBytes + 4096 });
     const it = mem.iterator();
-    for (it.first(); it.valid; it.next()) builder.add(it.key, it.value);
+    let sinceYield = 0;
+    for (it.first(); it.valid; it.next()) {
+      builder.add(it.key, it.value);
+      sinceYield += it.key.length + it.value.length;
+      if (sinceYield >= FLUSH_SLICE_BYTES) {
+        sinceYield = 0;
+        await yieldTurn(); // the memtable is immutable: its iterator stays valid
+      }
+    }
     const built = builder.finish();
     const fragments = await this.store.writeTable(file, built.bytes);
     const meta: TableMeta = {

@@ -8,7 +8,7 @@
  * Limits are checked when an entry is added, so an oversize key or value never reaches
  * the log; decoding validates every length and fails with CORRUPTION naming where.
  */
-import { ByteBuilder, readU32, readU64, readVarint } from '../common/coding.js';
+import { ByteBuilder, readU32, readU64, readVarint, varintLength } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
 import { ValueType } from '../common/internal-key.js';
 
@@ -34,10 +34,23 @@ export interface BatchEntry {
 export type EntryFn = (type: ValueType, key: Buffer, value: Buffer) => void;
 
 export class WriteBatch {
-  private readonly body = new ByteBuilder(256);
+  /**
+   * The log record itself (LevelDB's WriteBatch rep): HEADER bytes, filled in by encode(),
+   * then the entries. Encoding then copies nothing.
+   */
+  private readonly rep: ByteBuilder;
   private n = 0;
 
-  constructor(private readonly limits: Limits = DEFAULT_LIMITS) {}
+  /** `capacity`: bytes of entries expected (the record grows past it as needed). */
+  constructor(private readonly limits: Limits = DEFAULT_LIMITS, capacity = 256) {
+    this.rep = new ByteBuilder(HEADER + capacity);
+    this.rep.zeros(HEADER);
+  }
+
+  /** Entry bytes for a batch of one put of `key` and `value` (its exact capacity). */
+  static putBytes(key: Uint8Array, value: Uint8Array): number {
+    return 1 + varintLength(key.length) + key.length + varintLength(value.length) + value.length;
+  }
 
   get count(): number {
     return this.n;
@@ -45,65 +58,69 @@ export class WriteBatch {
 
   /** Bytes of the encoded entries (without the header). */
   get byteSize(): number {
-    return this.body.length;
+    return this.rep.length - HEADER;
   }
 
   put(key: Uint8Array, value: Uint8Array): this {
     this.check(key, value);
-    this.body.u8(ValueType.Put);
-    this.body.varint(key.length);
-    this.body.bytes(key);
-    this.body.varint(value.length);
-    this.body.bytes(value);
+    this.rep.u8(ValueType.Put);
+    this.rep.varint(key.length);
+    this.rep.bytes(key);
+    this.rep.varint(value.length);
+    this.rep.bytes(value);
     this.n++;
     return this;
   }
 
   delete(key: Uint8Array): this {
     this.check(key, undefined);
-    this.body.u8(ValueType.Delete);
-    this.body.varint(key.length);
-    this.body.bytes(key);
+    this.rep.u8(ValueType.Delete);
+    this.rep.varint(key.length);
+    this.rep.bytes(key);
     this.n++;
     return this;
   }
 
   /** An independent copy. */
   clone(): WriteBatch {
-    const c = new WriteBatch(this.limits);
-    c.body.bytes(this.body.view());
+    const c = new WriteBatch(this.limits, this.byteSize);
+    c.rep.bytes(this.rep.view(), HEADER);
     c.n = this.n;
     return c;
   }
 
   clear(): void {
-    this.body.reset();
+    this.rep.reset();
+    this.rep.zeros(HEADER);
     this.n = 0;
   }
 
   /** The key of the first entry, a view into the batch; undefined when it is empty. */
   firstKey(): Buffer | undefined {
     if (this.n === 0) return undefined;
-    const b = this.body.view();
-    const c = { at: 1 }; // after the type byte
+    const b = this.rep.view();
+    const c = { at: HEADER + 1 }; // after the type byte
     const klen = readVarint(b, c, b.length);
     return b.subarray(c.at, c.at + klen);
   }
 
   /** Calls `fn` for each entry in order; keys and values are views into the batch. */
   forEach(fn: EntryFn): void {
-    forEachEntry(this.body.view(), 0, 'write batch', fn);
+    forEachEntry(this.rep.view(), HEADER, 'write batch', fn);
   }
 
-  /** The log record for this batch, its entries numbered from `firstSequence`. */
+  /**
+   * The log record for this batch, its entries numbered from `firstSequence`: a view of the
+   * batch's own bytes with the header filled in, valid until the batch changes.
+   */
   encode(memtableId: number, firstSequence: number): Buffer {
-    const out = new ByteBuilder(HEADER + this.body.length);
-    out.u8(BATCH_VERSION);
-    out.u32(memtableId);
-    out.u64(firstSequence);
-    out.u32(this.n);
-    out.bytes(this.body.view());
-    return out.finish();
+    const out = this.rep.view();
+    out[0] = BATCH_VERSION;
+    out.writeUInt32LE(memtableId >>> 0, 1);
+    out.writeUInt32LE(firstSequence % 0x1_0000_0000, 5);
+    out.writeUInt32LE(Math.floor(firstSequence / 0x1_0000_0000), 9);
+    out.writeUInt32LE(this.n >>> 0, 13);
+    return out;
   }
 
   private check(key: Uint8Array, value: Uint8Array | undefined): void {

@@ -42,4 +42,25 @@ describe('write batch', () => {
     badCount[13] = 3;
     expect(() => decodeBatch(badCount, 'w')).toThrow(/says 3 entries but holds 2/);
   });
+
+  it('encodes in place (a re-encode renumbers it), a clone is independent, putBytes is exact', () => {
+    for (const [k, v] of [[1, 0], [127, 128], [200, 70_000]]) {
+      const key = Buffer.alloc(k, 7);
+      const value = Buffer.alloc(v, 9);
+      const b = new WriteBatch(undefined, WriteBatch.putBytes(key, value)).put(key, value);
+      expect(b.byteSize).toBe(WriteBatch.putBytes(key, value));
+    }
+    const b = new WriteBatch().put(Buffer.from('a'), Buffer.from('1')).delete(Buffer.from('b'));
+    const c = b.clone();
+    const first = Buffer.from(b.encode(3, 2 ** 40 + 5));
+    expect(decodeBatch(first, 'first')).toMatchObject({ memtableId: 3, firstSequence: 2 ** 40 + 5 });
+    const again = decodeBatch(b.encode(4, 9), 'again');
+    expect(again).toMatchObject({ memtableId: 4, firstSequence: 9 });
+    expect(again.entries.map((e) => [e.type, e.key.toString()])).toEqual([[ValueType.Put, 'a'], [ValueType.Delete, 'b']]);
+    b.clear();
+    b.put(Buffer.from('z'), Buffer.from('9'));
+    expect(decodeBatch(c.encode(1, 1), 'clone').entries.map((e) => e.key.toString())).toEqual(['a', 'b']);
+    expect(b.firstKey()?.toString()).toBe('z');
+    expect(decodeBatch(b.encode(1, 1), 'cleared').entries).toHaveLength(1);
+  });
 });
