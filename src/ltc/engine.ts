@@ -31,7 +31,6 @@ import { NovaError } from '../common/errors.js';
 import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, compareInternalKeys, makeInternalKey } from '../common/internal-key.js';
 import { readLog } from '../logc/log-format.js';
 import { MergingIterator, VisibleIterator, type InternalIterator } from '../sstable/merging-iterator.js';
-import { TableBuilder } from '../sstable/table-builder.js';
 import { BlockCache } from '../sstable/block-cache.js';
 import { FOOTER_BYTES, TRAILER_BYTES as BLOCK_TRAILER, metadataStart, readFooter } from '../sstable/format.js';
 import { BlockMiss, TableReader } from '../sstable/table-reader.js';
@@ -47,16 +46,8 @@ import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } f
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
 import { LEVELS, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 import { mergeTables, type MergeJob } from './merge.js';
-import { mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
-
-/**
- * Bytes of entries a flush adds to its table between turns it gives back to the event loop.
- * Building a 16 MiB table in one go held the loop for tens of milliseconds, and every write
- * arriving meanwhile waited: nova's p99 update latency was ~70 ms (bench/README.md).
- */
-const FLUSH_SLICE_BYTES = 1 << 20;
-
-const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
+import { buildTableInSlices } from './flush.js';
 
 /** Commit rounds whose log appends may be in flight at once (commitRound). */
 const PIPELINE_DEPTH = 4;
@@ -88,8 +79,8 @@ export interface EngineOptions {
   /** Called with warnings such as a truncated torn log tail. */
   onWarning?: (message: string) => void;
   /**
-   * Run compaction merges on a worker thread (default: yes, when the built worker exists), so
-   * a merge never blocks reads and writes on this thread.
+   * Run compaction merges, and flushes' table builds, on worker threads (default: yes, when
+   * the built worker exists), so neither blocks reads and writes on this thread.
    */
   mergeInWorker?: boolean;
   /**
@@ -835,18 +826,8 @@ export class Engine {
   /** Builds and stores the L0 table of `mem`; the caller records it. */
   private async writeL0(mem: Memtable): Promise<LiveTable> {
     const file = this.nextFile++;
-    const builder = new TableBuilder({ expectedSize: mem.approximateBytes + 4096 });
-    const it = mem.iterator();
-    let sinceYield = 0;
-    for (it.first(); it.valid; it.next()) {
-      builder.add(it.key, it.value);
-      sinceYield += it.key.length + it.value.length;
-      if (sinceYield >= FLUSH_SLICE_BYTES) {
-        sinceYield = 0;
-        await yieldTurn(); // the memtable is immutable: its iterator stays valid
-      }
-    }
-    const built = builder.finish();
+    const size = mem.approximateBytes + 4096;
+    const built = this.options.mergeInWorker ? await buildOnWorker(mem.frozen(), size) : await buildTableInSlices(mem, size);
     const fragments = await this.store.writeTable(file, built.bytes);
     const meta: TableMeta = {
       level: 0, file, size: built.bytes.length, entries: built.entries,

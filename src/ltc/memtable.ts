@@ -51,12 +51,31 @@ export class Memtable {
   // share it, which re-abbreviates every node (rare: at most once per byte of it).
   private prefix = Buffer.alloc(0);
 
-  /** `capacity`: the bytes it is expected to hold (τ), so it need not grow by copying. */
-  constructor(readonly id: number, capacity = 1 << 20) {
-    this.arena = Buffer.allocUnsafe(Math.max(4096, capacity));
+  /**
+   * `capacity`: the bytes it is expected to hold (τ), so it need not grow by copying.
+   * `frozen`: a read-only memtable over another's memory (see frozen()), on a worker thread.
+   */
+  constructor(readonly id: number, capacity = 1 << 20, frozen?: FrozenMemtable) {
+    if (frozen) {
+      this.arena = Buffer.from(frozen.arena.buffer, frozen.arena.byteOffset, frozen.arena.byteLength);
+      this.nodes = frozen.nodes;
+      this.count = frozen.entries;
+      this.used = frozen.arena.byteLength;
+      return;
+    }
+    this.arena = sharedBytes(Math.max(4096, capacity));
     // About 7 int32s per entry of ~100 bytes; grown by doubling when short.
-    this.nodes = new Int32Array(Math.max(1024, Math.ceil(capacity / 64)));
+    this.nodes = sharedInts(Math.max(1024, Math.ceil(capacity / 64)));
     this.nodes.fill(NIL, HEAD + LINKS, HEAD + LINKS + MAX_HEIGHT);
+  }
+
+  /**
+   * Its memory, to be read on another thread (a flush builds its table on a worker) without
+   * a copy. REQUIRES: nothing is added from here on (the memtable is immutable), so the other
+   * thread reads memory no one writes.
+   */
+  frozen(): FrozenMemtable {
+    return { arena: this.arena.subarray(0, this.used), nodes: this.nodes.subarray(0, this.nodesUsed), entries: this.count };
   }
 
   /** Memory the entries take (arena bytes plus nodes), for deciding when it is full. */
@@ -229,7 +248,7 @@ export class Memtable {
     let size = this.arena.length * 2;
     while (size < this.used + n) size *= 2;
     size = Math.min(size, limit);
-    const next = Buffer.allocUnsafe(size);
+    const next = sharedBytes(size);
     this.arena.copy(next, 0, 0, this.used);
     this.arena = next;
   }
@@ -239,7 +258,7 @@ export class Memtable {
     const n = this.nodesUsed;
     if (n + LINKS + h > this.nodes.length) {
       if (this.nodes.length * 2 > 0x7fffffff / 4) throw new NovaError('BAD_ARGUMENT', `memtable ${this.id}: too many entries`);
-      const bigger = new Int32Array(this.nodes.length * 2);
+      const bigger = sharedInts(this.nodes.length * 2);
       bigger.set(this.nodes);
       this.nodes = bigger;
     }
@@ -258,6 +277,25 @@ export class Memtable {
     }
     return h;
   }
+}
+
+/**
+ * A memtable's memory as frozen() hands it out: views of shared memory, which a worker
+ * thread receives without a copy (postMessage shares a SharedArrayBuffer).
+ */
+export interface FrozenMemtable {
+  arena: Uint8Array;
+  nodes: Int32Array;
+  entries: number;
+}
+
+/** Memory on a SharedArrayBuffer (zero-filled, as fresh pages are), so frozen() can share it. */
+function sharedBytes(n: number): Buffer {
+  return Buffer.from(new SharedArrayBuffer(n));
+}
+
+function sharedInts(n: number): Int32Array {
+  return new Int32Array(new SharedArrayBuffer(n * 4));
 }
 
 /** Bytes [from, from+3) of b[0, end) as a 24-bit number, zero-padded past `end`. */

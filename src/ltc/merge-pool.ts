@@ -1,16 +1,20 @@
 /**
- * Runs merges (merge.ts) on a worker thread shared by every engine of the process, so a
- * compaction's CPU never blocks the event loop that serves reads and writes. Jobs run one at
- * a time, in order. The worker keeps the process alive only while a job is pending; if it
- * dies, pending jobs fail and the next job starts a new one.
+ * Runs the engine's CPU-heavy pure work on worker threads, so it never blocks the event loop
+ * that serves reads and writes: compaction merges (merge.ts) on one worker, flush builds (an
+ * L0 table from an immutable memtable) on another, both shared by every engine of the
+ * process. Two, because a flush waiting behind a long merge would stall writes. Each
+ * worker runs its jobs one at a time, in order, and keeps the process alive only while a
+ * job is pending; if it dies, its pending jobs fail and the next job starts a new one.
  */
 import { existsSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { NovaError, isErrorCode } from '../common/errors.js';
+import type { BuiltTable } from '../sstable/table-builder.js';
 import type { MergedTable, MergeJob } from './merge.js';
-import type { MergeReply } from './merge-worker.js';
+import type { FrozenMemtable } from './memtable.js';
+import type { WorkerReply, WorkerRequest } from './merge-worker.js';
 
 // From the TypeScript sources (tests), the worker is the built one in dist/.
 const HERE = fileURLToPath(import.meta.url);
@@ -18,74 +22,96 @@ const WORKER = HERE.includes(`${sep}dist${sep}`)
   ? join(dirname(HERE), 'merge-worker.js')
   : join(dirname(HERE), '..', '..', 'dist', 'src', 'ltc', 'merge-worker.js');
 
+/** Whether work can go to a worker (the built worker script exists). */
+export function mergeWorkerAvailable(): boolean {
+  return existsSync(WORKER);
+}
+
 interface Pending {
   push: (t: MergedTable) => void;
   end: (err?: Error) => void;
 }
 
-let worker: Worker | undefined;
-let nextId = 1;
-const pending = new Map<number, Pending>();
+/** One worker thread and the jobs sent to it. */
+class Lane {
+  private worker: Worker | undefined;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
 
-/** Whether merges can go to a worker (the built worker script exists). */
-export function mergeWorkerAvailable(): boolean {
-  return existsSync(WORKER);
+  constructor(private readonly what: string) {}
+
+  /** Sends `request` (its id filled in); yields each output table as it arrives. */
+  async* run(request: Omit<WorkerRequest, 'id'>, transfer: ArrayBuffer[]): AsyncGenerator<MergedTable> {
+    const worker = this.worker ??= this.start();
+    worker.ref();
+    const id = this.nextId++;
+    const queue: MergedTable[] = [];
+    let finished = false;
+    let failure: Error | undefined;
+    let wake: (() => void) | undefined;
+    this.pending.set(id, {
+      push: (t) => { queue.push(t); wake?.(); },
+      end: (err) => { finished = true; failure = err; wake?.(); },
+    });
+    worker.postMessage({ ...request, id } as WorkerRequest, transfer);
+    for (;;) {
+      if (queue.length > 0) {
+        yield queue.shift()!;
+        continue;
+      }
+      if (finished) break;
+      await new Promise<void>((resolve) => { wake = resolve; });
+      wake = undefined;
+    }
+    if (failure) throw failure;
+  }
+
+  private start(): Worker {
+    const w = new Worker(WORKER);
+    w.on('message', (m: WorkerReply) => {
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      if (m.kind === 'output') {
+        const b = (x: Uint8Array) => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+        p.push({ bytes: b(m.bytes), entries: m.entries, smallest: b(m.smallest), largest: b(m.largest) });
+        return;
+      }
+      this.pending.delete(m.id);
+      if (this.pending.size === 0) w.unref();
+      if (m.kind === 'done') p.end();
+      // A failure without a code of its own (out of memory, a bug) is not evidence of damage.
+      else p.end(new NovaError(m.code && isErrorCode(m.code) ? m.code : 'REMOTE', `${this.what} on the worker thread: ${m.message}`));
+    });
+    const lost = (why: string): void => {
+      if (this.worker === w) this.worker = undefined;
+      const err = new NovaError('CLOSED', `${this.what} worker ${why}`);
+      for (const p of this.pending.values()) p.end(err);
+      this.pending.clear();
+    };
+    w.on('error', (err) => lost(`failed: ${err.message}`));
+    w.on('exit', (code) => lost(`exited with code ${code}`));
+    w.unref();
+    return w;
+  }
 }
 
-function start(): Worker {
-  const w = new Worker(WORKER);
-  w.on('message', (m: MergeReply) => {
-    const p = pending.get(m.id);
-    if (!p) return;
-    if (m.kind === 'output') {
-      const b = (x: Uint8Array) => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
-      p.push({ bytes: b(m.bytes), entries: m.entries, smallest: b(m.smallest), largest: b(m.largest) });
-      return;
-    }
-    pending.delete(m.id);
-    if (pending.size === 0) w.unref();
-    if (m.kind === 'done') p.end();
-    // A failure without a code of its own (out of memory, a bug) is not evidence of damage.
-    else p.end(new NovaError(m.code && isErrorCode(m.code) ? m.code : 'REMOTE', `merge on the worker thread: ${m.message}`));
-  });
-  const lost = (why: string): void => {
-    if (worker === w) worker = undefined;
-    const err = new NovaError('CLOSED', `merge worker ${why}`);
-    for (const p of pending.values()) p.end(err);
-    pending.clear();
-  };
-  w.on('error', (err) => lost(`failed: ${err.message}`));
-  w.on('exit', (code) => lost(`exited with code ${code}`));
-  w.unref();
-  return w;
+const merges = new Lane('merge');
+const builds = new Lane('flush build');
+
+/**
+ * Runs `job` on the merge worker; yields each output table as it arrives. With `transfer`,
+ * the input tables' memory moves to the worker instead of being copied (each must own its
+ * ArrayBuffer whole); the caller must not touch them after.
+ */
+export function mergeOnWorker(job: MergeJob, transfer = false): AsyncGenerator<MergedTable> {
+  return merges.run({ job }, transfer ? job.tables.map((t) => t.buffer as ArrayBuffer) : []);
 }
 
 /**
- * Runs `job` on the worker; yields each output table as it arrives. With `transfer`, the
- * input tables' memory moves to the worker instead of being copied (each must own its
- * ArrayBuffer whole); the caller must not touch them after.
+ * Builds the table of an immutable memtable on the flush worker, reading its memory in place
+ * (shared, not copied). The memtable must not change until this settles.
  */
-export async function* mergeOnWorker(job: MergeJob, transfer = false): AsyncGenerator<MergedTable> {
-  worker ??= start();
-  worker.ref();
-  const id = nextId++;
-  const queue: MergedTable[] = [];
-  let finished = false;
-  let failure: Error | undefined;
-  let wake: (() => void) | undefined;
-  pending.set(id, {
-    push: (t) => { queue.push(t); wake?.(); },
-    end: (err) => { finished = true; failure = err; wake?.(); },
-  });
-  worker.postMessage({ id, job }, transfer ? job.tables.map((t) => t.buffer as ArrayBuffer) : []);
-  for (;;) {
-    if (queue.length > 0) {
-      yield queue.shift()!;
-      continue;
-    }
-    if (finished) break;
-    await new Promise<void>((resolve) => { wake = resolve; });
-    wake = undefined;
-  }
-  if (failure) throw failure;
+export async function buildOnWorker(memtable: FrozenMemtable, expectedSize: number): Promise<BuiltTable> {
+  for await (const t of builds.run({ build: { memtable, expectedSize } }, [])) return t;
+  return { bytes: Buffer.alloc(0), entries: 0, smallest: undefined, largest: undefined }; // an empty memtable
 }

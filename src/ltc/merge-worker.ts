@@ -1,12 +1,17 @@
 /**
- * The worker thread behind merge-pool.ts: runs mergeTables for each job it is sent and posts
- * each output table as it is cut (its bytes transferred, not copied), then `done`.
+ * The worker thread behind merge-pool.ts: runs mergeTables for each merge job, or builds an
+ * immutable memtable's table (buildTable) for each build job, and posts each output table as
+ * it is cut (its bytes transferred, not copied), then `done`.
  */
 import { parentPort } from 'node:worker_threads';
-import { mergeTables, type MergeJob } from './merge.js';
+import { mergeTables, type MergedTable, type MergeJob } from './merge.js';
+import { Memtable, type FrozenMemtable } from './memtable.js';
+import { buildTable } from './flush.js';
 
-export type MergeRequest = { id: number; job: MergeJob };
-export type MergeReply =
+export type WorkerRequest =
+  | { id: number; job: MergeJob; build?: undefined }
+  | { id: number; build: { memtable: FrozenMemtable; expectedSize: number }; job?: undefined };
+export type WorkerReply =
   | { id: number; kind: 'output'; bytes: Uint8Array; entries: number; smallest: Uint8Array; largest: Uint8Array }
   | { id: number; kind: 'done' }
   | { id: number; kind: 'error'; code?: string; message: string };
@@ -17,16 +22,26 @@ function own(b: Buffer): Uint8Array {
   return new Uint8Array(b);
 }
 
-parentPort!.on('message', ({ id, job }: MergeRequest) => {
+function* outputs(request: WorkerRequest): Generator<MergedTable> {
+  if (request.job) {
+    yield* mergeTables(request.job);
+    return;
+  }
+  const built = buildTable(new Memtable(0, 0, request.build.memtable), request.build.expectedSize);
+  if (built.entries > 0) yield { bytes: built.bytes, entries: built.entries, smallest: built.smallest!, largest: built.largest! };
+}
+
+parentPort!.on('message', (request: WorkerRequest) => {
+  const id = request.id;
   try {
-    for (const t of mergeTables(job)) {
+    for (const t of outputs(request)) {
       const bytes = own(t.bytes);
-      const reply: MergeReply = { id, kind: 'output', bytes, entries: t.entries, smallest: t.smallest, largest: t.largest };
+      const reply: WorkerReply = { id, kind: 'output', bytes, entries: t.entries, smallest: t.smallest, largest: t.largest };
       parentPort!.postMessage(reply, [bytes.buffer as ArrayBuffer]);
     }
-    parentPort!.postMessage({ id, kind: 'done' } satisfies MergeReply);
+    parentPort!.postMessage({ id, kind: 'done' } satisfies WorkerReply);
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
-    parentPort!.postMessage({ id, kind: 'error', code: typeof code === 'string' ? code : undefined, message: (err as Error)?.message ?? String(err) } satisfies MergeReply);
+    parentPort!.postMessage({ id, kind: 'error', code: typeof code === 'string' ? code : undefined, message: (err as Error)?.message ?? String(err) } satisfies WorkerReply);
   }
 });

@@ -1,13 +1,17 @@
 /**
  * Memtable against a sorted oracle: random inserts (several versions per key, puts and
  * deletes), gets under random snapshots, ordered iteration, seeks, and iterators that keep
- * working while inserts continue.
+ * working while inserts continue; flush builds from a memtable in the thread and on the
+ * flush worker.
  */
 import { describe, expect, it } from 'vitest';
 import {
   ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf,
 } from '../../src/common/internal-key.js';
 import { Memtable } from '../../src/ltc/memtable.js';
+import { buildTable, buildTableInSlices } from '../../src/ltc/flush.js';
+import { buildOnWorker } from '../../src/ltc/merge-pool.js';
+import { TableReader } from '../../src/sstable/table-reader.js';
 import { rng } from '../helpers/rng.js';
 
 
@@ -93,5 +97,28 @@ describe('memtable', () => {
     // Buffer.equals, not toEqual: deep equality walks megabytes element by element (15 s).
     expect(got?.type === 'put' && got.value.equals(big)).toBe(true);
     expect(m.approximateBytes).toBeGreaterThan(3 << 20);
+  });
+});
+
+describe('flush builds', () => {
+  it('build the same table in the thread, in slices, and on the flush worker from the memtable shared in place', async () => {
+    const r = rng(7);
+    const m = new Memtable(3, 64 * 1024); // small: it grows (and moves its shared memory) several times
+    for (let seq = 1; seq <= 20_000; seq++) {
+      const k = Buffer.from(`user${String(Math.floor(r() * 5000)).padStart(12, '0')}`);
+      m.add(seq, r() < 0.1 ? ValueType.Delete : ValueType.Put, k, Buffer.alloc(Math.floor(r() * 300), seq & 0xff));
+    }
+    const here = buildTable(m, m.approximateBytes);
+    expect(here.entries).toBe(20_000);
+    expect((await buildTableInSlices(m, 4096)).bytes.equals(here.bytes)).toBe(true);
+    const onWorker = await buildOnWorker(m.frozen(), m.approximateBytes);
+    expect(onWorker.bytes.equals(here.bytes)).toBe(true);
+    expect([onWorker.entries, onWorker.smallest, onWorker.largest]).toEqual([here.entries, here.smallest, here.largest]);
+    // The memtable still serves reads after sharing its memory.
+    const it = new TableReader(here.bytes, 'flushed').iterator();
+    it.first();
+    expect(m.get(userKeyOf(it.key), 1 << 30)).toBeDefined();
+    // An empty memtable builds an empty table, wherever it is built.
+    expect((await buildOnWorker(new Memtable(4).frozen(), 4096)).entries).toBe(0);
   });
 });
