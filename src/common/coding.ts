@@ -17,6 +17,11 @@ export class ByteBuilder {
     return this.len;
   }
 
+  /** Bytes it holds before it must grow. */
+  get capacity(): number {
+    return this.buf.length;
+  }
+
   reset(): void {
     this.len = 0;
   }

@@ -133,6 +133,8 @@ function longestWhole(name: string, copies: readonly Copy[]): Buffer | undefined
 
 /** What a group's bytes start with room for (a commit round is typically tens of KiB). */
 const GROUP_BYTES = 64 * 1024;
+/** A group buffer grown past this (a huge batch) is not kept for reuse. */
+const MAX_SPARE_BYTES = 4 << 20;
 
 /** Appends that arrived while APPENDS_IN_FLIGHT others were in flight: they leave together. */
 interface Waiting {
@@ -147,6 +149,8 @@ class ReplicatedLog implements LogWriter {
   private inFlight = 0;
   /** Settles when the latest append was acknowledged or refused: appends settle in call order. */
   private settled: Promise<void> = Promise.resolve();
+  /** Group buffers whose appends settled, for the next groups (a log then allocates none). */
+  private readonly spare: ByteBuilder[] = [];
   /** Replicas that failed an append: sent nothing more, dropped when that append settles. */
   private readonly failing = new Set<number>();
 
@@ -167,7 +171,7 @@ class ReplicatedLog implements LogWriter {
    */
   append(records: readonly Buffer[], sync: boolean): Promise<void> {
     return new Promise((resolve, reject) => {
-      const w = this.waiting ??= { bytes: new ByteBuilder(GROUP_BYTES), sync: false, callers: [] };
+      const w = this.waiting ??= { bytes: this.spare.pop() ?? new ByteBuilder(GROUP_BYTES), sync: false, callers: [] };
       for (const r of records) w.bytes.bytes(this.framer.frame(r)); // frame() returns a view: copied here
       w.sync ||= sync;
       w.callers.push({ resolve, reject });
@@ -186,6 +190,11 @@ class ReplicatedLog implements LogWriter {
       const failedOn = await sent;
       await previous;
       this.inFlight--;
+      // Every replica's append has settled, so nothing reads the bytes now: reuse the buffer.
+      if (w.bytes.capacity <= MAX_SPARE_BYTES) {
+        w.bytes.reset();
+        this.spare.push(w.bytes);
+      }
       try {
         this.drop(failedOn);
         for (const c of w.callers) c.resolve();

@@ -82,7 +82,7 @@ export class StocBlockStore implements BlockStore {
 
   async readTable(file: number, fragments: Fragment[]): Promise<Buffer> {
     const name = tableFileName(this.range, file);
-    return readFragments(fragments, `table ${name}`, (f) => this.pool.on(f.stoc, (c) => c.read(name, 0, f.size)).catch((err: Error) => {
+    return readFragments(fragments, `table ${name}`, (f, into) => this.pool.on(f.stoc, (c) => c.read(name, 0, f.size, undefined, into)).then(() => undefined, (err: Error) => {
       throw new NovaError((err as NovaError).code ?? 'UNAVAILABLE', `table ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}: ${err.message}`);
     }));
   }

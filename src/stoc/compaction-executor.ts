@@ -30,7 +30,8 @@ import { Method, checkUint, fields, tableFileName } from './stoc-protocol.js';
 export interface ExecutorEnv {
   id: number;
   /** The whole of local file `name`, `size` bytes of it (CORRUPTION if missing or shorter). */
-  readLocal(name: string, size: number): Promise<Buffer>;
+  /** Reads the first `into.length` bytes of local file `name` into `into`. */
+  readLocal(name: string, into: Buffer): Promise<void>;
   /** The size of local file `name`, or undefined if it does not exist. */
   sizeLocal(name: string): Promise<number | undefined>;
   /** Writes `bytes` as the whole of the new local file `name`, synced. */
@@ -196,12 +197,12 @@ function outputStocs(self: number, job: CompactArgs): number[] {
 
 function readInput(env: ExecutorEnv, range: number, input: CompactInput, addresses: Map<number, Uint8Array>): Promise<Buffer> {
   const name = tableFileName(range, input.file);
-  return readFragments(input.fragments, `StoC ${env.id}: compaction input ${name}`, async (f) => {
+  return readFragments(input.fragments, `StoC ${env.id}: compaction input ${name}`, async (f, into) => {
     try {
-      if (f.stoc === env.id) return await env.readLocal(name, f.size);
+      if (f.stoc === env.id) return await env.readLocal(name, into);
       const address = addresses.get(f.stoc);
       if (!address) throw new NovaError('BAD_ARGUMENT', 'the job does not give its StoC\'s address');
-      return await (await env.peer(address)).read(name, 0, f.size);
+      await (await env.peer(address)).read(name, 0, f.size, undefined, into);
     } catch (err) {
       throw withContext(err, `StoC ${env.id}: compaction input ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}`);
     }

@@ -189,15 +189,19 @@ export class StocClient {
     }
   }
 
-  /** The `length` bytes at `offset` of `name`; CORRUPTION if the file is missing or shorter. */
-  async read(name: string, offset: number, length: number, options?: CallOptions): Promise<Buffer> {
+  /**
+   * The `length` bytes at `offset` of `name`; CORRUPTION if the file is missing or shorter.
+   * `into`: where to put them (exactly `length` bytes), instead of a new buffer.
+   */
+  async read(name: string, offset: number, length: number, options?: CallOptions, into?: Buffer): Promise<Buffer> {
     const op = this.begin(`read of ${String(name)} [${offset}, +${length})`, options);
     try {
       checkName(name);
       checkUint('offset', offset);
       checkUint('length', length, bufferConstants.MAX_LENGTH);
       this.usable();
-      const out = Buffer.allocUnsafe(length);
+      if (into && into.length !== length) throw new NovaError('BAD_ARGUMENT', `a read of ${length} bytes into a buffer of ${into.length}`);
+      const out = into ?? Buffer.allocUnsafe(length);
       await this.transfer(op, length, async (slot, at, n, state) => {
         state.sent = true;
         await this.call(op, Method.fetch, { file: name, offset: offset + at, length: n, slot });

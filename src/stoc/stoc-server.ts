@@ -474,14 +474,12 @@ export class StocServer {
     return {
       id: this.id,
       log,
-      readLocal: (name, size) => this.disk(`read of ${name}`, async () => {
+      readLocal: (name, into) => this.disk(`read of ${name}`, async () => {
         const file = await this.files.acquire(name, false);
         if (!file) throw new NovaError('CORRUPTION', `${name} does not exist`);
         try {
-          if (size > file.size) throw new NovaError('CORRUPTION', `${name} has ${file.size} bytes, not the ${size} expected`);
-          const out = Buffer.allocUnsafe(size);
-          await file.readAt(out, 0);
-          return out;
+          if (into.length > file.size) throw new NovaError('CORRUPTION', `${name} has ${file.size} bytes, not the ${into.length} expected`);
+          await file.readAt(into, 0);
         } finally {
           file.unpin();
         }
