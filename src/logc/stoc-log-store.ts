@@ -59,7 +59,7 @@ export class StocLogStore implements LogStore {
     });
     if (replicas.size === 0) throw new NovaError('UNAVAILABLE', `log ${name}: no StoC could create it (${chosen.length} tried)`);
     if (replicas.size < this.replicas) this.onLog(`log ${name}: ${replicas.size} of ${this.replicas} replicas (fewer StoCs answering)`);
-    return new ReplicatedLog(this.pool, name, replicas, this.onLog);
+    return new ReplicatedLog(this.pool, name, replicas, this.replicas, this.onLog);
   }
 
   async read(file: number): Promise<Buffer | undefined> {
@@ -161,7 +161,12 @@ class ReplicatedLog implements LogWriter {
    *   A replica whose connection is lost is dropped.
    */
   constructor(private readonly pool: StocPool, private readonly name: string,
-    private readonly replicas: Map<number, StocClient>, private readonly onLog: (line: string) => void) {}
+    private readonly replicas: Map<number, StocClient>, private readonly wanted: number,
+    private readonly onLog: (line: string) => void) {}
+
+  get degraded(): boolean {
+    return this.replicas.size < this.wanted && this.pool.healthy().length > this.replicas.size;
+  }
 
   /**
    * Frames the records now (so bytes follow call order) and sends them at once if fewer than

@@ -42,12 +42,15 @@ import { lockDir, replaceFile, syncDir } from '../common/files.js';
 import { boundsFromSample, drangeOf } from './dranges.js';
 import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
-import { decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
+import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
 import { LEVELS, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 import { mergeTables, type MergeJob } from './merge.js';
 import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
 import { buildTableInSlices } from './flush.js';
+
+/** A MANIFEST that lost replicas moves to a new file at most this often (rollManifest). */
+const MANIFEST_ROLL_INTERVAL_MS = 10_000;
 
 /** Commit rounds whose log appends may be in flight at once (commitRound). */
 const PIPELINE_DEPTH = 4;
@@ -141,6 +144,8 @@ export interface EngineStats {
   compactions: number;
   /** Compactions whose merge ran on the Compactor (a StoC) rather than here. */
   offloadedCompactions: number;
+  /** MANIFESTs moved to a new file because the live one had lost replicas. */
+  manifestRolls: number;
   writes: number;
   /** Group commits: each appended one or more writes' records. */
   commitRounds: number;
@@ -176,6 +181,8 @@ export class Engine {
   private manifest!: LogWriter;
   private manifestChain: Promise<unknown> = Promise.resolve();
   private manifestFailure: Error | undefined; // an append failed: no edit may follow
+  private manifestState = new ManifestState(); // what the live MANIFEST's edits say
+  private lastManifestRoll = 0;
   private nextFile = 1;
   private lastSequence = 0;
   private memtables!: MemtableSet;
@@ -183,7 +190,7 @@ export class Engine {
   private levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   private readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   private readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
-  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, writes: 0, rounds: 0, syncs: 0 };
+  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0 };
   private writeChain: Promise<unknown> = Promise.resolve();
   private queued: PendingWrite[] = [];
   private roundScheduled = false;
@@ -513,7 +520,7 @@ export class Engine {
       tablesPerLevel: this.levels.map((l) => l.length),
       memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
       memtables: mems.length, dranges: this.memtables.dranges, lastSequence: this.lastSequence,
-      stalls: c.stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded,
+      stalls: c.stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, manifestRolls: c.manifestRolls,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       blockCacheBytes: this.cache?.bytes ?? 0, blockCacheHits: this.cache?.counters.hits ?? 0, blockCacheMisses: this.cache?.counters.misses ?? 0,
     };
@@ -716,15 +723,47 @@ export class Engine {
   }
 
   private async logEdit(edit: VersionEdit): Promise<void> {
-    const run = this.manifestChain.then(() => {
+    const run = this.manifestChain.then(async () => {
       // After a failed append the MANIFEST's tail is unknown (a torn record, a lost
       // fdatasync): an edit after it could be dropped by recovery along with the tear, while
       // what it allowed (deleting a compaction's inputs) has happened. So none follows.
       if (this.manifestFailure) throw this.manifestFailure;
-      return this.manifest.append([encodeEdit(edit)], true);
+      await this.manifest.append([encodeEdit(edit)], true);
+      this.manifestState.apply(edit);
+      if (this.manifest.degraded && Date.now() - this.lastManifestRoll >= MANIFEST_ROLL_INTERVAL_MS) await this.rollManifest();
     });
     this.manifestChain = run.catch((err: unknown) => { this.manifestFailure ??= err as Error; });
     await run;
+  }
+
+  /**
+   * Moves the MANIFEST to a new file stating the whole tree, on StoCs that answer, when the
+   * current one lost replicas (a StoC died): otherwise the next StoC lost could take the
+   * range's last MANIFEST with it. Runs in the MANIFEST chain, so the state it states is
+   * exactly what the edits so far say. If the new file cannot be made, the current one goes
+   * on; once its first edit may be whole, the new file may be chosen at recovery (it is the
+   * highest-numbered), so from there only the new one is written, or nothing more.
+   */
+  private async rollManifest(): Promise<void> {
+    this.lastManifestRoll = Date.now();
+    const file = this.nextFile++;
+    let next: LogWriter;
+    try {
+      next = await this.env.manifests.create(file);
+    } catch (err) {
+      this.warn(`MANIFEST ${file} not started (${(err as Error).message}); the current one goes on with fewer replicas`);
+      return;
+    }
+    const snapshot = this.manifestState.snapshot();
+    snapshot.nextFile = Math.max(snapshot.nextFile ?? 0, this.nextFile);
+    await next.append([encodeEdit(snapshot)], true); // a failure here ends the chain (the caller records it)
+    this.manifestState.apply(snapshot);
+    const old = this.manifest;
+    this.manifest = next;
+    await old.close();
+    this.counts.manifestRolls++;
+    this.warn(`MANIFEST moved to ${file}: the previous one had lost replicas`);
+    await this.env.manifests.install(file).catch((err: Error) => this.warn(`older MANIFESTs not all removed: ${err.message}`));
   }
 
   // ---- background: a flush loop and a compaction loop ----
@@ -950,25 +989,19 @@ export class Engine {
   // ---- recovery ----
 
   private async recover(): Promise<void> {
-    const tables = new Map<number, TableMeta>();
-    const logs = new Map<number, number>(); // memtable -> log file
-    let bounds: Buffer[] = [];
+    const state = new ManifestState();
     const current = await this.env.manifests.readCurrent();
     if (current) {
       const path = current.name;
       const contents = readLog(current.bytes, path);
       if (contents.tornAt !== undefined) this.warn(`${path}: torn tail at offset ${contents.tornAt} dropped (a crash during an update)`);
       contents.records.forEach((r, i) => {
-        const e = decodeEdit(r, `${path} record ${i}`);
-        if (e.nextFile !== undefined) this.nextFile = Math.max(this.nextFile, e.nextFile);
-        if (e.lastSequence !== undefined) this.lastSequence = Math.max(this.lastSequence, e.lastSequence);
-        for (const x of e.removed) tables.delete(x.file);
-        for (const t of e.added) tables.set(t.file, t);
-        for (const b of e.boundLogs) logs.set(b.memtable, b.log);
-        for (const m of e.releasedLogs) logs.delete(m);
-        if (e.dranges !== undefined) bounds = e.dranges;
+        state.apply(decodeEdit(r, `${path} record ${i}`));
       });
     }
+    this.nextFile = Math.max(this.nextFile, state.nextFile);
+    this.lastSequence = Math.max(this.lastSequence, state.lastSequence);
+    const { tables, logs, bounds } = state;
     for (const meta of [...tables.values()].sort((a, b) => a.file - b.file)) {
       this.levels[meta.level].push({ meta, reader: await this.openTable(meta) });
     }
@@ -997,6 +1030,7 @@ export class Engine {
     // A fresh MANIFEST that states the whole tree, and fresh memtables and logs for writes.
     const manifestFile = this.nextFile++;
     this.manifest = await this.env.manifests.create(manifestFile);
+    this.manifestState = new ManifestState();
     const snapshot = emptyEdit();
     const fresh: Memtable[] = [];
     for (let i = 0; i <= bounds.length; i++) fresh.push(await this.newMemtable(snapshot));

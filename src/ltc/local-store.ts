@@ -94,6 +94,11 @@ export interface LogWriter {
    */
   append(records: readonly Buffer[], sync: boolean): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Whether it lost replicas that a new file would have again (StoCs enough answer): the
+   * engine then moves its MANIFEST to a new one. Undefined: a store without replicas.
+   */
+  readonly degraded?: boolean;
 }
 
 export function tableName(file: number): string {

@@ -52,6 +52,39 @@ export function emptyEdit(): VersionEdit {
   return { removed: [], added: [], boundLogs: [], releasedLogs: [] };
 }
 
+/**
+ * A tree as a MANIFEST's edits so far leave it: replaying edits in order (apply) and stating
+ * the result as one edit (snapshot), which is how a new MANIFEST starts. Pure.
+ */
+export class ManifestState {
+  readonly tables = new Map<number, TableMeta>();
+  readonly logs = new Map<number, number>(); // memtable -> log file
+  bounds: Buffer[] = [];
+  nextFile = 1;
+  lastSequence = 0;
+
+  apply(e: VersionEdit): void {
+    if (e.nextFile !== undefined) this.nextFile = Math.max(this.nextFile, e.nextFile);
+    if (e.lastSequence !== undefined) this.lastSequence = Math.max(this.lastSequence, e.lastSequence);
+    for (const x of e.removed) this.tables.delete(x.file);
+    for (const t of e.added) this.tables.set(t.file, t);
+    for (const b of e.boundLogs) this.logs.set(b.memtable, b.log);
+    for (const m of e.releasedLogs) this.logs.delete(m);
+    if (e.dranges !== undefined) this.bounds = e.dranges;
+  }
+
+  /** One edit that states the whole tree. */
+  snapshot(): VersionEdit {
+    const e = emptyEdit();
+    e.added = [...this.tables.values()].sort((a, b) => a.file - b.file);
+    e.boundLogs = [...this.logs].map(([memtable, log]) => ({ memtable, log }));
+    if (this.bounds.length > 0) e.dranges = this.bounds;
+    e.nextFile = this.nextFile;
+    e.lastSequence = this.lastSequence;
+    return e;
+  }
+}
+
 export function encodeEdit(e: VersionEdit): Buffer {
   const out = new ByteBuilder(128);
   out.u8(EDIT_VERSION);

@@ -382,6 +382,45 @@ describe('MANIFESTs on StoCs', () => {
     await servers.pop()!.close(); // StoC 2 goes silent
     await expect(store.readCurrent()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('did not answer') });
   });
+
+  it('moves the MANIFEST to a new file on live StoCs when a StoC holding a replica dies', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3), await startServer(4)];
+    const pool = makePool(stocs);
+    const dir = tempDir();
+    const warnings: string[] = [];
+    const options = { memtableBytes: 16 * KiB, sync: false, mergeInWorker: false, onWarning: (w: string) => warnings.push(w) };
+    const env = () => ({ ...localEnv(dir), manifests: new StocManifestStore(pool, 6, 3, () => undefined) });
+    const manifestsOn = async (s: StocServer) => (await (await connect(s)).list('r6-')).map((f) => f.name).filter((n) => n.endsWith('.manifest'));
+    let db = await Engine.open(dir, { ...options, env: env() });
+    for (let i = 0; i < 300; i++) await db.put(key(i), value(i));
+    await db.flush();
+    const holders: StocServer[] = [];
+    for (const s of stocs) if ((await manifestsOn(s)).length > 0) holders.push(s);
+    expect(holders).toHaveLength(3);
+    const first = (await manifestsOn(holders[0]))[0];
+    servers.splice(servers.indexOf(holders[0]), 1);
+    await holders[0].close(); // a StoC holding a replica dies
+    for (let i = 300; i < 600; i++) await db.put(key(i), value(i));
+    await db.flush();
+    expect(db.stats.manifestRolls).toBe(1);
+    expect(warnings.join('\n')).toMatch(/MANIFEST moved to \d+/);
+    const live = stocs.filter((s) => s !== holders[0]);
+    const now = await Promise.all(live.map(manifestsOn));
+    expect(now.map((m) => m.length)).toEqual([1, 1, 1]); // the new one on the three live StoCs, the old one gone
+    expect(new Set(now.flat()).size).toBe(1);
+    expect(now[0][0] > first).toBe(true);
+    await db.close();
+    // The other two StoCs of the first MANIFEST die too: the range opens from the new one's last
+    // replica (the coordinator no longer lists the dead).
+    for (const s of holders.slice(1)) {
+      servers.splice(servers.indexOf(s), 1);
+      await s.close();
+    }
+    pool.update(config(stocs.filter((s) => !holders.includes(s))));
+    db = await Engine.open(dir, { ...options, env: env() });
+    for (let i = 0; i < 600; i++) expect((await db.get(key(i)))?.equals(value(i))).toBe(true);
+    await db.close();
+  });
 });
 
 describe('tables on StoCs', () => {
