@@ -123,10 +123,10 @@ const nova: EngineAdapter = {
         return 'memtables flushed and due compactions run on every LTC';
       },
       report: async () => {
-        const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; offloadedCompactions: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; stallMs: number }>;
+        const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; offloadedCompactions: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number }>;
         return rows.map((r) => `range ${r.range}: ${r.flushes} flushes, ${r.compactions} compactions (${r.offloadedCompactions} on StoCs); ` +
           `${r.tablesToStocs} SSTables from the LTC to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
-          `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms)`).join('; ');
+          `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms; ${r.l0Stalls ?? 0} on L0, the rest on a flush)`).join('; ');
       },
       close: async () => {
         client.close();

@@ -144,6 +144,8 @@ export interface EngineStats {
   compactions: number;
   /** Compactions whose merge ran on the Compactor (a StoC) rather than here. */
   offloadedCompactions: number;
+  /** Stalls that began with L0 at its stop trigger (the others waited for a flush). */
+  l0Stalls: number;
   /** MANIFESTs moved to a new file because the live one had lost replicas. */
   manifestRolls: number;
   writes: number;
@@ -190,7 +192,7 @@ export class Engine {
   private levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   private readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   private readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
-  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0 };
+  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0 };
   private writeChain: Promise<unknown> = Promise.resolve();
   private queued: PendingWrite[] = [];
   private roundScheduled = false;
@@ -520,7 +522,7 @@ export class Engine {
       tablesPerLevel: this.levels.map((l) => l.length),
       memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
       memtables: mems.length, dranges: this.memtables.dranges, lastSequence: this.lastSequence,
-      stalls: c.stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, manifestRolls: c.manifestRolls,
+      stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, manifestRolls: c.manifestRolls,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       blockCacheBytes: this.cache?.bytes ?? 0, blockCacheHits: this.cache?.counters.hits ?? 0, blockCacheMisses: this.cache?.counters.misses ?? 0,
     };
@@ -661,7 +663,10 @@ export class Engine {
         this.kick();
         continue;
       }
-      stalledAt ??= performance.now();
+      if (stalledAt === undefined) {
+        stalledAt = performance.now();
+        if (this.levels[0].length >= this.options.l0StopTrigger) this.counts.l0Stalls++;
+      }
       this.kick();
       if (!this.background) {
         throw this.failed ?? new NovaError('CLOSED', 'engine is closing: no room for the write');

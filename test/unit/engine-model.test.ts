@@ -305,6 +305,7 @@ describe('engine write stalls', () => {
     const db = await Engine.open(dir, { memtableBytes: 4096, maxMemtables: 3, sync: false, env: gate.env });
     await expectStall(db, gate.release);
     expect(db.stats.memtables).toBeLessThanOrEqual(3);
+    expect(db.stats.l0Stalls).toBe(0); // it waited for a flush
     await db.close();
   });
 
@@ -315,6 +316,7 @@ describe('engine write stalls', () => {
     const db = await Engine.open(dir, { memtableBytes: 4096, maxMemtables: 8, l0Trigger: 2, l0StopTrigger: 3, sync: false, env: gate.env });
     await expectStall(db, gate.release);
     expect(db.stats.compactions).toBeGreaterThan(0);
+    expect(db.stats.l0Stalls).toBe(1);
     await db.close();
   });
 });
