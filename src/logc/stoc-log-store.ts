@@ -7,10 +7,10 @@
  * answer, so a StoC that comes back is used again.
  *
  * Appends overlap (up to APPENDS_IN_FLIGHT per log) and are acknowledged strictly in call
- * order. Every replica receives the same framed bytes in the same order, the StoC places a
- * connection's appends in that order (append-order.ts), and a replica that failed an append
- * is dropped before any later append is acknowledged. So a replica still in the set when
- * append k is acknowledged holds appends 1..k whole and contiguous. A replica may hold a hole
+ * order, once a majority of the R replicas (every replica left, if fewer) holds them and all
+ * before them. Every replica receives the same framed bytes at the same offsets (the log
+ * writer assigns them), and a replica that fails an append is dropped and sent nothing more. So when append k is acknowledged, at least that majority
+ * holds appends 1..k whole and contiguous (with R = 3, two StoCs: any one may die). A replica may hold a hole
  * (zeros, or a torn part) where an append was in flight when the LTC stopped, or failed, with
  * whole records after it: none of those were acknowledged through it. Recovery therefore
  * reads every replica it can find, counts each one's records up to its first damage, and
@@ -135,47 +135,87 @@ function longestWhole(name: string, copies: readonly Copy[]): Buffer | undefined
 const GROUP_BYTES = 64 * 1024;
 /** A group buffer grown past this (a huge batch) is not kept for reuse. */
 const MAX_SPARE_BYTES = 4 << 20;
+/** Appends some replica has not answered yet, at most (a slow replica's backlog). */
+const MAX_UNSETTLED = 16;
+
+type Caller = { resolve: () => void; reject: (err: Error) => void };
 
 /** Appends that arrived while APPENDS_IN_FLIGHT others were in flight: they leave together. */
 interface Waiting {
   bytes: ByteBuilder;
   sync: boolean;
-  callers: Array<{ resolve: () => void; reject: (err: Error) => void }>;
+  callers: Caller[];
 }
 
-class ReplicatedLog implements LogWriter {
+/** An append sent to the replicas, until acknowledged (or refused) and every replica answered. */
+interface Sent {
+  index: number;
+  bytes: ByteBuilder;
+  callers: Caller[];
+  unanswered: number;
+}
+
+/** What a replica of a log needs of its StoC connection. */
+export type LogAppender = Pick<StocClient, 'write'>;
+
+interface Replica {
+  client: LogAppender;
+  /** Appends 0..done all succeeded on it. */
+  done: number;
+  /** Appends after done+1 that succeeded (answers may come out of order). */
+  ahead: Set<number>;
+}
+
+/**
+ * One log's replicas (exported for tests). An append is acknowledged once a majority of the
+ * R replicas wanted (or every replica left, when fewer are left) holds it and every append
+ * before it, and after every earlier append was acknowledged: with R = 3, one slow StoC no
+ * longer holds up the log, and each acknowledged record is on two StoCs (any one may die).
+ */
+export class ReplicatedLog implements LogWriter {
   private readonly framer = new LogFramer(0);
   private waiting: Waiting | undefined;
-  private inFlight = 0;
-  /** Settles when the latest append was acknowledged or refused: appends settle in call order. */
-  private settled: Promise<void> = Promise.resolve();
-  /** Group buffers whose appends settled, for the next groups (a log then allocates none). */
+  private nextIndex = 0;
+  /** Where the next group's bytes go in every replica's file. */
+  private end = 0;
+  /** Sent, not yet acknowledged or refused, in call order. */
+  private readonly unacked: Sent[] = [];
+  private unsettled = 0;
+  /** Group buffers every replica answered, for the next groups (a log then allocates none). */
   private readonly spare: ByteBuilder[] = [];
-  /** Replicas that failed an append: sent nothing more, dropped when that append settles. */
-  private readonly failing = new Set<number>();
+  private readonly replicas = new Map<number, Replica>();
+  /** Set once no replica is left: the log takes nothing more. */
+  private dead: NovaError | undefined;
+  private idle: Array<() => void> = [];
 
   /**
-   * @param replicas each replica's StoC and the connection that created it. Every append to a
-   *   replica goes over that one connection, because the StoC orders appends per connection:
-   *   over a new one, an append could land where an earlier one that failed should have been.
-   *   A replica whose connection is lost is dropped.
+   * @param clients each replica's StoC and the connection that created it; a replica that
+   *   fails an append (its connection lost, say) is dropped and sent nothing more.
+   * @param wanted R, the replicas the log was meant to have.
    */
-  constructor(private readonly pool: StocPool, private readonly name: string,
-    private readonly replicas: Map<number, StocClient>, private readonly wanted: number,
-    private readonly onLog: (line: string) => void) {}
+  constructor(private readonly pool: Pick<StocPool, 'shun' | 'healthy'>, private readonly name: string,
+    clients: Map<number, LogAppender>, private readonly wanted: number,
+    private readonly onLog: (line: string) => void) {
+    for (const [id, client] of clients) this.replicas.set(id, { client, done: -1, ahead: new Set() });
+  }
 
   get degraded(): boolean {
     return this.replicas.size < this.wanted && this.pool.healthy().length > this.replicas.size;
   }
 
+  get replicaCount(): number {
+    return this.replicas.size;
+  }
+
   /**
    * Frames the records now (so bytes follow call order) and sends them at once if fewer than
-   * APPENDS_IN_FLIGHT appends are in flight; otherwise they join the next one to leave.
-   * Measured through a cluster (W100, 64 writes outstanding): one append at a time took
-   * 1.4–2.4 ms and kept the log busy ~90% of the time; see bench/README.md.
+   * APPENDS_IN_FLIGHT appends wait for acknowledgement; otherwise they join the next one to
+   * leave. Measured through a cluster (W100, 64 writes outstanding): one append at a time
+   * took 1.4–2.4 ms and kept the log busy ~90% of the time; see bench/README.md.
    */
   append(records: readonly Buffer[], sync: boolean): Promise<void> {
     return new Promise((resolve, reject) => {
+      if (this.dead) return reject(this.dead);
       const w = this.waiting ??= { bytes: this.spare.pop() ?? new ByteBuilder(GROUP_BYTES), sync: false, callers: [] };
       for (const r of records) w.bytes.bytes(this.framer.frame(r)); // frame() returns a view: copied here
       w.sync ||= sync;
@@ -184,61 +224,90 @@ class ReplicatedLog implements LogWriter {
     });
   }
 
+  /** Resolves once every append was acknowledged or refused and every replica answered. */
+  async close(): Promise<void> {
+    if (this.waiting || this.unacked.length > 0 || this.unsettled > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+  }
+
+  /** Replicas an append must be on before it is acknowledged. */
+  private get needed(): number {
+    return Math.min(Math.floor(this.wanted / 2) + 1, this.replicas.size);
+  }
+
   private sendWaiting(): void {
     const w = this.waiting;
-    if (!w || this.inFlight >= APPENDS_IN_FLIGHT) return;
+    if (!w || this.unacked.length >= APPENDS_IN_FLIGHT || this.unsettled >= MAX_UNSETTLED) return;
     this.waiting = undefined;
-    this.inFlight++;
-    const sent = this.send(w.bytes.view(), w.sync);
-    const previous = this.settled;
-    this.settled = (async () => {
-      const failedOn = await sent;
-      await previous;
-      this.inFlight--;
-      // Every replica's append has settled, so nothing reads the bytes now: reuse the buffer.
-      if (w.bytes.capacity <= MAX_SPARE_BYTES) {
-        w.bytes.reset();
-        this.spare.push(w.bytes);
-      }
-      try {
-        this.drop(failedOn);
-        for (const c of w.callers) c.resolve();
-      } catch (err) {
-        for (const c of w.callers) c.reject(err as Error);
-      }
-      this.sendWaiting();
-    })();
-  }
-
-  /** Sends one append to every replica in the set; the replicas that failed it, and why. */
-  private async send(bytes: Buffer, sync: boolean): Promise<Map<number, Error>> {
-    const targets = [...this.replicas].filter(([id]) => !this.failing.has(id));
-    const failed = new Map<number, Error>();
-    await Promise.all(targets.map(([id, c]) => c.append(this.name, bytes, sync).catch((err: Error) => {
-      this.failing.add(id);
-      failed.set(id, err);
-      if (STOC_LOST.has((err as NovaError).code)) this.pool.shun(id);
-    })));
-    return failed;
-  }
-
-  /**
-   * Drops the replicas that failed an append, in call order (so before any later append is
-   * acknowledged); throws once none is left. Every replica left has had every append so far.
-   */
-  private drop(failedOn: Map<number, Error>): void {
-    const dropped = [...this.replicas.keys()].filter((id) => failedOn.has(id));
-    for (const id of dropped) this.replicas.delete(id);
-    if (dropped.length > 0) {
-      const why = failedOn.get(dropped[0])!;
-      this.onLog(`log ${this.name}: dropped replica(s) on StoC ${dropped.join(', ')} (${why.message}); ${this.replicas.size} left`);
-      if (this.replicas.size === 0) throw new NovaError('UNAVAILABLE', `log ${this.name}: every replica failed; last error: ${why.message}`);
+    const a: Sent = { index: this.nextIndex++, bytes: w.bytes, callers: w.callers, unanswered: this.replicas.size };
+    this.unacked.push(a);
+    if (a.unanswered === 0) {
+      this.dead ??= new NovaError('UNAVAILABLE', `log ${this.name}: no StoC holds a replica`);
+      this.advance();
+      return;
     }
-    if (this.replicas.size === 0) throw new NovaError('UNAVAILABLE', `log ${this.name}: no StoC holds a replica`);
+    this.unsettled++;
+    const bytes = w.bytes.view();
+    // At an offset of its own, not appended at the StoC's end of file: an append that fails
+    // before the StoC placed it would otherwise let the next one land where it belonged, and
+    // that replica would read as whole without it. Here it leaves zeros, which readers see.
+    const offset = this.end;
+    this.end += bytes.length;
+    for (const [id, r] of this.replicas) {
+      r.client.write(this.name, offset, bytes, w.sync).then(() => this.succeeded(id, a.index), (err: Error) => this.failed(id, err))
+        .finally(() => this.answered(a));
+    }
   }
 
-  async close(): Promise<void> {
-    // Nothing is held open here: the StoCs keep their files. Appends still in flight settle.
-    await this.settled;
+  private succeeded(id: number, index: number): void {
+    const r = this.replicas.get(id);
+    if (!r) return; // dropped meanwhile
+    if (index === r.done + 1) {
+      r.done = index;
+      while (r.ahead.delete(r.done + 1)) r.done++;
+    } else {
+      r.ahead.add(index);
+    }
+    this.advance();
+  }
+
+  private failed(id: number, err: Error): void {
+    if (!this.replicas.delete(id)) return;
+    if (STOC_LOST.has((err as NovaError).code)) this.pool.shun(id);
+    this.onLog(`log ${this.name}: dropped replica(s) on StoC ${id} (${err.message}); ${this.replicas.size} left`);
+    if (this.replicas.size === 0) this.dead ??= new NovaError('UNAVAILABLE', `log ${this.name}: every replica failed; last error: ${err.message}`);
+    this.advance();
+  }
+
+  private answered(a: Sent): void {
+    if (--a.unanswered > 0) return;
+    this.unsettled--;
+    // Every replica answered, so nothing reads the bytes now: reuse the buffer.
+    if (a.bytes.capacity <= MAX_SPARE_BYTES) {
+      a.bytes.reset();
+      this.spare.push(a.bytes);
+    }
+    this.advance();
+  }
+
+  /** Acknowledges (or refuses) appends from the oldest, in order; sends what waits. */
+  private advance(): void {
+    while (this.unacked.length > 0) {
+      const a = this.unacked[0];
+      if (this.dead) {
+        for (const c of a.callers) c.reject(this.dead);
+      } else {
+        let holding = 0;
+        for (const r of this.replicas.values()) if (r.done >= a.index) holding++;
+        if (holding < this.needed) break;
+        for (const c of a.callers) c.resolve();
+      }
+      this.unacked.shift();
+    }
+    if (this.dead && this.waiting) {
+      for (const c of this.waiting.callers) c.reject(this.dead);
+      this.waiting = undefined;
+    }
+    this.sendWaiting();
+    if (!this.waiting && this.unacked.length === 0 && this.unsettled === 0) for (const resolve of this.idle.splice(0)) resolve();
   }
 }

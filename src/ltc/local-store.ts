@@ -99,6 +99,8 @@ export interface LogWriter {
    * engine then moves its MANIFEST to a new one. Undefined: a store without replicas.
    */
   readonly degraded?: boolean;
+  /** Replicas it writes to (undefined: a store without replicas). */
+  readonly replicaCount?: number;
 }
 
 export function tableName(file: number): string {

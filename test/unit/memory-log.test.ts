@@ -293,12 +293,12 @@ describe('LogC disk mode', () => {
     const recs = Array.from({ length: 40 }, (_, i) => Buffer.from(`record ${i} `.repeat(i + 1)));
     const order: number[] = [];
     await Promise.all(recs.map((r, i) => log.append([r], i % 7 === 0).then(() => order.push(i))));
+    await log.close(); // acknowledged by two of three: close waits for the third to answer too
     // The first APPENDS_IN_FLIGHT go at once, alone; the rest, made meanwhile, leave as one.
     expect(persists() - before).toBe((APPENDS_IN_FLIGHT + 1) * 3);
     expect(order).toEqual(recs.map((_, i) => i)); // acknowledged in call order
     for (const s of stocs) expectRecords(await (await connect(s)).readAll('r9-000001.log'), recs);
     expectRecords(await store.read(1), recs);
-    await log.close();
   });
 
   it('recovers the longest whole prefix when replicas hold holes left by appends in flight', async () => {
@@ -419,6 +419,26 @@ describe('MANIFESTs on StoCs', () => {
     pool.update(config(stocs.filter((s) => !holders.includes(s))));
     db = await Engine.open(dir, { ...options, env: env() });
     for (let i = 0; i < 600; i++) expect((await db.get(key(i)))?.equals(value(i))).toBe(true);
+    await db.close();
+  });
+
+  it('keeps its MANIFEST when a new one would have no more replicas (a dead StoC that looks healthy again)', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3)];
+    const pool = makePool(stocs);
+    const dir = tempDir();
+    const warnings: string[] = [];
+    const options = { memtableBytes: 16 * KiB, sync: false, mergeInWorker: false, onWarning: (w: string) => warnings.push(w) };
+    const db = await Engine.open(dir, { ...options, env: { ...localEnv(dir), manifests: new StocManifestStore(pool, 7, 3, () => undefined) } });
+    for (let i = 0; i < 100; i++) await db.put(key(i), value(i));
+    const dead = servers.splice(servers.indexOf(stocs[2]), 1)[0];
+    await dead.close();
+    await db.flush(); // drops the dead replica; it is shunned, so no roll yet
+    await new Promise((resolve) => setTimeout(resolve, 2_200)); // the shun ends: it looks healthy
+    for (let i = 100; i < 200; i++) await db.put(key(i), value(i));
+    await db.flush(); // a new MANIFEST would get only the two live StoCs: not moved
+    expect(db.stats.manifestRolls).toBe(0);
+    expect(warnings.filter((w) => w.includes('MANIFEST'))).toEqual([]);
+    for (let i = 0; i < 200; i++) expect((await db.get(key(i)))?.equals(value(i))).toBe(true);
     await db.close();
   });
 });

@@ -1,0 +1,167 @@
+/**
+ * A disk log's replicas (ReplicatedLog) against fake StoC connections that answer late, out of
+ * order, or fail: acknowledgements in call order, each once a majority of R holds the append
+ * and everything before it; a failed replica dropped; a dead log refusing everything after.
+ */
+import { describe, expect, it } from 'vitest';
+import { NovaError } from '../../src/common/errors.js';
+import { readLog } from '../../src/logc/log-format.js';
+import { ReplicatedLog, type LogAppender } from '../../src/logc/stoc-log-store.js';
+import { rng } from '../helpers/rng.js';
+
+/** A replica whose appends wait until the test answers them (in any order). */
+class FakeReplica implements LogAppender {
+  readonly calls: Array<{ bytes: Buffer; resolve: () => void; reject: (err: Error) => void; answered: boolean }> = [];
+  readonly stored: Buffer[] = []; // bytes of the appends it answered with success, by index (holes undefined)
+
+  private end = 0;
+
+  write(_name: string, offset: number, bytes: Uint8Array): Promise<void> {
+    expect(offset).toBe(this.end); // groups at consecutive offsets, in call order
+    this.end += bytes.length;
+    return new Promise((resolve, reject) => this.calls.push({ bytes: Buffer.from(bytes), resolve, reject, answered: false }));
+  }
+
+  succeed(i: number): void {
+    const c = this.calls[i];
+    c.answered = true;
+    this.stored[i] = c.bytes;
+    c.resolve();
+  }
+
+  fail(i: number): void {
+    this.calls[i].answered = true;
+    this.calls[i].reject(new NovaError('PEER_LOST', 'the StoC went away'));
+  }
+
+  /** Records in its appends stored contiguously from the first: what recovery would read. */
+  records(): number {
+    let n = 0;
+    while (this.stored[n]) n++;
+    return readLog(Buffer.concat(this.stored.slice(0, n)), 'replica').records.length;
+  }
+}
+
+const pool = { shun: () => undefined, healthy: () => [1, 2, 3] };
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+function makeLog(n = 3, lines: string[] = []): { log: ReplicatedLog; replicas: FakeReplica[] } {
+  const replicas = Array.from({ length: n }, () => new FakeReplica());
+  const log = new ReplicatedLog(pool, 'r1-000001.log', new Map(replicas.map((r, i) => [i + 1, r])), 3, (l) => lines.push(l));
+  return { log, replicas };
+}
+
+describe('ReplicatedLog', () => {
+  it('acknowledges once two of three replicas hold an append and all before it, in call order', async () => {
+    const { log, replicas: [a, b, c] } = makeLog();
+    const acked: number[] = [];
+    const appends = [0, 1, 2].map((i) => log.append([Buffer.from(`record ${i}`)], false).then(() => acked.push(i)));
+    await flush();
+    expect(a.calls).toHaveLength(3); // overlapping: all three sent at once
+    a.succeed(1);
+    b.succeed(1);
+    await flush();
+    expect(acked).toEqual([]); // append 1 is on two replicas, but append 0 is on none
+    a.succeed(0);
+    await flush();
+    expect(acked).toEqual([]); // append 0 on one replica
+    b.succeed(0);
+    await flush();
+    expect(acked).toEqual([0, 1]); // c, the slow one, is not waited for
+    c.succeed(2);
+    a.succeed(2);
+    await flush();
+    expect(acked).toEqual([0, 1]); // append 2 is on a, c, but c lacks 0 and 1
+    b.succeed(2);
+    await Promise.all(appends);
+    expect(acked).toEqual([0, 1, 2]);
+    // close waits for the slow replica to answer everything
+    let closed = false;
+    const closing = log.close().then(() => { closed = true; });
+    await flush();
+    expect(closed).toBe(false);
+    c.succeed(0);
+    c.succeed(1);
+    await closing;
+    expect(readLog(Buffer.concat(c.stored), 'c').records.map(String)).toEqual(['record 0', 'record 1', 'record 2']);
+  });
+
+  it('drops a replica that fails, then needs every replica left; refuses everything once none is left', async () => {
+    const lines: string[] = [];
+    const { log, replicas: [a, b, c] } = makeLog(3, lines);
+    const first = log.append([Buffer.from('one')], false);
+    await flush();
+    a.fail(0);
+    b.succeed(0);
+    await flush();
+    expect(lines.join()).toMatch(/dropped replica\(s\) on StoC 1/);
+    const second = log.append([Buffer.from('two')], false);
+    await flush();
+    expect(a.calls).toHaveLength(1); // a dropped replica is sent nothing more
+    c.succeed(0);
+    await first; // on b and c
+    b.succeed(1);
+    await flush();
+    let secondDone = false;
+    void second.then(() => { secondDone = true; });
+    await flush();
+    expect(secondDone).toBe(false); // two replicas left: both are needed
+    c.fail(1);
+    await second; // c dropped: b alone is every replica left
+    const third = log.append([Buffer.from('three')], false);
+    await flush();
+    b.fail(2);
+    await expect(third).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('every replica failed') });
+    await expect(log.append([Buffer.from('four')], false)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    await log.close();
+  });
+
+  it('matches the model under random answers, delays and failures (seeded)', async () => {
+    for (let seed = 1; seed <= 40; seed++) {
+      const r = rng(seed);
+      const { log, replicas } = makeLog();
+      const dead = new Set<FakeReplica>();
+      const acked: number[] = [];
+      const refused: number[] = [];
+      const pending: Array<Promise<unknown>> = [];
+      let calls = 0;
+      for (let step = 0; step < 200; step++) {
+        if (r() < 0.3 && calls < 60) {
+          const i = calls++;
+          pending.push(log.append([Buffer.from(`record ${i}`)], false).then(() => {
+            // At acknowledgement: a majority (or every live replica, if fewer) holds 0..i.
+            const live = replicas.filter((x) => !dead.has(x));
+            const holding = live.filter((x) => x.records() > i);
+            expect(holding.length, `seed ${seed}, append ${i}`).toBeGreaterThanOrEqual(Math.min(2, live.length));
+            acked.push(i);
+          }, () => refused.push(i)));
+        }
+        // Answer a random outstanding call of a random replica.
+        const x = replicas[Math.floor(r() * 3)];
+        const open = x.calls.map((c, j) => (c.answered ? -1 : j)).filter((j) => j >= 0);
+        if (open.length > 0) {
+          const j = open[Math.floor(r() * open.length)];
+          if (r() < 0.03) {
+            x.fail(j);
+            dead.add(x);
+          } else {
+            x.succeed(j);
+          }
+        }
+        await flush();
+      }
+      // Answer everything left (successes), then every call has settled.
+      for (const x of replicas) for (let j = 0; j < x.calls.length; j++) if (!x.calls[j].answered) x.succeed(j);
+      await Promise.all(pending);
+      await log.close();
+      // Acknowledged in call order; refusals only once every replica failed, and then for good.
+      expect(acked, `seed ${seed}`).toEqual([...acked].sort((p, q) => p - q));
+      if (refused.length > 0) {
+        expect(dead.size, `seed ${seed}`).toBe(3);
+        expect(Math.min(...refused)).toBeGreaterThan(Math.max(-1, ...acked));
+      } else {
+        expect(acked).toHaveLength(calls);
+      }
+    }
+  });
+});
