@@ -48,6 +48,7 @@ import { LEVELS, overlapping, pickCompaction, type CompactionJob } from './compa
 import { mergeTables, type MergeJob } from './merge.js';
 import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
 import { buildTableInSlices } from './flush.js';
+import type { BuiltTable } from '../sstable/table-builder.js';
 
 /** A MANIFEST that lost replicas moves to a new file at most this often (rollManifest). */
 const MANIFEST_ROLL_INTERVAL_MS = 10_000;
@@ -185,6 +186,7 @@ export class Engine {
   private manifestFailure: Error | undefined; // an append failed: no edit may follow
   private manifestState = new ManifestState(); // what the live MANIFEST's edits say
   private lastManifestRoll = 0;
+  private manifestInstalled = false; // open installed its MANIFEST: it may move on (rollManifest)
   private nextFile = 1;
   private lastSequence = 0;
   private memtables!: MemtableSet;
@@ -735,7 +737,9 @@ export class Engine {
       if (this.manifestFailure) throw this.manifestFailure;
       await this.manifest.append([encodeEdit(edit)], true);
       this.manifestState.apply(edit);
-      if (this.manifest.degraded && Date.now() - this.lastManifestRoll >= MANIFEST_ROLL_INTERVAL_MS) await this.rollManifest();
+      if (this.manifestInstalled && this.manifest.degraded && Date.now() - this.lastManifestRoll >= MANIFEST_ROLL_INTERVAL_MS) {
+        await this.rollManifest();
+      }
     });
     this.manifestChain = run.catch((err: unknown) => { this.manifestFailure ??= err as Error; });
     await run;
@@ -757,6 +761,12 @@ export class Engine {
       next = await this.env.manifests.create(file);
     } catch (err) {
       this.warn(`MANIFEST ${file} not started (${(err as Error).message}); the current one goes on with fewer replicas`);
+      return;
+    }
+    if ((next.replicaCount ?? 0) <= (this.manifest.replicaCount ?? 0)) {
+      // No more StoCs answered than before (a dead one still looks healthy for a while): keep
+      // the current one. The new file holds no record, so no recovery ever chooses it.
+      await next.close();
       return;
     }
     const snapshot = this.manifestState.snapshot();
@@ -867,11 +877,23 @@ export class Engine {
     for (const m of group) await this.env.logs.remove(m.id);
   }
 
+  /** On the flush worker; if the worker died or failed (not the data), here instead. */
+  private async buildOnWorker(mem: Memtable, size: number): Promise<BuiltTable> {
+    try {
+      return await buildOnWorker(mem.frozen(), size);
+    } catch (err) {
+      const code = (err as NovaError).code;
+      if (code !== 'CLOSED' && code !== 'REMOTE') throw err;
+      this.warn(`flush of memtable ${mem.id}: ${(err as Error).message}; building it on this thread`);
+      return buildTableInSlices(mem, size);
+    }
+  }
+
   /** Builds and stores the L0 table of `mem`; the caller records it. */
   private async writeL0(mem: Memtable): Promise<LiveTable> {
     const file = this.nextFile++;
     const size = mem.approximateBytes + 4096;
-    const built = this.options.mergeInWorker ? await buildOnWorker(mem.frozen(), size) : await buildTableInSlices(mem, size);
+    const built = this.options.mergeInWorker ? await this.buildOnWorker(mem, size) : await buildTableInSlices(mem, size);
     const fragments = await this.store.writeTable(file, built.bytes);
     const meta: TableMeta = {
       level: 0, file, size: built.bytes.length, entries: built.entries,
@@ -1049,6 +1071,7 @@ export class Engine {
     snapshot.lastSequence = this.lastSequence;
     await this.logEdit(snapshot);
     await this.env.manifests.install(manifestFile);
+    this.manifestInstalled = true;
     this.memtables = new MemtableSet(bounds, fresh);
     // The tree's Dranges come from its MANIFEST, whatever α this open asks for; δ must leave
     // room for one immutable memtable beside their active ones.
