@@ -33,6 +33,9 @@ import { LogFramer, readLog, readLogPrefix } from './log-format.js';
 export const APPENDS_IN_FLIGHT = 4;
 
 export class StocLogStore implements LogStore {
+  /** The logs this store created, until removed. */
+  private readonly writers = new Map<number, ReplicatedLog>();
+
   /**
    * @param strictUntil until this time (ms since the epoch), `read` refuses to choose while
    *   a configured StoC does not answer: it may hold the longest replica. After it, the best
@@ -59,7 +62,9 @@ export class StocLogStore implements LogStore {
     });
     if (replicas.size === 0) throw new NovaError('UNAVAILABLE', `log ${name}: no StoC could create it (${chosen.length} tried)`);
     if (replicas.size < this.replicas) this.onLog(`log ${name}: ${replicas.size} of ${this.replicas} replicas (fewer StoCs answering)`);
-    return new ReplicatedLog(this.pool, name, replicas, this.replicas, this.onLog);
+    const log = new ReplicatedLog(this.pool, name, replicas, this.replicas, this.onLog);
+    this.writers.set(file, log);
+    return log;
   }
 
   async read(file: number): Promise<Buffer | undefined> {
@@ -96,6 +101,9 @@ export class StocLogStore implements LogStore {
 
   async remove(file: number): Promise<void> {
     const name = this.fileName(file);
+    // A slow replica may still be writing it: removed before, its write would make it again.
+    await this.writers.get(file)?.drained();
+    this.writers.delete(file);
     await Promise.all(this.pool.healthy().map((id) => this.pool.on(id, (c) => c.remove(name)).catch(() => undefined)));
   }
 
@@ -186,6 +194,7 @@ export class ReplicatedLog implements LogWriter {
   private readonly replicas = new Map<number, Replica>();
   /** Set once no replica is left: the log takes nothing more. */
   private dead: NovaError | undefined;
+  private acked: Array<() => void> = [];
   private idle: Array<() => void> = [];
 
   /**
@@ -224,8 +233,16 @@ export class ReplicatedLog implements LogWriter {
     });
   }
 
-  /** Resolves once every append was acknowledged or refused and every replica answered. */
+  /**
+   * Resolves once every append was acknowledged or refused. A slow replica may still be
+   * writing (drained() waits for it): a memtable switch need not wait for it.
+   */
   async close(): Promise<void> {
+    if (this.waiting || this.unacked.length > 0) await new Promise<void>((resolve) => this.acked.push(resolve));
+  }
+
+  /** Resolves once, besides, every replica answered every append (so the file may go). */
+  async drained(): Promise<void> {
     if (this.waiting || this.unacked.length > 0 || this.unsettled > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
   }
 
@@ -308,6 +325,8 @@ export class ReplicatedLog implements LogWriter {
       this.waiting = undefined;
     }
     this.sendWaiting();
-    if (!this.waiting && this.unacked.length === 0 && this.unsettled === 0) for (const resolve of this.idle.splice(0)) resolve();
+    if (this.waiting || this.unacked.length > 0) return;
+    for (const resolve of this.acked.splice(0)) resolve();
+    if (this.unsettled === 0) for (const resolve of this.idle.splice(0)) resolve();
   }
 }

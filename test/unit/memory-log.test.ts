@@ -10,7 +10,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
 import { LogFramer, readLog } from '../../src/logc/log-format.js';
 import { MemoryDiskLogStore, MemoryLogStore } from '../../src/logc/memory-log-store.js';
-import { APPENDS_IN_FLIGHT, StocLogStore } from '../../src/logc/stoc-log-store.js';
+import { APPENDS_IN_FLIGHT, ReplicatedLog, StocLogStore } from '../../src/logc/stoc-log-store.js';
 import { StocManifestStore } from '../../src/logc/stoc-manifest-store.js';
 import { Engine, localEnv } from '../../src/ltc/engine.js';
 import { LocalManifestStore } from '../../src/ltc/local-store.js';
@@ -293,7 +293,7 @@ describe('LogC disk mode', () => {
     const recs = Array.from({ length: 40 }, (_, i) => Buffer.from(`record ${i} `.repeat(i + 1)));
     const order: number[] = [];
     await Promise.all(recs.map((r, i) => log.append([r], i % 7 === 0).then(() => order.push(i))));
-    await log.close(); // acknowledged by two of three: close waits for the third to answer too
+    await (log as ReplicatedLog).drained(); // acknowledged by two of three: wait for the third too
     // The first APPENDS_IN_FLIGHT go at once, alone; the rest, made meanwhile, leave as one.
     expect(persists() - before).toBe((APPENDS_IN_FLIGHT + 1) * 3);
     expect(order).toEqual(recs.map((_, i) => i)); // acknowledged in call order
