@@ -1,20 +1,24 @@
 /**
  * LogC in `disk` mode (DESIGN.md §5): each memtable's log is a persistent StoC file
- * `r<range>-<n>.log`, replicated on R StoCs. A group commit is one append per replica, sent
- * to all replicas at once; it is acknowledged when every replica still in the set has it.
- * A replica that fails is dropped from that log's set (the others carry on), so a StoC that
- * dies does not stop writes while another replica remains; new logs pick among StoCs that
- * answer, so a StoC that comes back is used again.
+ * `r<range>-<n>.log`, replicated on R StoCs. A group commit is one write per replica, sent to
+ * all replicas at once, at the offset the log assigns it. A replica that fails is dropped from
+ * that log's set (the others carry on), so a StoC that dies does not stop writes while
+ * another replica remains; new logs pick among StoCs that answer, so a StoC that comes back
+ * is used again.
  *
  * Appends overlap (up to APPENDS_IN_FLIGHT per log) and are acknowledged strictly in call
  * order, once a majority of the R replicas (every replica left, if fewer) holds them and all
- * before them. Every replica receives the same framed bytes at the same offsets (the log
- * writer assigns them), and a replica that fails an append is dropped and sent nothing more. So when append k is acknowledged, at least that majority
- * holds appends 1..k whole and contiguous (with R = 3, two StoCs: any one may die). A replica may hold a hole
- * (zeros, or a torn part) where an append was in flight when the LTC stopped, or failed, with
- * whole records after it: none of those were acknowledged through it. Recovery therefore
- * reads every replica it can find, counts each one's records up to its first damage, and
- * keeps the one with the most (a hole is logged with its file and offset).
+ * before them; a replica that fails an append is sent nothing more. So when append k is
+ * acknowledged, at least that majority holds appends 1..k whole and contiguous (with R = 3,
+ * two StoCs: any one may die). A replica may hold a hole (zeros, or a torn part) where an
+ * append was in flight when the LTC stopped, or failed, with whole records after it; no
+ * replica counted for an acknowledgement has a hole before what it acknowledged. Recovery
+ * therefore reads every replica it can find, counts each one's records up to its first
+ * damage, and keeps the one with the most (a hole is logged with its file and offset).
+ *
+ * Known limit: damage in the middle of a log that every replica shares (bit rot on all R, or
+ * R = 1) reads as such a hole, so the records after it are dropped with a log line instead
+ * of stopping the range with CORRUPTION.
  */
 import { ByteBuilder } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
