@@ -50,6 +50,9 @@ import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool
 import { buildTableInSlices } from './flush.js';
 import type { BuiltTable } from '../sstable/table-builder.js';
 
+/** Write stalls at least this long are reported to `onWarning`, with their cause. */
+const STALL_NOTE_MS = 100;
+
 /** A MANIFEST that lost replicas moves to a new file at most this often (rollManifest). */
 const MANIFEST_ROLL_INTERVAL_MS = 10_000;
 
@@ -645,6 +648,7 @@ export class Engine {
    */
   private async makeRoom(): Promise<void> {
     let stalledAt: number | undefined;
+    let stallCause = '';
     for (;;) {
       if (this.failed) throw this.failed;
       if (this.flushNeedsActives) {
@@ -667,7 +671,12 @@ export class Engine {
       }
       if (stalledAt === undefined) {
         stalledAt = performance.now();
-        if (this.levels[0].length >= this.options.l0StopTrigger) this.counts.l0Stalls++;
+        if (this.levels[0].length >= this.options.l0StopTrigger) {
+          this.counts.l0Stalls++;
+          stallCause = `L0 at ${this.levels[0].length} tables, its stop trigger`;
+        } else {
+          stallCause = `${this.memtables.size} memtables, waiting for a flush`;
+        }
       }
       this.kick();
       if (!this.background) {
@@ -681,8 +690,11 @@ export class Engine {
       }
     }
     if (stalledAt !== undefined) {
+      const ms = performance.now() - stalledAt;
       this.counts.stalls++;
-      this.counts.stallMs += performance.now() - stalledAt;
+      this.counts.stallMs += ms;
+      // Where stalls fall (a load, a run) is what tuning needs; only hosts that log get it.
+      if (ms >= STALL_NOTE_MS) this.options.onWarning?.(`writes stalled ${Math.round(ms)} ms (${stallCause})`);
     }
   }
 
