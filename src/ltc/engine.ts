@@ -30,7 +30,7 @@ import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, compareInternalKeys, makeInternalKey } from '../common/internal-key.js';
 import { readLog } from '../logc/log-format.js';
-import { MergingIterator, VisibleIterator, type InternalIterator } from '../sstable/merging-iterator.js';
+import { MergingIterator, VisibleIterator, levelIterator, type InternalIterator } from '../sstable/merging-iterator.js';
 import { BlockCache } from '../sstable/block-cache.js';
 import { FOOTER_BYTES, TRAILER_BYTES as BLOCK_TRAILER, metadataStart, readFooter } from '../sstable/format.js';
 import { BlockMiss, TableReader } from '../sstable/table-reader.js';
@@ -1118,9 +1118,15 @@ export class Engine {
 
   // ---- helpers ----
 
+  /** Every memtable and L0 table, and one LevelIterator per deeper level (its tables are disjoint). */
   private iterators(): InternalIterator[] {
     const its: InternalIterator[] = this.memtables.all().map((m) => m.iterator());
-    for (const level of this.levels) for (const t of level) its.push(t.reader.iterator());
+    for (const t of this.levels[0]) its.push(t.reader.iterator());
+    for (let l = 1; l < LEVELS; l++) {
+      const level = this.levels[l];
+      if (level.length === 1) its.push(level[0].reader.iterator());
+      else if (level.length > 1) its.push(levelIterator(level.map((t) => ({ largest: t.meta.largest, iterator: () => t.reader.iterator() }))));
+    }
     return its;
   }
 

@@ -9,6 +9,7 @@ import {
   typeOf, writeTrailer,
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
+import { TwoLevelIterator, type InternalIterator, type TwoLevelIndex } from './merging-iterator.js';
 import { filterHash, filterMayContain } from './filter.js';
 import type { BlockCache } from './block-cache.js';
 import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type BlockHandle, type Footer } from './format.js';
@@ -152,8 +153,10 @@ export class TableReader {
     return undefined;
   }
 
-  iterator(): TableIterator {
-    return new TableIterator(this, this.index.iterator(compareInternalKeys));
+  /** The table's entries in order; keys and values are views, copy them to keep them. */
+  iterator(): InternalIterator {
+    return new TwoLevelIterator(new BlockIndex(this, this.index.iterator(compareInternalKeys)),
+      (key) => checkInternalKey(key, `${this.name} entry`));
   }
 
   /** @internal The data block at `handle` bytes, checked once and cached. */
@@ -173,54 +176,28 @@ export class TableReader {
   }
 }
 
-/** Two-level iterator: index entries lead to data blocks. Keys are views; copy to keep. */
-export class TableIterator {
-  private data: BlockIterator | undefined;
-
+/** A table's index as the first level of its iterator: index entries lead to data blocks. */
+class BlockIndex implements TwoLevelIndex {
   constructor(private readonly table: TableReader, private readonly index: BlockIterator) {}
 
   get valid(): boolean {
-    return this.data !== undefined && this.data.valid;
-  }
-
-  get key(): Buffer {
-    return this.data!.key;
-  }
-
-  get value(): Buffer {
-    return this.data!.value;
+    return this.index.valid;
   }
 
   first(): void {
     this.index.first();
-    this.openBlock();
-    this.data?.first();
-    this.skipEmpty();
   }
 
   seek(target: Uint8Array): void {
     this.index.seek(target);
-    this.openBlock();
-    this.data?.seek(target);
-    this.skipEmpty();
   }
 
   next(): void {
-    this.data!.next();
-    this.skipEmpty();
+    this.index.next();
   }
 
-  private openBlock(): void {
-    this.data = this.index.valid ? this.table.dataBlock(this.index.value).iterator(compareInternalKeys) : undefined;
-  }
-
-  private skipEmpty(): void {
-    while (this.data && !this.data.valid) {
-      this.index.next();
-      this.openBlock();
-      this.data?.first();
-    }
-    if (this.data) checkInternalKey(this.data.key, `${this.table.name} entry`);
+  open(): InternalIterator {
+    return this.table.dataBlock(this.index.value).iterator(compareInternalKeys);
   }
 }
 

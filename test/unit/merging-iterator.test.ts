@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf } from '../../src/common/internal-key.js';
 import { Memtable } from '../../src/ltc/memtable.js';
-import { MergingIterator, VisibleIterator, type InternalIterator } from '../../src/sstable/merging-iterator.js';
+import { MergingIterator, levelIterator, VisibleIterator, type InternalIterator } from '../../src/sstable/merging-iterator.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
 import { rng } from '../helpers/rng.js';
@@ -80,5 +80,49 @@ describe('merging and visible iterators', () => {
       if (!want) expect(it.valid).toBe(false);
       else expect([it.key.toString(), it.value.toString()]).toEqual(want);
     }
+  });
+
+  it('a level iterator reads disjoint sorted tables as one, seeking into the one table that may hold the target', () => {
+    const { all } = setup(4);
+    const r = rng(44);
+    // Cut the sorted entries into tables of random sizes (never between versions of one key, as compaction cuts).
+    const tables: Array<{ largest: Buffer; bytes: Buffer }> = [];
+    let b = new TableBuilder({ blockSize: 256 });
+    let last: Buffer | undefined;
+    let n = 0;
+    for (const e of all) {
+      const newUser = !last || !userKeyOf(last).equals(userKeyOf(e.key));
+      if (newUser && n > 0 && r() < 0.1) {
+        tables.push({ largest: last!, bytes: b.finish().bytes });
+        b = new TableBuilder({ blockSize: 256 });
+        n = 0;
+      }
+      b.add(e.key, e.value);
+      last = e.key;
+      n++;
+    }
+    tables.push({ largest: last!, bytes: b.finish().bytes });
+    expect(tables.length).toBeGreaterThan(20);
+    let opened = 0;
+    const level = tables.map((t, i) => ({ largest: t.largest, iterator: () => { opened++; return new TableReader(t.bytes, `t${i}`).iterator(); } }));
+    const it = levelIterator(level);
+    const got: Buffer[] = [];
+    for (it.first(); it.valid; it.next()) got.push(Buffer.from(it.key));
+    expect(got).toEqual(all.map((e) => e.key));
+    for (let i = 0; i < 300; i++) {
+      // Targets at, between and beyond the keys (user keys u0000..u0999, sequences 0..3001).
+      const target = makeInternalKey(Buffer.from(`u${String(Math.floor(r() * 1001)).padStart(4, '0')}`), Math.floor(r() * 3002), ValueType.Put);
+      opened = 0;
+      it.seek(target);
+      const want = all.find((e) => compareInternalKeys(e.key, target) >= 0);
+      if (!want) expect(it.valid).toBe(false);
+      else expect(Buffer.from(it.key)).toEqual(want.key);
+      expect(opened).toBeLessThanOrEqual(2); // the table that may hold it, and the next if it held nothing past it
+    }
+    const empty = levelIterator([]);
+    empty.first();
+    expect(empty.valid).toBe(false);
+    empty.seek(makeInternalKey(Buffer.from('u0001'), 1, ValueType.Put));
+    expect(empty.valid).toBe(false);
   });
 });
