@@ -103,12 +103,22 @@ export class StocLogStore implements LogStore {
     return best?.bytes;
   }
 
+  /**
+   * Removes the file from every StoC that answers. If a slow replica may still be writing it
+   * (removed first, its write would make the file again), the removal waits for it in the
+   * background: a flush that releases a log must not wait on a StoC that hangs (up to a
+   * call's deadline). A file left behind is removed at the range's next open.
+   */
   async remove(file: number): Promise<void> {
     const name = this.fileName(file);
-    // A slow replica may still be writing it: removed before, its write would make it again.
-    await this.writers.get(file)?.drained();
+    const removeNow = () => Promise.all(this.pool.healthy().map((id) => this.pool.on(id, (c) => c.remove(name)).catch(() => undefined)));
+    const writer = this.writers.get(file);
     this.writers.delete(file);
-    await Promise.all(this.pool.healthy().map((id) => this.pool.on(id, (c) => c.remove(name)).catch(() => undefined)));
+    if (writer && !writer.isDrained) {
+      void writer.drained().then(removeNow);
+      return;
+    }
+    await removeNow();
   }
 
   list(): Promise<number[]> {
@@ -124,9 +134,11 @@ export class StocLogStore implements LogStore {
 type Copy = { b: Buffer | undefined } | { err: Error };
 
 /**
- * A MANIFEST: the replica with the most records, whole. Its edits are appended one at a
- * time, so a replica never holds a hole; damage before a valid record is corruption, which
- * the caller's readLog reports (a cut MANIFEST could forget a compaction's outputs).
+ * A MANIFEST: the replica with the most records, whole. The engine sends an edit only once
+ * the one before was acknowledged, so the majority that acknowledged the last edit holds no
+ * hole (a replica that lagged may, and reads as damaged here). Damage before a valid record
+ * in every replica is corruption, which the caller's readLog reports: a cut MANIFEST could
+ * forget a compaction's outputs.
  */
 function longestWhole(name: string, copies: readonly Copy[]): Buffer | undefined {
   let best: { bytes: Buffer; records: number } | undefined;
@@ -243,6 +255,10 @@ export class ReplicatedLog implements LogWriter {
    */
   async close(): Promise<void> {
     if (this.waiting || this.unacked.length > 0) await new Promise<void>((resolve) => this.acked.push(resolve));
+  }
+
+  get isDrained(): boolean {
+    return !this.waiting && this.unacked.length === 0 && this.unsettled === 0;
   }
 
   /** Resolves once, besides, every replica answered every append (so the file may go). */

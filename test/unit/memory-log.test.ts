@@ -299,6 +299,16 @@ describe('LogC disk mode', () => {
     expect(order).toEqual(recs.map((_, i) => i)); // acknowledged in call order
     for (const s of stocs) expectRecords(await (await connect(s)).readAll('r9-000001.log'), recs);
     expectRecords(await store.read(1), recs);
+    // Removed once every replica answered; remove() itself never waits on a slow one.
+    await log.append([Buffer.from('last')], false);
+    await store.remove(1);
+    const clients = await Promise.all(stocs.map(connect));
+    const present = async () => (await Promise.all(clients.map((c) => c.size('r9-000001.log')))).filter((n) => n !== undefined).length;
+    const end = Date.now() + 5000;
+    while (await present() > 0) {
+      if (Date.now() > end) throw new Error('the removed log is still on a StoC');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   });
 
   it('recovers the longest whole prefix when replicas hold holes left by appends in flight', async () => {
