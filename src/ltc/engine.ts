@@ -85,6 +85,8 @@ export interface EngineOptions {
   env?: EngineEnv;
   /** Called with warnings such as a truncated torn log tail. */
   onWarning?: (message: string) => void;
+  /** Called with notable events that are no fault: a write stall of 100 ms or more, and why. */
+  onNote?: (message: string) => void;
   /**
    * Run compaction merges, and flushes' table builds, on worker threads (default: yes, when
    * the built worker exists), so neither blocks reads and writes on this thread.
@@ -178,7 +180,7 @@ interface LiveTable {
   reader: TableReader;
 }
 
-type Settings = Required<Omit<EngineOptions, 'onWarning' | 'env'>> & Pick<EngineOptions, 'onWarning'>;
+type Settings = Required<Omit<EngineOptions, 'onWarning' | 'onNote' | 'env'>> & Pick<EngineOptions, 'onWarning' | 'onNote'>;
 
 export class Engine {
   private readonly store: BlockStore;
@@ -231,6 +233,7 @@ export class Engine {
       l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
+      onNote: options.onNote,
       mergeInWorker: options.mergeInWorker ?? mergeWorkerAvailable(),
       blockCacheBytes: options.blockCacheBytes ?? 0,
     };
@@ -694,7 +697,7 @@ export class Engine {
       this.counts.stalls++;
       this.counts.stallMs += ms;
       // Where stalls fall (a load, a run) is what tuning needs; only hosts that log get it.
-      if (ms >= STALL_NOTE_MS) this.options.onWarning?.(`writes stalled ${Math.round(ms)} ms (${stallCause})`);
+      if (ms >= STALL_NOTE_MS) this.options.onNote?.(`writes stalled ${Math.round(ms)} ms (${stallCause})`);
     }
   }
 

@@ -176,6 +176,7 @@ export class LtcServer {
           compactor,
         },
         onWarning: (m) => this.log(`range ${s.info.id}: ${m}`),
+        onNote: (m) => this.log(`range ${s.info.id}: ${m}`),
       });
       if (this.closing) {
         await engine.close();

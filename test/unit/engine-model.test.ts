@@ -275,7 +275,7 @@ describe('engine write stalls', () => {
   const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   /** Writes until a write stalls; checks it waits for release(), and is counted and timed. */
-  async function expectStall(db: Engine, release: () => void): Promise<void> {
+  async function expectStall(db: Engine, release: () => void, holdMs = 50): Promise<void> {
     let i = 0;
     let stalled: Promise<void> | undefined;
     while (!stalled && i < 10_000) {
@@ -288,7 +288,7 @@ describe('engine write stalls', () => {
     expect(stalled, 'a write stalled').toBeDefined();
     let done = false;
     void stalled!.then(() => { done = true; });
-    await tick(50);
+    await tick(holdMs);
     expect(done, 'the stalled write waits for the background').toBe(false);
     expect(db.stats.stalls).toBe(0); // counted when it ends
     release();
@@ -317,10 +317,12 @@ describe('engine write stalls', () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => { release = resolve; });
     const env = { ...localEnv(dir), compactor: { compact: async () => { await gate; return undefined; } } };
-    const db = await Engine.open(dir, { memtableBytes: 4096, maxMemtables: 8, l0Trigger: 2, l0StopTrigger: 3, sync: false, env });
-    await expectStall(db, release);
+    const notes: string[] = [];
+    const db = await Engine.open(dir, { memtableBytes: 4096, maxMemtables: 8, l0Trigger: 2, l0StopTrigger: 3, sync: false, env, onNote: (n) => notes.push(n) });
+    await expectStall(db, release, 150);
     expect(db.stats.compactions).toBeGreaterThan(0);
     expect(db.stats.l0Stalls, JSON.stringify(db.stats)).toBe(1);
+    expect(notes).toEqual([expect.stringMatching(/^writes stalled \d+ ms \(L0 at 3 tables, its stop trigger\)$/)]);
     await db.close();
   });
 });
