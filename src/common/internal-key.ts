@@ -71,6 +71,17 @@ export function compareInternalKeys(a: Uint8Array, b: Uint8Array): number {
   return trailerLo(b, bu) - trailerLo(a, au);
 }
 
+/** compareInternalKeys of the key in a[aStart, aEnd) and b, without making a view of it. */
+export function compareInternalKeyAt(a: Uint8Array, aStart: number, aEnd: number, b: Uint8Array): number {
+  const au = aEnd - TRAILER_BYTES;
+  const bu = b.length - TRAILER_BYTES;
+  const c = compareBytes(a, aStart, au, b, 0, bu);
+  if (c !== 0) return c;
+  const hi = trailerHi(b, bu) - trailerHi(a, au);
+  if (hi !== 0) return hi;
+  return trailerLo(b, bu) - trailerLo(a, au);
+}
+
 /** Throws CORRUPTION unless `ikey` can hold a trailer with a known type. */
 export function checkInternalKey(ikey: Uint8Array, where: string): void {
   if (ikey.length < TRAILER_BYTES) {

@@ -5,7 +5,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import {
-  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, compareBytes, compareInternalKeys,
+  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, compareBytes, compareInternalKeyAt, compareInternalKeys,
   typeOf, writeTrailer,
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
@@ -40,10 +40,14 @@ export class TableReader {
   private base = 0;
 
   // The index decoded once into flat arrays: point lookups binary-search the abbreviated
-  // keys (first 6 user-key bytes as a number) and touch full keys only on ties.
-  private readonly indexKeys: Buffer[] = [];
-  private readonly indexHandles: Buffer[] = [];
+  // keys (first 6 user-key bytes as a number) and touch full keys only on ties. Flat, not an
+  // object per entry: a 16 MiB table has ~4,000 entries, and readers come and go with every
+  // compaction (thousands of long-lived small objects each were what the LTC's GC marked).
+  private readonly indexKeys: Buffer; // every key, back to back
+  private readonly indexKeyStart: Uint32Array; // key i is [start[i], start[i + 1])
   private readonly indexAbbr: Float64Array;
+  private readonly blockOffset: Float64Array;
+  private readonly blockSize: Float64Array;
 
   /** A reader over the whole table in `bytes`. */
   constructor(readonly bytes: Buffer, readonly name: string, metadataOnly?: { start: number; cache: BlockCache }) {
@@ -58,13 +62,29 @@ export class TableReader {
     this.index = new Block(readBlock(bytes, this.shift(this.footer.index), name, 'index'), `${name} index block`);
     this.filter = readBlock(bytes, this.shift(this.footer.filter), name, 'filter');
     const it = this.index.iterator(compareInternalKeys);
+    let n = 0;
+    let keyBytes = 0;
     for (it.first(); it.valid; it.next()) {
-      checkInternalKey(it.key, `${name} index entry`);
-      this.indexKeys.push(Buffer.from(it.key));
-      this.indexHandles.push(Buffer.from(it.value));
+      n++;
+      keyBytes += it.key.length;
     }
-    this.indexAbbr = new Float64Array(this.indexKeys.length);
-    this.indexKeys.forEach((k, i) => { this.indexAbbr[i] = abbreviateKey(k, 0, k.length - KEY_TRAILER); });
+    this.indexKeys = Buffer.allocUnsafe(keyBytes);
+    this.indexKeyStart = new Uint32Array(n + 1);
+    this.indexAbbr = new Float64Array(n);
+    this.blockOffset = new Float64Array(n);
+    this.blockSize = new Float64Array(n);
+    let i = 0;
+    for (it.first(); it.valid; it.next(), i++) {
+      const k = it.key;
+      checkInternalKey(k, `${name} index entry`);
+      const at = this.indexKeyStart[i];
+      this.indexKeys.set(k, at);
+      this.indexKeyStart[i + 1] = at + k.length;
+      this.indexAbbr[i] = abbreviateKey(k, 0, k.length - KEY_TRAILER);
+      const h = decodeHandle(it.value, `${name} index entry ${i}`);
+      this.blockOffset[i] = h.offset;
+      this.blockSize[i] = h.size;
+    }
   }
 
   /**
@@ -107,10 +127,7 @@ export class TableReader {
 
   /** Where each data block ends (with its trailer), in table order. */
   dataBlockEnds(): number[] {
-    return this.indexHandles.map((h) => {
-      const { offset, size } = decodeHandle(h, `${this.name} index entry`);
-      return offset + size + BLOCK_TRAILER;
-    });
+    return Array.from(this.blockOffset, (offset, i) => offset + this.blockSize[i] + BLOCK_TRAILER);
   }
 
   /** False only if no version of `userKey` can be in this table. */
@@ -131,18 +148,20 @@ export class TableReader {
     writeTrailer(this.lookup, userKey.length, snapshot, SEEK_TYPE);
     const target = this.lookup.subarray(0, n);
     const keys = this.indexKeys;
+    const start = this.indexKeyStart;
     const abbr = this.indexAbbr;
     const want = abbreviateKey(userKey, 0, userKey.length);
+    const blocks = abbr.length;
     let lo = 0;
-    let hi = keys.length;
+    let hi = blocks;
     while (lo < hi) { // the first block whose last key >= target
       const mid = (lo + hi) >>> 1;
       const a = abbr[mid];
-      if (a < want || (a === want && compareInternalKeys(keys[mid], target) < 0)) lo = mid + 1;
+      if (a < want || (a === want && compareInternalKeyAt(keys, start[mid], start[mid + 1], target) < 0)) lo = mid + 1;
       else hi = mid;
     }
-    for (let b = lo; b < keys.length; b++) {
-      const it = this.dataBlock(this.indexHandles[b]).scratchIterator(compareInternalKeys);
+    for (let b = lo; b < blocks; b++) {
+      const it = this.blockAt(this.blockOffset[b], this.blockSize[b]).scratchIterator(compareInternalKeys);
       it.seek(target);
       if (!it.valid) continue; // the key sorts after this block: the next one starts with it
       const k = it.key;
@@ -162,15 +181,19 @@ export class TableReader {
   /** @internal The data block at `handle` bytes, checked once and cached. */
   dataBlock(handleBytes: Buffer): Block {
     const h = decodeHandle(handleBytes, `${this.name} index entry`);
+    return this.blockAt(h.offset, h.size);
+  }
+
+  private blockAt(offset: number, size: number): Block {
     if (this.cache) {
-      const cached = this.cache.get(this.id, h.offset);
-      if (!cached) throw new BlockMiss(this, h);
+      const cached = this.cache.get(this.id, offset);
+      if (!cached) throw new BlockMiss(this, { offset, size });
       return cached;
     }
-    let b = this.blocks.get(h.offset);
+    let b = this.blocks.get(offset);
     if (!b) {
-      b = new Block(readBlock(this.bytes, h, this.name, 'data'), `${this.name} data block at offset ${h.offset}`);
-      this.blocks.set(h.offset, b);
+      b = new Block(readBlock(this.bytes, { offset, size }, this.name, 'data'), `${this.name} data block at offset ${offset}`);
+      this.blocks.set(offset, b);
     }
     return b;
   }
