@@ -80,6 +80,12 @@ export class StocLogStore implements LogStore {
     if (silent.length > 0 && Date.now() < this.strictUntil) {
       throw new NovaError('UNAVAILABLE', `log ${name}: StoC ${silent.join(', ')} did not answer and may hold its longest replica; waiting`);
     }
+    // An acknowledged append is on a majority of its R replicas, not on all: with more than
+    // R - majority StoCs silent, every one holding it may be among them (a lagging replica
+    // would read as whole and lose the tail), so even after strictUntil, keep waiting.
+    if (this.kind === 'log' && silent.length > this.replicas - (Math.floor(this.replicas / 2) + 1)) {
+      throw new NovaError('UNAVAILABLE', `log ${name}: StoC ${silent.join(', ')} did not answer; every replica holding its last acknowledged writes may be among them; waiting`);
+    }
     return this.kind === 'log' ? this.longestPrefix(name, copies) : longestWhole(name, copies);
   }
 
@@ -274,6 +280,11 @@ export class ReplicatedLog implements LogWriter {
   private sendWaiting(): void {
     const w = this.waiting;
     if (!w || this.unacked.length >= APPENDS_IN_FLIGHT || this.unsettled >= MAX_UNSETTLED) return;
+    // A synced group goes out only once every earlier group's write was answered: the StoC
+    // does not order writes at different offsets, and an fdatasync that ran before an
+    // earlier group's write would leave that group in the page cache only, a hole after a
+    // power loss in front of a write acknowledged as durable.
+    if (w.sync && this.unsettled > 0) return;
     this.waiting = undefined;
     const a: Sent = { index: this.nextIndex++, bytes: w.bytes, callers: w.callers, unanswered: this.replicas.size };
     this.unacked.push(a);

@@ -1,8 +1,9 @@
 /**
  * A range's MANIFEST on StoCs (DESIGN.md §3, "MANIFEST, one per range, stored on StoCs with
  * replicas"), so the range can open on any LTC. MANIFEST n is the file `r<range>-<n>.manifest`,
- * replicated on R StoCs exactly as a memtable's log is (StocLogStore: one append at a time to
- * every replica, so each replica is a prefix of the MANIFEST; the longest is read).
+ * replicated on R StoCs as a memtable's log is (StocLogStore: each edit acknowledged by a
+ * majority; the engine sends the next edit only then, so the replicas that acknowledged the
+ * last edit hold every edit whole; the longest whole replica is read).
  *
  * There is no CURRENT file (a StoC has no atomic rename): the live MANIFEST is the highest
  * numbered one whose first edit reads whole. An open writes that first edit — the whole

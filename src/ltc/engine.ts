@@ -50,7 +50,7 @@ import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool
 import { buildTableInSlices } from './flush.js';
 import type { BuiltTable } from '../sstable/table-builder.js';
 
-/** Write stalls at least this long are reported to `onWarning`, with their cause. */
+/** Write stalls at least this long are reported to `onNote`, with their cause. */
 const STALL_NOTE_MS = 100;
 
 /** A MANIFEST that lost replicas moves to a new file at most this often (rollManifest). */

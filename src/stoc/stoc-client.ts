@@ -553,7 +553,9 @@ export class StocClient {
     if (n > 0) {
       this.usable();
       this.staging.buffer.set(bytes.subarray(at, at + n), slot);
-      await this.ep.write(this.staging, slot, this.window, slot, n);
+      state.sent = true; // a WRITE past its deadline may still land: its slot is then retired
+      // With a deadline: a StoC that stops answering must fail the part, not hang it.
+      await this.oneSided(op, this.ep.write(this.staging, slot, this.window, slot, n));
     }
     state.sent = true;
     await this.call(op, Method.persist, args);

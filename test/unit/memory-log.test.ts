@@ -311,6 +311,18 @@ describe('LogC disk mode', () => {
     }
   });
 
+  it('will not choose a log while more StoCs are silent than R minus a majority (they may hold its last writes)', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3)];
+    const store = new StocLogStore(makePool(stocs), 9, 3); // strictUntil 0: no wait for every StoC
+    const log = await store.create(3);
+    await log.append([Buffer.from('acknowledged')], false);
+    await log.close();
+    await servers.splice(servers.indexOf(stocs[0]), 1)[0].close();
+    expectRecords(await store.read(3), [Buffer.from('acknowledged')]); // one of three silent: chosen
+    await servers.splice(servers.indexOf(stocs[1]), 1)[0].close();
+    await expect(store.read(3)).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('waiting') });
+  });
+
   it('recovers the longest whole prefix when replicas hold holes left by appends in flight', async () => {
     const stocs = [await startServer(1), await startServer(2), await startServer(3)];
     const lines: string[] = [];

@@ -116,6 +116,26 @@ describe('ReplicatedLog', () => {
     await log.close();
   });
 
+  it('sends a synced group only once every earlier group was answered, so its fdatasync covers them', async () => {
+    const { log, replicas: [a, b, c] } = makeLog();
+    const first = log.append([Buffer.from('not synced')], false);
+    const second = log.append([Buffer.from('synced')], true);
+    await flush();
+    expect(a.calls).toHaveLength(1); // the synced one waits
+    a.succeed(0);
+    b.succeed(0);
+    await first; // acknowledged by two of three
+    expect(a.calls).toHaveLength(1); // c has not answered the first yet
+    c.succeed(0);
+    await flush();
+    expect([a.calls.length, b.calls.length, c.calls.length]).toEqual([2, 2, 2]);
+    a.succeed(1);
+    b.succeed(1);
+    await second;
+    c.succeed(1);
+    await log.drained();
+  });
+
   it('matches the model under random answers, delays and failures (seeded)', async () => {
     for (let seed = 1; seed <= 40; seed++) {
       const r = rng(seed);
