@@ -75,11 +75,30 @@ export class BlockBuilder {
  * are decoded, and any fault throws CORRUPTION with `where` and the offset in the block.
  */
 export class Block {
-  readonly dataEnd: number;
-  private readonly restarts: number;
-  readonly restartCount: number;
+  data!: Buffer;
+  dataEnd!: number;
+  private restarts!: number;
+  restartCount!: number;
+  private where!: string;
+  private at!: number;
 
-  constructor(readonly data: Buffer, private readonly where: string) {
+  /**
+   * `where` names the block in errors; with `at` >= 0 it is a table's name and `at` the data
+   * block's offset in it (the message is built only on failure).
+   */
+  constructor(data: Buffer, where: string, at = -1) {
+    this.reset(data, where, at);
+  }
+
+  /**
+   * Points this Block at other bytes, validated as by the constructor. A table reader reuses
+   * one Block for its point lookups instead of keeping an object per block it has read: those
+   * were most of a long-running LTC's heap, which every full GC marked.
+   */
+  reset(data: Buffer, where: string, at = -1): this {
+    this.data = data;
+    this.where = where;
+    this.at = at;
     if (data.length < 4) this.fail(0, 'block shorter than its restart count');
     this.restartCount = readU32(data, data.length - 4);
     const restartBytes = (this.restartCount + 1) * 4;
@@ -94,6 +113,7 @@ export class Block {
       if (r <= prev || r > this.dataEnd || (i === 0 && r !== 0)) this.fail(this.restarts + i * 4, `bad restart point ${r}`);
       prev = r;
     }
+    return this;
   }
 
   restartPoint(i: number): number {
@@ -113,7 +133,8 @@ export class Block {
   }
 
   fail(offset: number, why: string): never {
-    throw new NovaError('CORRUPTION', `${this.where}: ${why} at block offset ${offset}`);
+    const where = this.at >= 0 ? `${this.where} data block at offset ${this.at}` : this.where;
+    throw new NovaError('CORRUPTION', `${where}: ${why} at block offset ${offset}`);
   }
 }
 

@@ -32,7 +32,10 @@ export class TableReader {
   readonly footer: Footer;
   private readonly index: Block;
   private readonly filter: Buffer;
-  private readonly blocks = new Map<number, Block>();
+  /** Whole tables: which data blocks' checksums were checked (1), by position in the index. */
+  private readonly checked: Uint8Array;
+  /** Whole tables: the one Block point lookups decode, pointed at each block in turn. */
+  private lookupBlock: Block | undefined;
   /** Set when the reader holds only its metadata: data blocks come from this cache. */
   private cache: BlockCache | undefined;
   private readonly id = nextReaderId++;
@@ -73,6 +76,7 @@ export class TableReader {
     this.indexAbbr = new Float64Array(n);
     this.blockOffset = new Float64Array(n);
     this.blockSize = new Float64Array(n);
+    this.checked = new Uint8Array(metadataOnly ? 0 : n);
     let i = 0;
     for (it.first(); it.valid; it.next(), i++) {
       const k = it.key;
@@ -104,7 +108,7 @@ export class TableReader {
   /** Checks `bytes` (a data block with its trailer, read from the table at `handle`) and caches it. */
   insert(handle: BlockHandle, bytes: Buffer): void {
     const block = new Block(readBlock(bytes, { offset: 0, size: handle.size }, `${this.name} (data block at offset ${handle.offset})`, 'data'),
-      `${this.name} data block at offset ${handle.offset}`);
+      this.name, handle.offset);
     this.cache!.put(this.id, handle.offset, block, bytes.length);
   }
 
@@ -161,7 +165,7 @@ export class TableReader {
       else hi = mid;
     }
     for (let b = lo; b < blocks; b++) {
-      const it = this.blockAt(this.blockOffset[b], this.blockSize[b]).scratchIterator(compareInternalKeys);
+      const it = this.lookupBlockAt(b).scratchIterator(compareInternalKeys);
       it.seek(target);
       if (!it.valid) continue; // the key sorts after this block: the next one starts with it
       const k = it.key;
@@ -178,24 +182,51 @@ export class TableReader {
       (key) => checkInternalKey(key, `${this.name} entry`));
   }
 
-  /** @internal The data block at `handle` bytes, checked once and cached. */
+  /** @internal The data block at `handle` bytes (index entry bytes), checked once. */
   dataBlock(handleBytes: Buffer): Block {
     const h = decodeHandle(handleBytes, `${this.name} index entry`);
-    return this.blockAt(h.offset, h.size);
+    if (this.cache) return this.cachedBlock(h.offset, h.size);
+    return new Block(this.dataBytes(this.blockIndexOf(h.offset), h.offset, h.size), this.name, h.offset);
   }
 
-  private blockAt(offset: number, size: number): Block {
-    if (this.cache) {
-      const cached = this.cache.get(this.id, offset);
-      if (!cached) throw new BlockMiss(this, { offset, size });
-      return cached;
+  /** The data block at position `b` of the index, for a point lookup (valid until the next one). */
+  private lookupBlockAt(b: number): Block {
+    const offset = this.blockOffset[b];
+    const size = this.blockSize[b];
+    if (this.cache) return this.cachedBlock(offset, size);
+    const data = this.dataBytes(b, offset, size);
+    if (this.lookupBlock) return this.lookupBlock.reset(data, this.name, offset);
+    return (this.lookupBlock = new Block(data, this.name, offset));
+  }
+
+  /** A whole table's data block bytes at `offset`, its checksum checked on first use. */
+  private dataBytes(b: number, offset: number, size: number): Buffer {
+    if (b < 0 || this.checked[b] === 0) {
+      const bytes = readBlock(this.bytes, { offset, size }, this.name, 'data');
+      if (b >= 0) this.checked[b] = 1;
+      return bytes;
     }
-    let b = this.blocks.get(offset);
-    if (!b) {
-      b = new Block(readBlock(this.bytes, { offset, size }, this.name, 'data'), `${this.name} data block at offset ${offset}`);
-      this.blocks.set(offset, b);
+    return this.bytes.subarray(offset, offset + size);
+  }
+
+  /** Where the block at `offset` is in the index, or -1 (a handle the index does not hold). */
+  private blockIndexOf(offset: number): number {
+    const offsets = this.blockOffset;
+    let lo = 0;
+    let hi = offsets.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      if (offsets[mid] === offset) return mid;
+      if (offsets[mid] < offset) lo = mid + 1;
+      else hi = mid - 1;
     }
-    return b;
+    return -1;
+  }
+
+  private cachedBlock(offset: number, size: number): Block {
+    const cached = this.cache!.get(this.id, offset);
+    if (!cached) throw new BlockMiss(this, { offset, size });
+    return cached;
   }
 }
 
