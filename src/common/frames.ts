@@ -12,6 +12,7 @@
  * A reader that meets a bad header, an oversize length or a wrong checksum stops: the
  * stream cannot be resynchronised, so the connection is closed with the reason.
  */
+import { RESERVE_START_SPACE, type Packr } from 'msgpackr';
 import { checksum32 } from './checksum.js';
 import { NovaError } from './errors.js';
 
@@ -22,12 +23,27 @@ export const DEFAULT_MAX_FRAME = 64 * 1024 * 1024;
 
 export function encodeFrame(payload: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(FRAME_HEADER + payload.length);
-  out.writeUInt32LE(FRAME_MAGIC, 0);
-  out.writeUInt32LE(FRAME_VERSION, 4); // version byte + three zero bytes
-  out.writeUInt32LE(payload.length, 8);
-  out.writeUInt32LE(checksum32(payload), 12);
   out.set(payload, FRAME_HEADER);
-  return out;
+  return writeHeader(out);
+}
+
+/**
+ * `value` packed as a frame's payload by `packr`, straight after room for the header, which
+ * is then filled in: no copy of the payload. The frame is a view into the packer's buffer,
+ * which later packs continue after (never over), so it may be kept, e.g. by a socket write.
+ */
+export function packFrame(packr: Packr, value: unknown): Buffer {
+  return writeHeader(packr.pack(value, RESERVE_START_SPACE | FRAME_HEADER));
+}
+
+/** Fills the header of `frame` (FRAME_HEADER bytes, then the payload). */
+function writeHeader(frame: Buffer): Buffer {
+  const payload = frame.subarray(FRAME_HEADER);
+  frame.writeUInt32LE(FRAME_MAGIC, 0);
+  frame.writeUInt32LE(FRAME_VERSION, 4); // version byte + three zero bytes
+  frame.writeUInt32LE(payload.length, 8);
+  frame.writeUInt32LE(checksum32(payload), 12);
+  return frame;
 }
 
 /** Cuts a byte stream into frame payloads. */

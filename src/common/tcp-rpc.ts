@@ -16,7 +16,7 @@
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { Packr } from 'msgpackr';
 import { NovaError, RemoteError } from './errors.js';
-import { DEFAULT_MAX_FRAME, FrameReader, encodeFrame } from './frames.js';
+import { DEFAULT_MAX_FRAME, FRAME_HEADER, FrameReader, packFrame } from './frames.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 const SWEEP_MS = 25;
@@ -68,15 +68,16 @@ class Outbox {
   }
 
   private write(batch: Message[]): void {
-    const payload = packr.pack(batch);
-    if (payload.length <= this.maxFrame) {
-      this.socket.write(encodeFrame(payload));
+    const frame = packFrame(packr, batch);
+    const bytes = frame.length - FRAME_HEADER;
+    if (bytes <= this.maxFrame) {
+      this.socket.write(frame);
     } else if (batch.length > 1) {
       const half = batch.length >> 1;
       this.write(batch.slice(0, half));
       this.write(batch.slice(half));
     } else {
-      const instead = this.oversize(batch[0], payload.length);
+      const instead = this.oversize(batch[0], bytes);
       if (instead) this.write([instead]);
     }
   }

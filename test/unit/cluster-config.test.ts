@@ -6,7 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FRAME_HEADER, FrameReader, encodeFrame } from '../../src/common/frames.js';
+import { Packr } from 'msgpackr';
+import { FRAME_HEADER, FrameReader, encodeFrame, packFrame } from '../../src/common/frames.js';
 import { TcpRpcClient, TcpRpcServer } from '../../src/common/tcp-rpc.js';
 import { benchSplits, configFromJson, configToJson, makeRanges, rangeOf, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
@@ -23,6 +24,15 @@ describe('TCP frames', () => {
       for (let i = 0; i < stream.length; i += chunk) out.push(...r.push(stream.subarray(i, i + chunk)));
       expect(out.map((b) => b.toString('hex'))).toEqual(payloads.map((b) => b.toString('hex')));
     }
+  });
+
+  it('packed in place stay intact while later frames are packed', () => {
+    const packr = new Packr({ useRecords: false, moreTypes: false });
+    const values = Array.from({ length: 3000 }, (_, i) => [i, Buffer.alloc(i % 700, i & 0xff)]);
+    const frames = values.map((v) => packFrame(packr, v)); // many times the packer's buffer
+    const r = new FrameReader('test');
+    const back = r.push(Buffer.concat(frames)).map((p) => packr.unpack(p) as [number, Uint8Array]);
+    expect(back.map(([i, b]) => [i, Buffer.from(b).toString('hex')])).toEqual(values.map(([i, b]) => [i, (b as Buffer).toString('hex')]));
   });
 
   it('reject a bad header, an oversize length and a flipped bit, naming the offset', () => {
@@ -137,6 +147,25 @@ describe('TCP RPC', () => {
     await expect(c.call('slow', [], 100)).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED' });
     c.close();
     await expect(c.call('echo', [1])).rejects.toMatchObject({ code: 'CLOSED' });
+    await server.close();
+  });
+
+  it('keeps what it read intact: bytes a handler holds on to are not overwritten by later reads', async () => {
+    const held: Buffer[] = [];
+    const server = await TcpRpcServer.listen({
+      name: 'test',
+      handlers: { hold: (a) => held.push(a[0] as Buffer), count: () => held.length },
+    });
+    const c = await TcpRpcClient.connect(`127.0.0.1:${server.port}`);
+    const value = (i: number): Buffer => Buffer.alloc(1000 + (i % 97), i % 251);
+    // 3,000 values of ~1 KB over 30 turns, the handler keeping views into what was read.
+    for (let turn = 0; turn < 30; turn++) {
+      await Promise.all(Array.from({ length: 100 }, (_, j) => c.call('hold', [value(turn * 100 + j)])));
+    }
+    expect(await c.call('count', [])).toBe(3000);
+    const bad = held.findIndex((b, i) => !b.equals(value(i)));
+    expect(bad).toBe(-1);
+    c.close();
     await server.close();
   });
 
