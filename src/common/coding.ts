@@ -9,8 +9,16 @@ export class ByteBuilder {
   private buf: Buffer;
   private len = 0;
 
-  constructor(initial = 4096) {
-    this.buf = Buffer.allocUnsafe(initial);
+  /**
+   * `unpooled`: never in Node's shared pool of small buffers, so the buffer is the builder's
+   * alone and can be transferred to another thread as it is (a finished table, merge-worker.ts).
+   */
+  constructor(initial = 4096, private readonly unpooled = false) {
+    this.buf = this.alloc(initial);
+  }
+
+  private alloc(n: number): Buffer {
+    return this.unpooled ? Buffer.allocUnsafeSlow(n) : Buffer.allocUnsafe(n);
   }
 
   get length(): number {
@@ -30,7 +38,7 @@ export class ByteBuilder {
     if (this.len + n <= this.buf.length) return;
     let size = this.buf.length * 2;
     while (size < this.len + n) size *= 2;
-    const next = Buffer.allocUnsafe(size);
+    const next = this.alloc(size);
     this.buf.copy(next, 0, 0, this.len);
     this.buf = next;
   }

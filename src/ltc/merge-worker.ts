@@ -16,11 +16,17 @@ export type WorkerReply =
   | { id: number; kind: 'done' }
   | { id: number; kind: 'error'; code?: string; message: string };
 
-/** `b` on an ArrayBuffer of its own, so it can be transferred without taking others' bytes along. */
+/**
+ * A built table's bytes, transferable without taking others' along. A builder's buffer is its
+ * own (ByteBuilder allocates it unpooled), so one the table nearly fills moves as it is, slack
+ * and all (under 1/16); otherwise, and for small tables, the bytes are copied to fit.
+ */
 function own(b: Buffer): Uint8Array {
-  if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength) return b;
+  const whole = b.buffer.byteLength;
+  if (b.byteOffset === 0 && whole >= MIN_TRANSFER && whole - b.byteLength <= whole / 16) return b;
   return new Uint8Array(b);
 }
+const MIN_TRANSFER = 64 * 1024;
 
 function* outputs(request: WorkerRequest): Generator<MergedTable> {
   if (request.job) {

@@ -147,6 +147,10 @@ export class BlockIterator {
   private keyLen = 0;
   private valueStart = 0;
   private valueEnd = 0;
+  // Views made on first use at each position: a merge asks for the same key many times
+  // (heap comparisons, checks), and each view is an allocation.
+  private keyView: Buffer | undefined;
+  private valueView: Buffer | undefined;
   private next_ = 0; // offset of the entry after the current one
   private current = -1; // offset of the current entry, -1 when not valid
   private readonly cursor = { at: 0 };
@@ -158,11 +162,11 @@ export class BlockIterator {
   }
 
   get key(): Buffer {
-    return this.keyBuf.subarray(0, this.keyLen);
+    return (this.keyView ??= this.keyBuf.subarray(0, this.keyLen));
   }
 
   get value(): Buffer {
-    return this.block.data.subarray(this.valueStart, this.valueEnd);
+    return (this.valueView ??= this.block.data.subarray(this.valueStart, this.valueEnd));
   }
 
   first(): void {
@@ -194,6 +198,7 @@ export class BlockIterator {
 
   private seekToRestart(i: number): void {
     this.keyLen = 0;
+    this.keyView = this.valueView = undefined;
     this.next_ = this.block.restartPoint(i);
     this.current = -1;
   }
@@ -221,7 +226,13 @@ export class BlockIterator {
       this.keyBuf.copy(grown, 0, 0, shared);
       this.keyBuf = grown;
     }
-    data.copy(this.keyBuf, shared, c.at, c.at + unshared);
+    if (unshared <= 32) { // short copies by hand: cheaper than a native copy's set-up
+      const kb = this.keyBuf;
+      for (let i = 0, from = c.at; i < unshared; i++) kb[shared + i] = data[from + i];
+    } else {
+      data.copy(this.keyBuf, shared, c.at, c.at + unshared);
+    }
+    this.keyView = this.valueView = undefined;
     this.keyLen = keyLength;
     this.valueStart = c.at + unshared;
     this.valueEnd = this.valueStart + valueLength;

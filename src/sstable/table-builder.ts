@@ -44,7 +44,7 @@ export class TableBuilder {
   constructor(options: TableOptions = {}) {
     this.blockSize = options.blockSize ?? 4096;
     this.bitsPerKey = options.bitsPerKey ?? 10;
-    this.out = new ByteBuilder(options.expectedSize ?? 64 * 1024);
+    this.out = new ByteBuilder(options.expectedSize ?? 64 * 1024, true);
     this.data = new BlockBuilder(options.restartInterval ?? 16);
   }
 
@@ -88,12 +88,14 @@ export class TableBuilder {
     return { bytes: out, entries: this.entries, smallest: this.smallest, largest };
   }
 
+  private readonly handle = new ByteBuilder(16);
+
   private flushBlock(): void {
     const handle: BlockHandle = writeBlock(this.out, this.data.finish());
     this.data.reset();
-    const h = new ByteBuilder(16);
-    encodeHandle(h, handle);
+    this.handle.reset();
+    encodeHandle(this.handle, handle);
     // The block's last key: a seek for k lands on the first block whose last key >= k.
-    this.index.add(this.last.subarray(0, this.lastLen), h.finish());
+    this.index.add(this.last.subarray(0, this.lastLen), this.handle.view()); // add copies it
   }
 }
