@@ -145,11 +145,12 @@ export function addClusterCommands(program: Command, bin: string): void {
       .description(role === 'stoc' ? 'run a StoC (storage component) in the foreground' : 'run an LTC (LSM-tree component) in the foreground')
       .requiredOption('--id <n>', `this ${role === 'stoc' ? 'StoC' : 'LTC'}'s id (1, 2, ...)`, positiveInt)
       .requiredOption('--coordinator <host:port>', 'the coordinator to register with')
+      .option('--cluster-file <path>', 'a cluster.json to read the coordinator\'s address from again if it stops answering (nova up passes its own)')
       .option('--dir <path>', 'its directory (default nova-data/<role>-<id>)')
       .option('--host <host>', 'address to listen on and advertise', '127.0.0.1')
       .option('--port <n>', 'client port (LTC; 0 picks a free one)', port, 0)
       .option('--memory-bytes <n>', 'StoC: memory it lends to in-memory log files (LogC memory modes)', positiveInt, 1024 ** 3)
-      .action((o: { id: number; coordinator: string; dir?: string; host: string; port: number; memoryBytes: number }) => {
+      .action((o: { id: number; coordinator: string; clusterFile?: string; dir?: string; host: string; port: number; memoryBytes: number }) => {
         const c = { ...o, dir: o.dir ?? join(DEFAULT_DIR, `${role}-${o.id}`) };
         return role === 'stoc' ? runStoc(c) : runLtc(c);
       });

@@ -140,7 +140,8 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     for (let id = 1; id <= n; id++) {
       let c = running(role, id);
       if (!c) {
-        const pid = startProcess(opts, `${role}-${id}`, [role, '--id', String(id), '--dir', join(dir, `${role}-${id}`), '--coordinator', address!, '--host', o.host]);
+        const pid = startProcess(opts, `${role}-${id}`, [role, '--id', String(id), '--dir', join(dir, `${role}-${id}`), '--coordinator', address!,
+          '--cluster-file', join(dir, 'cluster.json'), '--host', o.host]);
         c = { role, id, pid };
         progress(`${role} ${id} started (pid ${pid})`);
       }

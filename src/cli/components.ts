@@ -40,6 +40,8 @@ export async function runCoordinator(o: CoordinatorCli): Promise<void> {
 
 export interface ComponentCli {
   dir: string; id: number; coordinator: string; host: string; port?: number;
+  /** The cluster.json of `nova up`, read again for the coordinator's address if it moves. */
+  clusterFile?: string;
   /** StoC: memory lent to in-memory files. */
   memoryBytes?: number;
 }
@@ -50,7 +52,7 @@ export async function runStoc(o: ComponentCli): Promise<void> {
   const s = await StocServer.start({ dir: o.dir, id: o.id, memoryBytes: o.memoryBytes });
   let m: Membership;
   try {
-    m = await Membership.join({ coordinator: o.coordinator, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host, onConfig: () => undefined, onLog: log });
+    m = await Membership.join({ coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host, onConfig: () => undefined, onLog: log });
   } catch (err) {
     await s.close();
     throw err;
@@ -64,7 +66,7 @@ export async function runStoc(o: ComponentCli): Promise<void> {
 export async function runLtc(o: ComponentCli): Promise<void> {
   const log = logger(`ltc ${o.id}`);
   const stop = stopSignal();
-  const l = await LtcServer.start({ dir: o.dir, id: o.id, coordinator: o.coordinator, host: o.host, port: o.port, onLog: log });
+  const l = await LtcServer.start({ dir: o.dir, id: o.id, coordinator: o.coordinator, clusterFile: o.clusterFile, host: o.host, port: o.port, onLog: log });
   log(`serving clients at ${o.host}:${l.port}; registered with ${o.coordinator}`);
   log(`stopping on ${await stop}: flushing memtables`);
   await l.close(true);

@@ -9,16 +9,20 @@
  *
  * Retried writes are safe: a put or delete applied twice leaves the same state.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { TcpRpcClient, TcpRemoteError } from '../common/tcp-rpc.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../coordinator/config.js';
+import { CoordinatorLocator } from '../coordinator/locator.js';
+
+export { coordinatorOf } from '../coordinator/locator.js';
 
 export interface NovaClientOptions {
   /** HOST:PORT of the coordinator; or */
   coordinator?: string;
-  /** the directory of `nova up` (its cluster.json names the coordinator). Default ./nova-data. */
+  /**
+   * the directory of `nova up` (its cluster.json names the coordinator, and is read again if
+   * the coordinator moved). Default ./nova-data.
+   */
   dir?: string;
   /** Deadline of each call, retries included (default 30 s). */
   timeoutMs?: number;
@@ -33,20 +37,6 @@ export interface ScanOptions {
 
 const RETRY_FIRST_MS = 20;
 const RETRY_MAX_MS = 500;
-
-/** Where `nova up` recorded the coordinator of the cluster in `dir`. */
-export function coordinatorOf(dir: string): string {
-  const path = join(dir, 'cluster.json');
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch {
-    throw new NovaError('UNAVAILABLE', `no cluster in ${dir} (${path} is missing): start one with \`nova up --dir ${dir}\`, or pass --coordinator HOST:PORT`);
-  }
-  const c = (JSON.parse(text) as { coordinator?: unknown }).coordinator;
-  if (typeof c !== 'string') throw new NovaError('CORRUPTION', `${path} names no coordinator`);
-  return c;
-}
 
 /** Puts and deletes applied atomically; all keys must fall in one range. */
 export class ClientBatch {
@@ -68,10 +58,10 @@ export class NovaClient {
   private readonly ltcs = new Map<string, Promise<TcpRpcClient>>();
   private closed = false;
   private readonly timeoutMs: number;
-  private readonly coordinator: string;
+  private readonly coordinator: CoordinatorLocator;
 
   private constructor(o: NovaClientOptions) {
-    this.coordinator = o.coordinator ?? coordinatorOf(o.dir ?? 'nova-data');
+    this.coordinator = o.coordinator !== undefined ? new CoordinatorLocator(o.coordinator) : CoordinatorLocator.ofDir(o.dir ?? 'nova-data');
     this.timeoutMs = o.timeoutMs ?? 30_000;
   }
 
@@ -200,10 +190,16 @@ export class NovaClient {
     this.refreshing ??= (async () => {
       try {
         if (!this.coordinatorLink || this.coordinatorLink.closed) {
-          this.coordinatorLink = await TcpRpcClient.connect(this.coordinator, { timeoutMs: 5_000 });
+          this.coordinatorLink = await this.coordinator.connect(5_000);
         }
         const c = configFromWire(await this.coordinatorLink.call('config', []));
         if (!this.config || c.id >= this.config.id) this.config = c;
+      } catch (err) {
+        if (this.coordinator.moved()) {
+          this.coordinatorLink?.close();
+          this.coordinatorLink = undefined;
+        }
+        throw err;
       } finally {
         this.refreshing = undefined;
       }

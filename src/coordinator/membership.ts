@@ -4,12 +4,15 @@
  * reports a newer config id fetches it and hands it to `onConfig`.
  */
 import { NovaError } from '../common/errors.js';
-import { TcpRpcClient } from '../common/tcp-rpc.js';
+import type { TcpRpcClient } from '../common/tcp-rpc.js';
 import { HEARTBEAT_MS } from './coordinator.js';
 import { configFromWire, type ClusterConfig, type Role } from './config.js';
+import { CoordinatorLocator } from './locator.js';
 
 export interface MembershipOptions {
   coordinator: string;
+  /** A cluster.json to read the coordinator's address from again if it stops answering (`nova up`). */
+  clusterFile?: string;
   role: Role;
   id: number;
   address: string;
@@ -28,7 +31,11 @@ export class Membership {
   private stopped = false;
   private lastError = '';
 
-  private constructor(private readonly o: MembershipOptions) {}
+  private readonly locator: CoordinatorLocator;
+
+  private constructor(private readonly o: MembershipOptions) {
+    this.locator = new CoordinatorLocator(o.coordinator, o.clusterFile);
+  }
 
   /** Registers (retrying until `deadlineMs`) and starts heartbeats. */
   static async join(o: MembershipOptions, deadlineMs = 30_000): Promise<Membership> {
@@ -39,8 +46,9 @@ export class Membership {
         await m.register();
         break;
       } catch (err) {
+        m.followMove();
         if (Date.now() > until) {
-          throw new NovaError('DEADLINE_EXCEEDED', `could not register with the coordinator at ${o.coordinator} in ${deadlineMs} ms: ${(err as Error).message}; is it running?`);
+          throw new NovaError('DEADLINE_EXCEEDED', `could not register with the coordinator at ${m.locator.address} in ${deadlineMs} ms: ${(err as Error).message}; is it running?`);
         }
         await new Promise((r) => setTimeout(r, 200));
       }
@@ -62,8 +70,16 @@ export class Membership {
   }
 
   private async connection(): Promise<TcpRpcClient> {
-    if (!this.link || this.link.closed) this.link = await TcpRpcClient.connect(this.o.coordinator, { timeoutMs: 5_000 });
+    if (!this.link || this.link.closed) this.link = await this.locator.connect(5_000);
     return this.link;
+  }
+
+  /** Drops the connection if the coordinator moved (CoordinatorLocator.moved). */
+  private followMove(): void {
+    if (!this.locator.moved()) return;
+    this.o.onLog?.(`the coordinator moved to ${this.locator.address}`);
+    this.link?.close();
+    this.link = undefined;
   }
 
   private async register(): Promise<void> {
@@ -88,7 +104,10 @@ export class Membership {
       const e = err as NovaError;
       if (e.code === 'STALE_CONFIG') {
         await this.register().catch(() => undefined); // the coordinator forgot us (new directory)
-      } else if (e.message !== this.lastError) {
+        return;
+      }
+      this.followMove();
+      if (e.message !== this.lastError) {
         this.lastError = e.message;
         this.o.onLog?.(`heartbeat to the coordinator failed: ${e.message} (retrying)`);
       }

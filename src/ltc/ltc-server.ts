@@ -45,6 +45,8 @@ export interface LtcOptions {
   dir: string;
   id: number;
   coordinator: string;
+  /** A cluster.json naming the coordinator, read again if it moves (MembershipOptions). */
+  clusterFile?: string;
   host?: string;
   port?: number;
   onLog?: (line: string) => void;
@@ -92,7 +94,7 @@ export class LtcServer {
     try {
       l.server = await TcpRpcServer.listen({ host: o.host, port: o.port, name: `ltc ${o.id}`, onLog: o.onLog, handlers: l.handlers() });
       l.membership = await Membership.join({
-        coordinator: o.coordinator, role: 'ltc', id: o.id, address: `${o.host ?? '127.0.0.1'}:${l.server.port}`, host: o.host,
+        coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'ltc', id: o.id, address: `${o.host ?? '127.0.0.1'}:${l.server.port}`, host: o.host,
         serving: () => [...l.served.values()].filter((s) => s.engine).map((s) => s.info.id),
         onConfig: (c) => l.apply(c), onLog: o.onLog,
       });

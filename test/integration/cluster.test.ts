@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -113,6 +113,30 @@ describe('nova cluster', () => {
     for (const comp of readClusterFile(cluster.dir)!.components) await cluster.kill(comp.role, comp.id);
     await cluster.up();
     expect(await missing(c, [...one, ...two])).toEqual([]);
+  });
+
+  it('a coordinator restarted on another port (its own taken) is followed by clients and surviving components', async () => {
+    cluster = await startCluster({ args: SMALL });
+    const c = cluster.client;
+    const one = await writeKeys(c, 0, 500, 16);
+    const before = readClusterFile(cluster.dir)!.coordinator;
+    await cluster.kill('coordinator', 1);
+    await cluster.kill('ltc', 1); // the client must then ask the coordinator where the LTC went
+    // Something else takes the old port, and answers nothing there.
+    const squatter = createServer(() => undefined);
+    await new Promise<void>((resolve, reject) => {
+      squatter.once('error', reject);
+      squatter.listen(parseAddress(before).port, '127.0.0.1', resolve);
+    });
+    try {
+      await cluster.up(); // waits until the StoCs that stayed up have found the new coordinator
+      expect(readClusterFile(cluster.dir)!.coordinator).not.toBe(before);
+      expect(await missing(c, one)).toEqual([]);
+      const two = await writeKeys(c, 500, 1000, 16);
+      expect(await missing(c, [...one, ...two])).toEqual([]);
+    } finally {
+      squatter.close();
+    }
   });
 
   it.each([

@@ -1,0 +1,71 @@
+/**
+ * Where the coordinator is: a fixed HOST:PORT, or the cluster.json that `nova up` writes in
+ * its directory. The file is read again whenever the coordinator cannot be reached, because
+ * `nova up` restarts a coordinator on a new port when its old one is taken (another process
+ * got it meanwhile), and clients and components that outlived the old one must follow it.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { NovaError } from '../common/errors.js';
+import { TcpRpcClient } from '../common/tcp-rpc.js';
+
+/** Where `nova up` recorded the coordinator of the cluster in `dir`. */
+export function coordinatorOf(dir: string): string {
+  return coordinatorIn(join(dir, 'cluster.json'), dir);
+}
+
+function coordinatorIn(path: string, dir: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    throw new NovaError('UNAVAILABLE', `no cluster in ${dir} (${path} is missing): start one with \`nova up --dir ${dir}\`, or pass --coordinator HOST:PORT`);
+  }
+  let c: unknown;
+  try {
+    c = (JSON.parse(text) as { coordinator?: unknown }).coordinator;
+  } catch (err) {
+    throw new NovaError('CORRUPTION', `${path}: ${(err as Error).message}`);
+  }
+  if (typeof c !== 'string') throw new NovaError('CORRUPTION', `${path} names no coordinator`);
+  return c;
+}
+
+export class CoordinatorLocator {
+  private current: string;
+
+  /** `address` to use first; `clusterFile` (a cluster.json) to read again if it does not answer. */
+  constructor(address: string, private readonly clusterFile?: string) {
+    this.current = address;
+  }
+
+  /** From `nova up`'s directory. */
+  static ofDir(dir: string): CoordinatorLocator {
+    return new CoordinatorLocator(coordinatorOf(dir), join(dir, 'cluster.json'));
+  }
+
+  get address(): string {
+    return this.current;
+  }
+
+  connect(timeoutMs: number): Promise<TcpRpcClient> {
+    return TcpRpcClient.connect(this.current, { timeoutMs });
+  }
+
+  /**
+   * After the coordinator failed to answer: reads the cluster file again, and true if it names
+   * another address, which `connect` uses from now on (the caller drops its old connection).
+   */
+  moved(): boolean {
+    if (this.clusterFile === undefined) return false;
+    let now: string;
+    try {
+      now = coordinatorIn(this.clusterFile, this.clusterFile);
+    } catch {
+      return false; // being rewritten, or gone: keep trying the address we have
+    }
+    if (now === this.current) return false;
+    this.current = now;
+    return true;
+  }
+}
