@@ -25,6 +25,7 @@ export interface MembershipOptions {
 
 export class Membership {
   private link: TcpRpcClient | undefined;
+  private connecting: Promise<TcpRpcClient> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private configId = 0;
   private beating = false;
@@ -48,6 +49,7 @@ export class Membership {
       } catch (err) {
         m.followMove();
         if (Date.now() > until) {
+          m.stop(); // and its link, which may be connected to something that never answers
           throw new NovaError('DEADLINE_EXCEEDED', `could not register with the coordinator at ${m.locator.address} in ${deadlineMs} ms: ${(err as Error).message}; is it running?`);
         }
         await new Promise((r) => setTimeout(r, 200));
@@ -69,9 +71,28 @@ export class Membership {
     this.link?.close();
   }
 
-  private async connection(): Promise<TcpRpcClient> {
-    if (!this.link || this.link.closed) this.link = await this.locator.connect(5_000);
-    return this.link;
+  /**
+   * The link to the coordinator, where it now is. Beats and refreshes (an LTC refreshes when a
+   * client is ahead) share one connect, and a link made to an address the coordinator has
+   * since left is replaced: a connect that started before a move must not outlive it.
+   */
+  private connection(): Promise<TcpRpcClient> {
+    const link = this.link;
+    if (link && !link.closed && link.address === this.locator.address) return Promise.resolve(link);
+    if (this.connecting) return this.connecting;
+    link?.close();
+    this.link = undefined;
+    const address = this.locator.address;
+    this.connecting = this.locator.connect(5_000).then((l) => {
+      if (this.stopped || address !== this.locator.address) {
+        l.close(); // stopped, or the coordinator moved while this connected
+        throw new NovaError('UNAVAILABLE', `the coordinator moved from ${address} while connecting`);
+      }
+      return (this.link = l);
+    }).finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
   }
 
   /** Drops the connection if the coordinator moved (CoordinatorLocator.moved). */

@@ -186,7 +186,7 @@ export class TableReader {
   dataBlock(handleBytes: Buffer): Block {
     const h = decodeHandle(handleBytes, `${this.name} index entry`);
     if (this.cache) return this.cachedBlock(h.offset, h.size);
-    return new Block(this.dataBytes(this.blockIndexOf(h.offset), h.offset, h.size), this.name, h.offset);
+    return new Block(this.dataBytes(this.blockIndexOf(h.offset, h.size), h.offset, h.size), this.name, h.offset);
   }
 
   /** The data block at position `b` of the index, for a point lookup (valid until the next one). */
@@ -209,14 +209,14 @@ export class TableReader {
     return this.bytes.subarray(offset, offset + size);
   }
 
-  /** Where the block at `offset` is in the index, or -1 (a handle the index does not hold). */
-  private blockIndexOf(offset: number): number {
+  /** Where the block [offset, +size) is in the index, or -1 (a handle the index does not hold: checked every time). */
+  private blockIndexOf(offset: number, size: number): number {
     const offsets = this.blockOffset;
     let lo = 0;
     let hi = offsets.length - 1;
     while (lo <= hi) {
       const mid = (lo + hi) >>> 1;
-      if (offsets[mid] === offset) return mid;
+      if (offsets[mid] === offset) return this.blockSize[mid] === size ? mid : -1;
       if (offsets[mid] < offset) lo = mid + 1;
       else hi = mid - 1;
     }
