@@ -3,6 +3,7 @@
  * immutable memtable's table (buildTable) for each build job, and posts each output table as
  * it is cut (its bytes transferred, not copied), then `done`.
  */
+import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { mergeTables, type MergedTable, type MergeJob } from './merge.js';
 import { Memtable, type FrozenMemtable } from './memtable.js';
@@ -35,6 +36,19 @@ function* outputs(request: WorkerRequest): Generator<MergedTable> {
   }
   const built = buildTable(new Memtable(0, 0, request.build.memtable), request.build.expectedSize);
   if (built.entries > 0) yield { bytes: built.bytes, entries: built.entries, smallest: built.smallest!, largest: built.largest! };
+}
+
+/**
+ * Merges and flush builds are background work: this thread runs at a lower priority than
+ * the process's event loop, whose requests (log appends, reads, replies) wait on it. On
+ * Linux a nice value is per thread, so the main thread keeps its own. Best effort: where
+ * the priority cannot be set, the thread runs as it is.
+ */
+const BACKGROUND_NICE = 10;
+try {
+  setPriority(BACKGROUND_NICE);
+} catch {
+  // not permitted here, or not supported: run at the default priority
 }
 
 parentPort!.on('message', (request: WorkerRequest) => {
