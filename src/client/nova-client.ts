@@ -190,7 +190,12 @@ export class NovaClient {
     this.refreshing ??= (async () => {
       try {
         if (!this.coordinatorLink || this.coordinatorLink.closed) {
-          this.coordinatorLink = await this.coordinator.connect(5_000);
+          const link = await this.coordinator.connect(5_000);
+          if (this.closed) { // closed while this connected: nothing would close the link
+            link.close();
+            throw new NovaError('CLOSED', 'client is closed');
+          }
+          this.coordinatorLink = link;
         }
         const c = configFromWire(await this.coordinatorLink.call('config', []));
         if (!this.config || c.id >= this.config.id) this.config = c;
