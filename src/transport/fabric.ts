@@ -63,6 +63,8 @@ export type ImmediateHandler = (imm: number, from: Endpoint) => void;
 export interface FabricStats extends NativeStats {
   unhandledMessages: number;
   handlerErrors: number;
+  /** Completion batches taken inline by a submit that waited (FabricOptions.inlineWaitUs). */
+  inlineBatches: number;
 }
 
 const STAGE_OPS = 4096;
@@ -129,6 +131,7 @@ export class Fabric {
   private messagesLength = 0;
   private flushQueued = false;
   private inlineLeft = INLINE_PER_TURN;
+  private inlineBatches = 0;
   private inlineRefillQueued = false;
   private inlineSkip = 0;
   private draining = false;
@@ -248,7 +251,12 @@ export class Fabric {
   }
 
   stats(): FabricStats {
-    return { ...this.native.stats(), unhandledMessages: this.unhandledMessages, handlerErrors: this.handlerErrors };
+    return {
+      ...this.native.stats(),
+      unhandledMessages: this.unhandledMessages,
+      handlerErrors: this.handlerErrors,
+      inlineBatches: this.inlineBatches,
+    };
   }
 
   /** Lets the process exit while this fabric is open (it keeps the event loop alive by default). */
@@ -442,6 +450,7 @@ export class Fabric {
       return;
     }
     this.inlineLeft--;
+    this.inlineBatches++;
     if (!this.inlineRefillQueued) {
       this.inlineRefillQueued = true;
       setImmediate(this.refillInline);

@@ -159,20 +159,37 @@ describe('Fabric in one process', () => {
   });
 
   it('inline completions do not starve timers', async () => {
-    const { a, b, ep } = await pair({ inlineWaitUs: 30, spinUs: 200 });
+    // Counted, not timed: a repeating setImmediate samples the fabric once per event-loop turn,
+    // and no turn may take more than two refills' worth of inline batches (the refill is itself
+    // an immediate, so one can fall between two samples). The loops end after ten 5 ms ticks,
+    // or give up on a wall-clock deadline if timers never run.
+    const { a, b, ep } = await pair({ inlineWaitUs: 2000, spinUs: 200 });
     const local = a.allocate(64 * 64);
     const remote = ep.importKey(b.allocate(64 * 64).key);
     let ticks = 0;
     const timer = setInterval(() => ticks++, 5);
-    let stop = false;
+    let sampling = true;
+    let last = a.stats().inlineBatches;
+    let mostInOneTurn = 0;
+    const sample = (): void => {
+      const now = a.stats().inlineBatches;
+      mostInOneTurn = Math.max(mostInOneTurn, now - last);
+      last = now;
+      if (sampling) setImmediate(sample);
+    };
+    setImmediate(sample);
+    const giveUpAt = Date.now() + 10_000;
     const loops = Array.from({ length: 64 }, async (_, slot) => {
-      while (!stop) await ep.read(local, slot * 64, remote, slot * 64, 64);
+      while ((ticks < 10 || a.stats().inlineBatches < 50) && Date.now() < giveUpAt) {
+        await ep.read(local, slot * 64, remote, slot * 64, 64);
+      }
     });
-    await new Promise((r) => setTimeout(r, 300));
-    stop = true;
     await Promise.all(loops);
+    sampling = false;
     clearInterval(timer);
-    expect(ticks).toBeGreaterThan(20); // ~60 if the loop turns freely
+    expect(ticks).toBeGreaterThanOrEqual(10);
+    expect(a.stats().inlineBatches).toBeGreaterThanOrEqual(50); // the inline path did run
+    expect(mostInOneTurn).toBeLessThanOrEqual(2 * 32);
   });
 
   it('malformed RPC requests are answered or counted, never fatal', async () => {
