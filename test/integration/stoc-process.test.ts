@@ -89,7 +89,7 @@ describe('a StoC process killed with SIGKILL', () => {
       const err = await client.readAll('before.sst').catch((e: NovaError) => e);
       expect(later).toBe('PEER_LOST');
       expect(err).toMatchObject({ code: 'PEER_LOST', message: expect.stringMatching(/StoC 3.*before\.sst/) });
-      expect(Date.now() - t).toBeLessThan(100);
+      expect(Date.now() - t).toBeLessThan(2000); // at once, not after the 10 s call deadline
       await client.close();
     } finally {
       child.kill('SIGKILL');
