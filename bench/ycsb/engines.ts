@@ -23,6 +23,11 @@ export interface KvStore {
   settle(): Promise<string>;
   /** What the store measured about itself, for the report (optional). */
   report?(): Promise<string>;
+  /**
+   * The processes whose disk writes are the store's (their /proc/PID/io is read around each
+   * phase). Default: this process, where in-process engines run.
+   */
+  processes?(): number[];
   close(): Promise<void>;
 }
 
@@ -128,6 +133,9 @@ const nova: EngineAdapter = {
           `${r.tablesToStocs} SSTables from the LTC to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
           `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms; ${r.l0Stalls ?? 0} on L0, the rest on a flush)`).join('; ');
       },
+      // The LTCs and StoCs (the coordinator writes only its small config file). A member on
+      // another machine has no /proc entry here, and then no figure is reported.
+      processes: () => client.configuration.members.map((m) => m.pid),
       close: async () => {
         client.close();
         if (!c.coordinator) await down(dir);

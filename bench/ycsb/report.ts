@@ -10,6 +10,11 @@ import { OP_KINDS } from './workload.js';
 
 const us = (n: number | undefined): string => (n === undefined ? '' : n >= 100 ? fmt(n) : n.toFixed(1));
 
+/** Storage bytes written per operation, in KB (write amplification, replicas included). */
+export function writtenPerOp(r: { diskWriteBytes?: number; ops: number }): string {
+  return r.diskWriteBytes === undefined || r.ops === 0 ? '' : (r.diskWriteBytes / r.ops / 1024).toFixed(1);
+}
+
 export function runTable(runs: RunResult[]): string {
   const cols: Column<RunResult>[] = [
     { title: 'engine', value: (r) => r.engine, align: 'left' },
@@ -20,6 +25,7 @@ export function runTable(runs: RunResult[]): string {
       title: `${k} p50/p99 µs`,
       value: (r) => (r.latency[k] ? `${us(r.latency[k]!.p50Us)}/${us(r.latency[k]!.p99Us)}` : ''),
     })),
+    { title: 'KB written/op', value: (r) => writtenPerOp(r) },
     { title: 'errors', value: (r) => String(r.errors) },
     { title: 'verify', value: (r) => (r.verify ? `${r.verify.errors} bad of ${r.verify.reads}` : 'off') },
   ];
@@ -98,11 +104,13 @@ export function sessionHtml(s: SessionResult, baseline: string): string {
   const engines = s.options.engines;
   const rows = compareRows(s.runs, engines, baseline);
   const color = (e: string): string => COLORS[engines.indexOf(e) % COLORS.length];
-  const head = ['workload', 'dist', ...engines.map((e) => (e === baseline ? `${e} ops/s` : `${e} ops/s (× ${baseline})`)), ...engines.map((e) => `${e} p99 µs`)];
-  const table = `<table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr><td>${esc(r.workload)}</td><td>${esc(r.dist)}</td>${engines.map((e) => `<td class="r">${fmt(r.opsPerSec[e])}${e === baseline ? '' : ` (${r.ratio[e].toFixed(2)})`}</td>`).join('')}${engines.map((e) => `<td class="r">${esc(us(r.p99Us[e]))}</td>`).join('')}</tr>`).join('\n')}</tbody></table>`;
-  const loads = `<table><thead><tr><th>engine</th><th>load records/s</th><th>load s</th><th>settle s</th><th>settled by</th></tr></thead><tbody>${engines.map((e) => {
+  const kb = (v: number | undefined): string => (v === undefined ? '' : v.toFixed(1));
+  const head = ['workload', 'dist', ...engines.map((e) => (e === baseline ? `${e} ops/s` : `${e} ops/s (× ${baseline})`)), ...engines.map((e) => `${e} p99 µs`),
+    ...engines.map((e) => `${e} KB written/op`)];
+  const table = `<table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr><td>${esc(r.workload)}</td><td>${esc(r.dist)}</td>${engines.map((e) => `<td class="r">${fmt(r.opsPerSec[e])}${e === baseline ? '' : ` (${r.ratio[e].toFixed(2)})`}</td>`).join('')}${engines.map((e) => `<td class="r">${esc(us(r.p99Us[e]))}</td>`).join('')}${engines.map((e) => `<td class="r">${kb(r.writtenKbPerOp[e])}</td>`).join('')}</tr>`).join('\n')}</tbody></table>`;
+  const loads = `<table><thead><tr><th>engine</th><th>load records/s</th><th>load s</th><th>settle s</th><th>KB written/record</th><th>settled by</th></tr></thead><tbody>${engines.map((e) => {
     const l = s.loads[e];
-    return `<tr><td>${esc(e)}</td><td class="r">${fmt(l.opsPerSec)}</td><td class="r">${l.seconds.toFixed(1)}</td><td class="r">${l.settleSeconds.toFixed(1)}</td><td>${esc(l.settled)}</td></tr>`;
+    return `<tr><td>${esc(e)}</td><td class="r">${fmt(l.opsPerSec)}</td><td class="r">${l.seconds.toFixed(1)}</td><td class="r">${l.settleSeconds.toFixed(1)}</td><td class="r">${kb(l.diskWriteBytes === undefined ? undefined : l.diskWriteBytes / l.records / 1024)}</td><td>${esc(l.settled)}</td></tr>`;
   }).join('')}</tbody></table>`;
   const cells = rows.map((row) => {
     const rs = s.runs.filter((r) => r.workload === row.workload && r.dist === row.dist);

@@ -10,6 +10,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { diskWriteBytes, writtenBetween } from './disk-writes.js';
 import { Histogram } from './histogram.js';
 import { Random, keyNumber, keyOf, makeChooser, type Distribution, type KeyChooser } from './generators.js';
 import type { KvStore } from './engines.js';
@@ -69,6 +70,11 @@ export interface RunResult {
   errorSamples: string[];
   verify?: VerifyCounts & { errors: number; samples: string[] };
   warmedBytes: number;
+  /**
+   * Bytes the store's processes wrote to storage during the run (/proc/PID/io write_bytes:
+   * logs, flushes and compactions, every replica), when it could be read (Linux, local processes).
+   */
+  diskWriteBytes?: number;
   /** Client processes that ran it together (mergeRuns); absent means one. */
   clients?: number;
 }
@@ -80,6 +86,8 @@ export interface LoadResult {
   settleSeconds: number;
   /** What settling did (a full compaction, or why none). */
   settled: string;
+  /** Bytes the store's processes wrote to storage while loading and settling (see RunResult). */
+  diskWriteBytes?: number;
 }
 
 /** A store opened by the runner, with what it knows about the keys. */
@@ -96,6 +104,7 @@ export type Progress = (line: string, final: boolean) => void;
 
 /** Loads keys 0…records−1 (version 1), `batch` per write, a few batches in flight. */
 export async function load(t: Target, valueSize: number, verify: boolean, batch = 1000, progress?: Progress): Promise<LoadResult> {
+  const writtenBefore = storeWrites(t);
   const start = performance.now();
   let next = 0;
   let lastReport = start;
@@ -119,8 +128,11 @@ export async function load(t: Target, valueSize: number, verify: boolean, batch 
   const loaded = performance.now();
   const settled = await t.store.settle();
   const seconds = (loaded - start) / 1000;
-  const result = { records: t.records, seconds, opsPerSec: t.records / seconds, settleSeconds: (performance.now() - loaded) / 1000, settled };
-  progress?.(`[${t.engine}] loaded ${t.records.toLocaleString('en-US')} records in ${seconds.toFixed(1)} s (${fmt(result.opsPerSec)}/s), settled in ${result.settleSeconds.toFixed(1)} s (${settled})`, true);
+  const result: LoadResult = {
+    records: t.records, seconds, opsPerSec: t.records / seconds, settleSeconds: (performance.now() - loaded) / 1000, settled,
+    diskWriteBytes: writtenBetween(writtenBefore, storeWrites(t)),
+  };
+  progress?.(`[${t.engine}] loaded ${t.records.toLocaleString('en-US')} records in ${seconds.toFixed(1)} s (${fmt(result.opsPerSec)}/s), settled in ${result.settleSeconds.toFixed(1)} s (${settled})${result.diskWriteBytes === undefined ? '' : `; ${(result.diskWriteBytes / t.records / 1024).toFixed(1)} KB written per record`}`, true);
   return result;
 }
 
@@ -223,6 +235,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
     }
   };
 
+  const writtenBefore = storeWrites(t);
   const start = performance.now();
   let lastTick = start;
   let lastDone = 0;
@@ -245,6 +258,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
     if (timer) clearTimeout(timer);
   }
   const seconds = (performance.now() - start) / 1000;
+  const written = writtenBetween(writtenBefore, storeWrites(t)); // before the verify pass, which only reads
 
   let verifyOut: RunResult['verify'];
   if (verify) {
@@ -264,7 +278,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
     engine: t.engine, workload: spec.workload.name, mix: spec.workload.mix, dist: spec.dist, records: t.records,
     valueSize, scanLength: spec.scanLength, concurrency: spec.concurrency, sync: t.sync,
     ops: done, seconds, opsPerSec: done / seconds, latency, timeline, timelineMs, histograms,
-    errors, errorSamples, verify: verifyOut, warmedBytes,
+    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written,
   };
   const v = verifyOut ? `, verify: ${verifyOut.errors} errors in ${verifyOut.reads.toLocaleString('en-US')} values` : '';
   progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}`, true);
@@ -301,8 +315,16 @@ export function mergeRuns(rs: RunResult[]): RunResult {
     timeline: Array.from({ length: points }, (_, i) => rs.reduce((n, r) => n + (r.timeline[i] ?? 0), 0)),
     errors: rs.reduce((n, r) => n + r.errors, 0),
     errorSamples: rs.flatMap((r) => r.errorSamples).slice(0, 10),
+    // Each client read the same processes' counters over nearly the same window: the
+    // widest window, not the sum (which would count every byte once per client).
+    diskWriteBytes: rs.some((r) => r.diskWriteBytes === undefined) ? undefined : Math.max(...rs.map((r) => r.diskWriteBytes!)),
     clients: rs.length,
   };
+}
+
+/** The store's processes' storage writes so far (undefined where they cannot be read). */
+function storeWrites(t: Target): number | undefined {
+  return diskWriteBytes(t.store.processes?.() ?? [process.pid]);
 }
 
 async function finalPass(t: Target, valueSize: number): Promise<void> {

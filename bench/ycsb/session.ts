@@ -244,6 +244,8 @@ export interface CompareRow {
   /** engine -> ratio to the baseline engine */
   ratio: Record<string, number>;
   p99Us: Record<string, number>;
+  /** engine -> median storage KB written per operation, where the engine's writes could be read */
+  writtenKbPerOp: Record<string, number | undefined>;
 }
 
 /** One row per cell: each engine's median throughput over rounds, and its ratio to the baseline. */
@@ -257,11 +259,14 @@ export function compareRows(runs: RunResult[], engines: string[], baseline: stri
   const rows: CompareRow[] = [];
   for (const [key, rs] of cells) {
     const [workload, dist] = key.split('\u0000');
-    const row: CompareRow = { workload, dist, opsPerSec: {}, ratio: {}, p99Us: {} };
+    const row: CompareRow = { workload, dist, opsPerSec: {}, ratio: {}, p99Us: {}, writtenKbPerOp: {} };
     for (const e of engines) {
       const mine = rs.filter((r) => r.engine === e);
       row.opsPerSec[e] = median(mine.map((r) => r.opsPerSec));
       row.p99Us[e] = median(mine.map((r) => Math.max(...Object.values(r.latency).map((l) => l.p99Us))));
+      const written = mine.filter((r) => r.diskWriteBytes !== undefined && r.ops > 0);
+      row.writtenKbPerOp[e] = written.length === mine.length && mine.length > 0
+        ? median(written.map((r) => r.diskWriteBytes! / r.ops / 1024)) : undefined;
     }
     for (const e of engines) row.ratio[e] = row.opsPerSec[e] / row.opsPerSec[baseline];
     rows.push(row);

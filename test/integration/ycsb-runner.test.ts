@@ -101,6 +101,8 @@ describe('nova bench sessions', () => {
     expect(run.errors, run.errorSamples.join('; ')).toBe(0);
     expect(run.latency.read!.ops + run.latency.update!.ops).toBe(2000);
     expect(r.notes.join(' ')).toMatch(/2 client processes per engine/);
+    // The cluster's LTC and StoCs wrote its logs: counted once, not once per client.
+    expect(run.diskWriteBytes).toBeGreaterThan(0);
   });
 
   it('fails at once, saying so, when an engine\'s process dies mid-run', async () => {
@@ -134,7 +136,7 @@ describe('nova bench run', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/nova-embedded\s+SW50\s+uniform/);
     const out = JSON.parse(readFileSync(json, 'utf8')) as { runs: Array<Record<string, unknown>> };
-    const run = out.runs[0] as { engine: string; workload: string; dist: string; records: number; ops: number; seconds: number; opsPerSec: number; errors: number; latency: Record<string, { p50Us: number; p99Us: number; p999Us: number }>; verify: { errors: number } };
+    const run = out.runs[0] as { diskWriteBytes: number; engine: string; workload: string; dist: string; records: number; ops: number; seconds: number; opsPerSec: number; errors: number; latency: Record<string, { p50Us: number; p99Us: number; p999Us: number }>; verify: { errors: number } };
     expect(run).toMatchObject({ engine: 'nova-embedded', workload: 'SW50', dist: 'uniform', records: 400, ops: 1000, errors: 0 });
     expect(run.opsPerSec).toBeGreaterThan(0);
     for (const op of ['scan', 'update']) {
@@ -142,6 +144,10 @@ describe('nova bench run', () => {
       expect(run.latency[op].p999Us).toBeGreaterThanOrEqual(run.latency[op].p99Us);
     }
     expect(run.verify.errors).toBe(0);
+    // ~500 updates reached the engine's log: storage writes were counted, and shown.
+    expect(run.diskWriteBytes).toBeGreaterThan(0);
+    expect((out as unknown as { loads: Record<string, { diskWriteBytes: number }> }).loads['nova-embedded'].diskWriteBytes).toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/KB written\/op/);
     const page = readFileSync(html, 'utf8');
     expect(page).toMatch(/<svg/);
     expect(page).not.toMatch(/<script|https?:\/\//);
