@@ -60,6 +60,9 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
                            InstanceMethod<&FabricWrap::DropRkey>("dropRkey"),
                            InstanceMethod<&FabricWrap::CloseRegion>("closeRegion"),
                            InstanceMethod<&FabricWrap::CloseEndpoint>("closeEndpoint"),
+                           InstanceMethod<&FabricWrap::RegisterFile>("registerFile"),
+                           InstanceMethod<&FabricWrap::UnregisterFile>("unregisterFile"),
+                           InstanceMethod<&FabricWrap::FileEnd>("fileEnd"),
                            InstanceMethod<&FabricWrap::Submit>("submit"),
                            InstanceMethod<&FabricWrap::Drain>("drain"),
                            InstanceMethod<&FabricWrap::Close>("close"),
@@ -201,6 +204,44 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
     });
   }
 
+  // registerFile(handle, fd, limit, ep)
+  Napi::Value RegisterFile(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      if (!info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(env, "registerFile(handle, fd, limit, ep)");
+      int64_t fd = info[1].As<Napi::Number>().Int64Value();
+      double limit = info[2].As<Napi::Number>().DoubleValue();
+      if (fd < 0 || fd > INT32_MAX || !(limit >= 0) || limit > 9007199254740992.0) {
+        throw Napi::RangeError::New(env, "registerFile: fd or limit out of range");
+      }
+      Status s = fabric(env).RegisterFile(U32Arg(info[0], "handle"), static_cast<int>(fd),
+                                          static_cast<uint64_t>(limit), U32Arg(info[3], "ep"));
+      if (s != nova::kOk) throw StatusError(env, s, "registerFile");
+      return env.Undefined();
+    });
+  }
+
+  // unregisterFile(handle) -> end of its furthest write
+  Napi::Value UnregisterFile(const Napi::CallbackInfo& info) {
+    return FileEndCall(info, &nova::Fabric::UnregisterFile, "unregisterFile");
+  }
+
+  // fileEnd(handle) -> end of its furthest write so far
+  Napi::Value FileEnd(const Napi::CallbackInfo& info) {
+    return FileEndCall(info, &nova::Fabric::FileEnd, "fileEnd");
+  }
+
+  Napi::Value FileEndCall(const Napi::CallbackInfo& info,
+                          Status (nova::Fabric::*call)(uint32_t, uint64_t*), const char* what) {
+    Napi::Env env = info.Env();
+    return Guard(env, [&]() -> Napi::Value {
+      uint64_t end = 0;
+      Status s = (fabric(env).*call)(U32Arg(info[0], "handle"), &end);
+      if (s != nova::kOk) throw StatusError(env, s, what);
+      return Napi::Number::New(env, static_cast<double>(end));
+    });
+  }
+
   Napi::Value CloseEndpoint(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     return Guard(env, [&]() -> Napi::Value {
@@ -281,6 +322,7 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
     o.Set("malformedFrames", Napi::Number::New(env, static_cast<double>(s.malformed_frames)));
     o.Set("unknownEndpointFrames",
           Napi::Number::New(env, static_cast<double>(s.unknown_endpoint_frames)));
+    o.Set("fileWrites", Napi::Number::New(env, static_cast<double>(s.file_writes)));
     return o;
   }
 

@@ -18,6 +18,12 @@ enum Status : int32_t {
   kTimeout = 7,       // a control call did not finish within its deadline
 };
 
+// Message types the transport itself answers (JS's RPC uses 1 and 2; below 16 is reserved).
+enum MessageType : uint32_t {
+  kMsgRpcResponse = 2,  // msgpack [1, id, ok, result], as src/transport/rpc.ts reads it
+  kMsgFileWrite = 3,    // a direct file write (Fabric::RegisterFile); answered as an RPC
+};
+
 // Kind of an operation submitted from JS (descriptor byte 0).
 enum OpKind : uint8_t {
   kOpRead = 1,

@@ -92,6 +92,7 @@ struct FabricStats {
   uint64_t wakeups = 0;
   uint64_t malformed_frames = 0;
   uint64_t unknown_endpoint_frames = 0;
+  uint64_t file_writes = 0;  // direct file writes done (successful or not)
 };
 
 class Fabric {
@@ -116,6 +117,14 @@ class Fabric {
   // Finishes with kEvOpDone(op_id) once nothing is pending on the region and it is unmapped.
   Status CloseRegion(uint32_t region_id, uint32_t op_id);
   Status CloseEndpoint(uint32_t ep_id);
+
+  // Direct file writes (doc/format/wire.md, "Direct file writes"): a FILE_WRITE message on
+  // endpoint `ep_id` naming `handle` is written to `fd` by the progress thread and answered
+  // from there, never reaching JS. The fd must stay open until UnregisterFile returns.
+  Status RegisterFile(uint32_t handle, int fd, uint64_t limit, uint32_t ep_id);
+  // Forgets `handle`; *end = the end of the furthest write it took.
+  Status UnregisterFile(uint32_t handle, uint64_t* end);
+  Status FileEnd(uint32_t handle, uint64_t* end);
 
   // Data path: queue operations; `messages` holds the payload bytes of kOpSend descriptors.
   void Submit(const OpDesc* ops, size_t count, const uint8_t* messages, size_t messages_len);
@@ -201,6 +210,8 @@ class Fabric {
   void HandleFrame(const void* header, size_t header_length, const void* data, size_t length,
                    bool owned);
   void Sequence(Endpoint* ep, uint32_t seq, Queued frame);
+  void Deliver(Endpoint* ep, const Queued& frame);
+  void FileWrite(Endpoint* ep, const Payload& payload);
   void Shutdown();
   Status MapStatus(ucs_status_t status, Endpoint* ep) const;
 
@@ -262,6 +273,13 @@ class Fabric {
   std::unordered_set<uint32_t> lost_endpoints_;  // failed ids: later ops fail kPeerLost
   std::vector<OpRef> op_slots_;  // in-flight READs, indexed by the slot in their user_data
   std::vector<uint32_t> op_free_;
+  struct DirectFile {
+    int fd;
+    uint64_t limit;
+    uint32_t ep;
+    uint64_t end = 0;
+  };
+  std::unordered_map<uint32_t, DirectFile> files_;
   int64_t outstanding_ = 0;  // UCX requests handed back and not yet called back
   FabricStats stats_;
   std::mutex stats_mu_;

@@ -1,7 +1,8 @@
 /**
  * LogC in `disk` mode (DESIGN.md §5): each memtable's log is a persistent StoC file
  * `r<range>-<n>.log`, replicated on R StoCs. A group commit is one write per replica, sent to
- * all replicas at once, at the offset the log assigns it. A replica that fails is dropped from
+ * all replicas at once, at the offset the log assigns it, as a direct write (one message that
+ * each StoC's fabric progress thread writes and answers: StocClient.openDirect). A replica that fails is dropped from
  * that log's set (the others carry on), so a StoC that dies does not stop writes while
  * another replica remains; new logs pick among StoCs that answer, so a StoC that comes back
  * is used again.
@@ -58,9 +59,14 @@ export class StocLogStore implements LogStore {
   async create(file: number): Promise<LogWriter> {
     const name = this.fileName(file);
     const chosen = sample(this.pool.healthy(), this.replicas, Math.random);
+    // Opened for direct writes: a group commit then costs each StoC no wake-up of its event
+    // loop (the fabric's progress thread writes it); see stoc-client.ts openDirect.
     const made = await Promise.allSettled(chosen.map((id) =>
-      this.pool.on(id, async (c) => { await c.append(name, Buffer.alloc(0), false); return c; })));
-    const replicas = new Map<number, StocClient>();
+      this.pool.on(id, async (c): Promise<LogAppender> => {
+        const file = await c.openDirect(name);
+        return { write: (_name, offset, bytes, sync, options) => file.write(offset, bytes, sync, options) };
+      })));
+    const replicas = new Map<number, LogAppender>();
     made.forEach((m, i) => {
       if (m.status === 'fulfilled') replicas.set(chosen[i], m.value);
     });

@@ -33,7 +33,12 @@ import { RESERVED_NAMES } from './stoc-protocol.js';
 const SYNC_WRITE_MAX = 1024 * 1024;
 
 export class StoredFile {
-  size: number;
+  private logical: number;
+  /**
+   * While peers write this file directly (StocServer's direct handles, done by the fabric's
+   * progress thread), the end of their furthest write: the size must cover it.
+   */
+  directEnd: (() => number) | undefined;
   private users = 0;
   private detached = false;
   private syncing: Promise<void> | undefined;
@@ -47,7 +52,21 @@ export class StoredFile {
     /** Whether this file's directory entry still needs a sync, and the sync that makes it durable. */
     private readonly dir: { pending: () => boolean; sync: () => Promise<void> },
   ) {
-    this.size = size;
+    this.logical = size;
+  }
+
+  get size(): number {
+    if (this.directEnd) this.logical = Math.max(this.logical, this.directEnd());
+    return this.logical;
+  }
+
+  set size(n: number) {
+    this.logical = n;
+  }
+
+  /** The open descriptor, for direct writes. Valid while the file is pinned. */
+  get fd(): number {
+    return this.handle.fd;
   }
 
   get idle(): boolean {

@@ -50,6 +50,13 @@ export interface StocClientOptions {
 
 export type LostCode = 'PEER_LOST' | 'CLOSED';
 
+/** A persistent file opened for writes at given offsets (StocClient.openDirect). */
+export interface DirectFile {
+  readonly name: string;
+  /** Writes `bytes` at `offset`; then, with `sync`, fdatasyncs the file (every write answered before). */
+  write(offset: number, bytes: Uint8Array, sync: boolean, options?: CallOptions): Promise<void>;
+}
+
 /** One call's description (for errors) and deadline. */
 interface Op {
   what: string;
@@ -169,6 +176,39 @@ export class StocClient {
       if (sync) await this.call(op, Method.sync, { file: name });
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
+
+  /**
+   * Opens `name` (creating it) for direct writes: each write is one message that the StoC's
+   * progress thread writes to the file and answers, so the StoC's event loop never wakes for
+   * it (stoc.dopen). Against a StoC without dopen, writes go through `write`.
+   */
+  async openDirect(name: string, options?: CallOptions): Promise<DirectFile> {
+    const op = this.begin(`direct open of ${String(name)}`, options);
+    let handle: number | undefined;
+    try {
+      checkName(name);
+      this.usable();
+      handle = checkUint('direct handle in the StoC reply', await this.call(op, Method.dopen, { file: name }), 0xffffffff);
+    } catch (err) {
+      if ((err as NovaError).code !== 'UNKNOWN_METHOD') throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+    if (handle === undefined) return { name, write: (offset, bytes, sync, o) => this.write(name, offset, bytes, sync, o) };
+    const h = handle;
+    return { name, write: (offset, bytes, sync, o) => this.writeDirect(name, h, offset, bytes, sync, o) };
+  }
+
+  private async writeDirect(name: string, handle: number, offset: number, bytes: Uint8Array, sync: boolean,
+                            options?: CallOptions): Promise<void> {
+    const deadline = Date.now() + (options?.timeoutMs ?? this.timeoutMs);
+    try {
+      checkUint('offset', offset);
+      this.usable();
+      await this.rpc.writeFile(this.ep, handle, offset, bytes, { timeoutMs: left(deadline) });
+      if (sync) await this.call({ what: '', deadline }, Method.sync, { file: name });
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: direct write of ${name} [${offset}, +${bytes.length})`);
     }
   }
 

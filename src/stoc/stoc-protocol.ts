@@ -15,6 +15,11 @@
  *   stoc.sync    {file}                           → null
  *   stoc.load    null                             → {queueDepth, pendingReadBytes, pendingWriteBytes}
  *   stoc.bye     null                             → null      frees the window once its work is done
+ *   stoc.dopen   {file}                           → handle    opens (creating) the file for direct
+ *                                                   writes on this connection (rpc.ts FILE_WRITE): the
+ *                                                   StoC's progress thread writes and answers them; the
+ *                                                   handle lasts until the file is removed or the
+ *                                                   connection ends
  *
  * In-memory files (memory-files.ts), a namespace apart from the disk files (the same name may
  * be both, as a memory+disk log is):
@@ -56,8 +61,8 @@ import { NovaError } from '../common/errors.js';
 /**
  * 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye;
  *    later, without a bump (methods only added): mcreate/mget/mextend/mlist/mremove, then
- *    compact. A StoC that predates them answers UNKNOWN_METHOD, and disk files are untouched
- *    by the memory ones.
+ *    compact, then dopen. A StoC that predates them answers UNKNOWN_METHOD, and disk files
+ *    are untouched by the memory ones.
  */
 export const STOC_PROTOCOL_VERSION = 1;
 
@@ -79,6 +84,7 @@ export const Method = {
   mlist: 'stoc.mlist',
   mremove: 'stoc.mremove',
   compact: 'stoc.compact',
+  dopen: 'stoc.dopen',
 } as const;
 
 /** An in-memory file's regions, each a serialised RemoteKey of `regionBytes` bytes, in file order. */

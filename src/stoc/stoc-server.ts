@@ -70,6 +70,9 @@ export interface StocServerStats extends StocLoad, MemoryFilesStats {
   windows: number;
   windowsInUse: number;
   openFiles: number;
+  /** Files open for direct writes (stoc.dopen), and the direct writes the progress thread did. */
+  directHandles: number;
+  directWrites: number;
   persists: number;
   fetches: number;
   bytesWritten: number;
@@ -106,6 +109,8 @@ class Connection {
   /** Called once the window is free (a bye waits for this). */
   readonly onFreed: Array<() => void> = [];
   readonly order = new AppendOrder(MAX_WAITING_PARTS);
+  /** Direct-write handles opened on this connection (stoc.dopen), with their pinned files. */
+  readonly direct = new Map<number, StoredFile>();
   /** Index of the connection's window in the buffer. */
   constructor(readonly window: number) {}
 }
@@ -122,6 +127,9 @@ export class StocServer {
   private readonly peers = new Map<string, Promise<StocClient>>();
   private readonly executor: ExecutorEnv;
   private compacting = 0;
+  private nextDirect = 1;
+  /** Every open direct handle, for the files they write. */
+  private readonly directByFile = new Map<StoredFile, Set<number>>();
   private readonly load: StocLoad = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
   private active = 0;
   private idleWaiters: Array<() => void> = [];
@@ -179,6 +187,8 @@ export class StocServer {
       windows: this.windowCount,
       windowsInUse: this.windowCount - this.freeWindows.length,
       openFiles: this.files.openFiles,
+      directHandles: [...this.conns.values()].reduce((n, c) => n + c.direct.size, 0),
+      directWrites: this.fabric.stats().fileWrites,
       ...this.memory.stats(),
       ...this.counters,
       ...this.load,
@@ -201,6 +211,8 @@ export class StocServer {
     this.peers.clear();
     await Promise.all(peers.map((p) => p.then((c) => c.close(), () => undefined)));
     this.memory.closeAll(); // the fabric frees their regions
+    // No direct write may land after this: their files' descriptors close next.
+    for (const conn of this.conns.values()) for (const handle of [...conn.direct.keys()]) this.closeDirect(conn, handle);
     await this.files.closeAll();
     await this.fabric.close();
     this.unlock();
@@ -233,6 +245,7 @@ export class StocServer {
       return null;
     });
     serve(Method.compact, (a, ep) => this.compact(a, ep));
+    serve(Method.dopen, (a, ep) => this.dopen(a, ep));
   }
 
   // ---- connections and windows ----
@@ -275,6 +288,7 @@ export class StocServer {
     if (!conn) return Promise.resolve(null);
     this.conns.delete(ep);
     conn.gone = true;
+    for (const handle of [...conn.direct.keys()]) this.closeDirect(conn, handle);
     conn.order.fail(new NovaError('CLOSED', `StoC ${this.id}: the connection ended`));
     const freed = new Promise<null>((resolve) => conn.onFreed.push(() => resolve(null)));
     this.freeIfDone(conn);
@@ -420,8 +434,68 @@ export class StocServer {
 
   private async remove(args: unknown): Promise<null> {
     const name = checkName(fields(Method.remove, args).file);
+    // Direct writes stop first: the descriptor closes once the file is unpinned.
+    for (const conn of this.conns.values()) {
+      for (const [handle, file] of [...conn.direct]) if (file.name === name) this.closeDirect(conn, handle);
+    }
     await this.disk(`remove of ${name}`, () => this.files.remove(name));
     return null;
+  }
+
+  /**
+   * Opens `file` for direct writes on this connection. Why: a log append is then one message
+   * that the fabric's progress thread writes and answers, with no wake-up of this event loop
+   * (native/fabric.cc FileWrite); bench/README.md has what that bought.
+   */
+  private dopen(args: unknown, ep: Endpoint): Promise<number> {
+    const name = checkName(fields(Method.dopen, args).file);
+    const conn = this.connection(ep, Method.dopen);
+    return this.disk(`direct open of ${name}`, async () => {
+      const file = (await this.files.acquire(name, true))!;
+      if (conn.gone) {
+        file.unpin();
+        throw new NovaError('CLOSED', `StoC ${this.id}: the connection ended`);
+      }
+      const handle = this.nextDirect++;
+      try {
+        this.fabric.registerFile(handle, file.fd, MAX_FILE_BYTES, ep);
+      } catch (err) {
+        file.unpin();
+        throw err;
+      }
+      conn.direct.set(handle, file);
+      let handles = this.directByFile.get(file);
+      if (!handles) {
+        this.directByFile.set(file, handles = new Set());
+        file.directEnd = () => {
+          let end = 0;
+          for (const h of this.directByFile.get(file) ?? []) end = Math.max(end, this.fabric.fileEnd(h));
+          return end;
+        };
+      }
+      handles.add(handle);
+      return handle;
+    });
+  }
+
+  private closeDirect(conn: Connection, handle: number): void {
+    const file = conn.direct.get(handle);
+    if (!file) return;
+    conn.direct.delete(handle);
+    const handles = this.directByFile.get(file)!;
+    handles.delete(handle);
+    let end = 0;
+    try {
+      end = this.fabric.unregisterFile(handle);
+    } catch (err) {
+      this.executor.log(`StoC ${this.id}: direct handle ${handle} of ${file.name}: ${(err as Error).message}`);
+    }
+    if (handles.size === 0) {
+      this.directByFile.delete(file);
+      file.directEnd = undefined;
+    }
+    file.extend(end);
+    file.unpin();
   }
 
   private sync(args: unknown): Promise<null> {

@@ -303,22 +303,24 @@ export class Fabric {
     });
   }
 
-  /** @internal */
-  postSend(ep: number, type: number, payload: Uint8Array): Promise<void> {
-    if (payload.byteLength > this.maxMessageBytes) {
+  /** @internal A message of `payload`, then `more` when given (copied once, into the batch). */
+  postSend(ep: number, type: number, payload: Uint8Array, more?: Uint8Array): Promise<void> {
+    const length = payload.byteLength + (more?.byteLength ?? 0);
+    if (length > this.maxMessageBytes) {
       return Promise.reject(new NovaError('BAD_ARGUMENT',
-        `message of ${payload.byteLength} bytes exceeds maxMessageBytes (${this.maxMessageBytes})`));
+        `message of ${length} bytes exceeds maxMessageBytes (${this.maxMessageBytes})`));
     }
-    if (this.messagesLength + payload.byteLength > this.messages.length) {
+    if (this.messagesLength + length > this.messages.length) {
       if (this.messagesLength > 0) this.flush();
-      if (payload.byteLength > this.messages.length) {
-        this.messages = Buffer.alloc(Math.max(payload.byteLength, this.messages.length * 2));
+      if (length > this.messages.length) {
+        this.messages = Buffer.alloc(Math.max(length, this.messages.length * 2));
       }
     }
     const offset = this.messagesLength;
     this.messages.set(payload, offset);
-    this.messagesLength += payload.byteLength;
-    return this.post(OpKind.Send, ep, 0, offset, payload.byteLength, 0, type, 0, 'send');
+    if (more) this.messages.set(more, offset + payload.byteLength);
+    this.messagesLength += length;
+    return this.post(OpKind.Send, ep, 0, offset, length, 0, type, 0, 'send');
   }
 
   /** @internal */
@@ -340,6 +342,41 @@ export class Fabric {
       this.native.dropRkey(id);
     } catch {
       // The endpoint is gone and took its keys with it.
+    }
+  }
+
+  /**
+   * Lets peers on `ep` write into open file `fd` with FILE_WRITE messages under `handle`,
+   * bytes [0, limit): the progress thread writes them and answers (see directWrite), so this
+   * process's event loop never wakes for them. REQUIRES: `fd` stays open until
+   * unregisterFile(handle) returns.
+   */
+  registerFile(handle: number, fd: number, limit: number, ep: Endpoint): void {
+    this.assertOpen('registerFile');
+    try {
+      this.native.registerFile(handle, fd, limit, ep.id);
+    } catch (err) {
+      throw controlError(err, 'registerFile');
+    }
+  }
+
+  /** Stops direct writes under `handle`; returns the end of the furthest one it took. */
+  unregisterFile(handle: number): number {
+    if (this.closed) return 0;
+    try {
+      return this.native.unregisterFile(handle);
+    } catch (err) {
+      throw controlError(err, 'unregisterFile');
+    }
+  }
+
+  /** The end of the furthest direct write `handle` took so far. */
+  fileEnd(handle: number): number {
+    this.assertOpen('fileEnd');
+    try {
+      return this.native.fileEnd(handle);
+    } catch (err) {
+      throw controlError(err, 'fileEnd');
     }
   }
 
@@ -676,14 +713,14 @@ export class Endpoint {
     return this.fabric.post(OpKind.WriteImm, this.id, local.id, localOffset, length, remote.id, imm, remoteOffset, 'writeWithImm');
   }
 
-  /** Sends a message of `type` to the peer's handler for that type. Payload is copied. */
-  send(type: number, payload: Uint8Array): Promise<void> {
+  /** Sends a message of `type` (`payload`, then `more` if given) to the peer's handler for that type. Copied. */
+  send(type: number, payload: Uint8Array, more?: Uint8Array): Promise<void> {
     if (!Number.isInteger(type) || type < 0 || type >= TWO_32) {
       return Promise.reject(new NovaError('BAD_ARGUMENT', `message type must be a 32-bit unsigned integer, not ${type}`));
     }
     const bad = this.stateError('send');
     if (bad) return Promise.reject(bad);
-    return this.fabric.postSend(this.id, type, payload);
+    return this.fabric.postSend(this.id, type, payload, more);
   }
 
   /** Resolves when every operation posted before it on this endpoint is complete at the peer. */

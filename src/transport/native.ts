@@ -26,6 +26,8 @@ export interface NativeStats {
   wakeups: number;
   malformedFrames: number;
   unknownEndpointFrames: number;
+  /** Direct file writes done by the progress thread (Fabric.registerFile). */
+  fileWrites: number;
 }
 
 export interface NativeFabric {
@@ -36,6 +38,10 @@ export interface NativeFabric {
   dropRkey(id: number): void;
   closeRegion(id: number, opId: number): void;
   closeEndpoint(id: number): void;
+  registerFile(handle: number, fd: number, limit: number, ep: number): void;
+  /** Returns the end of the furthest write the handle took. */
+  unregisterFile(handle: number): number;
+  fileEnd(handle: number): number;
   /** Queues operations; with waitUs > 0, waits that long for events and says if any are ready. */
   submit(descriptors: Buffer, count: number, messages: Buffer, messagesLength: number, waitUs?: number): boolean;
   /** Returns 2 * events written + 1 if more remain. See native/fabric.h DrainEvents. */

@@ -20,6 +20,15 @@ import type { Endpoint, Fabric } from './fabric.js';
 /** Message types used by the RPC layer. Types below 16 are reserved for the transport. */
 export const RPC_REQUEST = 1;
 export const RPC_RESPONSE = 2;
+/**
+ * A direct file write, done and answered (as an RPC response) by the peer's progress thread
+ * (Fabric.registerFile; native/codes.h kMsgFileWrite). Layout, little-endian: u8 version (1),
+ * 3 zero bytes, u32 request id, u32 handle, 4 zero bytes, u64 offset; then the bytes. The
+ * answer's result is the end of the furthest write the handle took.
+ */
+export const FILE_WRITE = 3;
+const FILE_WRITE_VERSION = 1;
+export const FILE_WRITE_HEADER_BYTES = 24;
 const RPC_VERSION = 1;
 const SWEEP_MS = 20;
 
@@ -81,6 +90,29 @@ export class Rpc {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, ep, method });
       this.armSweeper();
       ep.send(RPC_REQUEST, bytes).catch((err: NovaError) => this.fail(id, err));
+    });
+  }
+
+  /**
+   * Writes `bytes` at `offset` of the file the peer registered as `handle` for this endpoint
+   * (one message; the peer's event loop is not involved). Settles like call(): with the end
+   * of the furthest write the handle took, a RemoteError, DEADLINE_EXCEEDED or PEER_LOST.
+   */
+  writeFile(ep: Endpoint, handle: number, offset: number, bytes: Uint8Array, options: CallOptions = {}): Promise<number> {
+    if (this.closed) return Promise.reject(new NovaError('CLOSED', 'rpc file write: closed'));
+    const id = this.nextId;
+    this.nextId = this.nextId === 0x7fffffff ? 1 : this.nextId + 1;
+    const head = Buffer.alloc(FILE_WRITE_HEADER_BYTES);
+    head[0] = FILE_WRITE_VERSION;
+    head.writeUInt32LE(id, 4);
+    head.writeUInt32LE(handle, 8);
+    head.writeBigUInt64LE(BigInt(offset), 16);
+    this.watch(ep);
+    return new Promise<number>((resolve, reject) => {
+      const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, ep, method: 'file write' });
+      this.armSweeper();
+      ep.send(FILE_WRITE, head, bytes).catch((err: NovaError) => this.fail(id, err));
     });
   }
 

@@ -4,7 +4,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Fabric, type FabricOptions } from '../../src/transport/fabric.js';
-import { Rpc, RPC_REQUEST } from '../../src/transport/rpc.js';
+import { openSync, closeSync, readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FILE_WRITE, Rpc, RPC_REQUEST } from '../../src/transport/rpc.js';
 import { useTls } from '../helpers/peer-process.js';
 
 const opened: Fabric[] = [];
@@ -201,5 +204,43 @@ describe('Fabric in one process', () => {
     await ep.send(RPC_REQUEST, Buffer.from([0x93, 1, 2, 3])); // wrong shape
     await expect(client.call(ep, 'echo', 'still works')).resolves.toBe('still works');
     expect(server.stats().malformed).toBe(2);
+  });
+
+  it('direct file writes: done by the peer\'s progress thread, bounded, per connection, and refused once unregistered', async () => {
+    const { a, b, ep, back } = await pair();
+    const dir = mkdtempSync(join(tmpdir(), 'nova-direct-'));
+    const fd = openSync(join(dir, 'log'), 'w+');
+    try {
+      let messages = 0;
+      b.onMessage(FILE_WRITE, () => { messages++; }); // must never be called: native answers
+      const client = new Rpc(a);
+      b.registerFile(7, fd, 1 << 20, back);
+      expect(() => b.registerFile(7, fd, 1 << 20, back)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+      const writes = Array.from({ length: 64 }, (_, i) => client.writeFile(ep, 7, i * 1000, Buffer.alloc(1000, i)));
+      const ends = await Promise.all(writes);
+      expect(Math.max(...ends)).toBe(64_000);
+      expect(await client.writeFile(ep, 7, 200_000, Buffer.alloc(40_000, 9))).toBe(240_000); // past the eager size
+      expect(b.fileEnd(7)).toBe(240_000);
+      const file = readFileSync(join(dir, 'log'));
+      for (let i = 0; i < 64; i++) expect(file.subarray(i * 1000, (i + 1) * 1000).every((x) => x === i)).toBe(true);
+      expect(file.subarray(200_000, 240_000).every((x) => x === 9)).toBe(true);
+      await expect(client.writeFile(ep, 7, (1 << 20) - 10, Buffer.alloc(11))).rejects.toMatchObject({ code: 'OUT_OF_BOUNDS' });
+      await expect(client.writeFile(ep, 8, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      // Another connection to the same fabric may not use the handle.
+      const other = await a.connect(b.address);
+      await expect(client.writeFile(other, 7, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      // A message too short to carry a request id is counted, not answered (the deadline fails it).
+      const before = b.stats().malformedFrames;
+      await ep.send(FILE_WRITE, Buffer.alloc(3));
+      await client.writeFile(ep, 7, 0, Buffer.alloc(1, 1)); // in order after it
+      expect(b.stats().malformedFrames).toBe(before + 1);
+      expect(b.unregisterFile(7)).toBe(240_000);
+      await expect(client.writeFile(ep, 7, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      expect(messages).toBe(0);
+      expect(b.stats().fileWrites).toBeGreaterThanOrEqual(70);
+    } finally {
+      closeSync(fd);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

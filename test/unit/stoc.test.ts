@@ -97,6 +97,37 @@ describe('StoC persistent files', () => {
     expect(s.stats().bytesWritten).toBeGreaterThan(5 * MiB);
   });
 
+  it('direct writes: the progress thread writes them; size, read, sync, remove and a closed connection all see them', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    const file = await c.openDirect('r1-5.log');
+    const parts = Array.from({ length: 40 }, (_, i) => bytes(1000 + i * 997, i + 1));
+    const offsets: number[] = [];
+    let at = 0;
+    for (const p of parts) { offsets.push(at); at += p.length; }
+    // All at once, as a pipelined log sends them; the last one synced.
+    await Promise.all(parts.map((p, i) => file.write(offsets[i], p, i === parts.length - 1)));
+    const whole = Buffer.concat(parts);
+    expect(s.stats()).toMatchObject({ persists: 0, directHandles: 1 }); // the event loop wrote none of it
+    expect(s.stats().directWrites).toBeGreaterThanOrEqual(parts.length);
+    expect(await c.size('r1-5.log')).toBe(at); // the size covers what the progress thread wrote
+    expect((await c.readAll('r1-5.log'))!.equals(whole)).toBe(true);
+    expect((await c.list('r1-'))).toEqual([{ name: 'r1-5.log', size: at }]);
+    // The connection ends: the handle goes, the size stays.
+    await c.close();
+    await until(() => s.stats().directHandles === 0);
+    const d = await connect(s);
+    expect(await d.size('r1-5.log')).toBe(at);
+    // Removing a file stops its direct writes (the descriptor may then close).
+    const again = await d.openDirect('r1-5.log');
+    await again.write(at, Buffer.from('tail'), false);
+    await d.remove('r1-5.log');
+    expect(s.stats().directHandles).toBe(0);
+    await expect(again.write(0, Buffer.from('x'), false)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    expect(await d.size('r1-5.log')).toBeUndefined();
+    await expect(d.openDirect('../x')).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+  });
+
   it('writes at offsets overwrite in place; a gap reads as zeros', async () => {
     const s = await startServer();
     const c = await connect(s);
