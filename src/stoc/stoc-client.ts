@@ -50,6 +50,9 @@ export interface StocClientOptions {
 
 export type LostCode = 'PEER_LOST' | 'CLOSED';
 
+/** Larger direct writes go the ordinary way (a group commit is at most ~1 MiB unless one batch is larger). */
+const DIRECT_WRITE_MAX = 1024 * 1024;
+
 /** A persistent file opened for writes at given offsets (StocClient.openDirect). */
 export interface DirectFile {
   readonly name: string;
@@ -196,7 +199,13 @@ export class StocClient {
     }
     if (handle === undefined) return { name, write: (offset, bytes, sync, o) => this.write(name, offset, bytes, sync, o) };
     const h = handle;
-    return { name, write: (offset, bytes, sync, o) => this.writeDirect(name, h, offset, bytes, sync, o) };
+    // A larger write goes through the window in slots: one message would hold it whole in
+    // memory at the StoC and block its progress thread for the whole pwrite.
+    return {
+      name,
+      write: (offset, bytes, sync, o) => bytes.length <= DIRECT_WRITE_MAX
+        ? this.writeDirect(name, h, offset, bytes, sync, o) : this.write(name, offset, bytes, sync, o),
+    };
   }
 
   private async writeDirect(name: string, handle: number, offset: number, bytes: Uint8Array, sync: boolean,

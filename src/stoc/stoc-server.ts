@@ -212,7 +212,7 @@ export class StocServer {
     await Promise.all(peers.map((p) => p.then((c) => c.close(), () => undefined)));
     this.memory.closeAll(); // the fabric frees their regions
     // No direct write may land after this: their files' descriptors close next.
-    for (const conn of this.conns.values()) for (const handle of [...conn.direct.keys()]) this.closeDirect(conn, handle);
+    for (const conn of this.conns.values()) this.closeDirectAll(conn);
     await this.files.closeAll();
     await this.fabric.close();
     this.unlock();
@@ -288,7 +288,7 @@ export class StocServer {
     if (!conn) return Promise.resolve(null);
     this.conns.delete(ep);
     conn.gone = true;
-    for (const handle of [...conn.direct.keys()]) this.closeDirect(conn, handle);
+    this.closeDirectAll(conn);
     conn.order.fail(new NovaError('CLOSED', `StoC ${this.id}: the connection ended`));
     const freed = new Promise<null>((resolve) => conn.onFreed.push(() => resolve(null)));
     this.freeIfDone(conn);
@@ -434,12 +434,29 @@ export class StocServer {
 
   private async remove(args: unknown): Promise<null> {
     const name = checkName(fields(Method.remove, args).file);
-    // Direct writes stop first: the descriptor closes once the file is unpinned.
+    // Direct writes stop first: the descriptor closes once the file is unpinned. And again
+    // after: a dopen whose open was under way may have registered meanwhile.
+    this.closeDirectOf(name);
+    await this.disk(`remove of ${name}`, () => this.files.remove(name));
+    this.closeDirectOf(name);
+    return null;
+  }
+
+  /** Closes every direct handle of `conn`; a failure is logged and does not stop the others. */
+  private closeDirectAll(conn: Connection): void {
+    for (const handle of [...conn.direct.keys()]) {
+      try {
+        this.closeDirect(conn, handle);
+      } catch (err) {
+        this.executor.log(`StoC ${this.id}: direct handle ${handle}: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  private closeDirectOf(name: string): void {
     for (const conn of this.conns.values()) {
       for (const [handle, file] of [...conn.direct]) if (file.name === name) this.closeDirect(conn, handle);
     }
-    await this.disk(`remove of ${name}`, () => this.files.remove(name));
-    return null;
   }
 
   /**
@@ -450,7 +467,7 @@ export class StocServer {
   private dopen(args: unknown, ep: Endpoint): Promise<number> {
     const name = checkName(fields(Method.dopen, args).file);
     const conn = this.connection(ep, Method.dopen);
-    return this.disk(`direct open of ${name}`, async () => {
+    return this.track(conn, 'other', 0, () => this.disk(`direct open of ${name}`, async () => {
       const file = (await this.files.acquire(name, true))!;
       if (conn.gone) {
         file.unpin();
@@ -475,27 +492,37 @@ export class StocServer {
       }
       handles.add(handle);
       return handle;
-    });
+    }));
   }
 
+  /**
+   * Ends direct writes under `handle`. If the fabric cannot say they ended (a control call
+   * that timed out), the handle and its pin stay: the descriptor must not close, nor its
+   * number go to another file, while the progress thread may still write to it. A later
+   * close (the connection's end, a remove) tries again.
+   */
   private closeDirect(conn: Connection, handle: number): void {
     const file = conn.direct.get(handle);
     if (!file) return;
-    conn.direct.delete(handle);
-    const handles = this.directByFile.get(file)!;
-    handles.delete(handle);
-    let end = 0;
+    let end: number;
     try {
       end = this.fabric.unregisterFile(handle);
     } catch (err) {
-      this.executor.log(`StoC ${this.id}: direct handle ${handle} of ${file.name}: ${(err as Error).message}`);
+      this.executor.log(`StoC ${this.id}: direct handle ${handle} of ${file.name} not closed (kept open): ${(err as Error).message}`);
+      return;
     }
+    conn.direct.delete(handle);
+    const handles = this.directByFile.get(file)!;
+    handles.delete(handle);
     if (handles.size === 0) {
       this.directByFile.delete(file);
       file.directEnd = undefined;
     }
-    file.extend(end);
-    file.unpin();
+    try {
+      file.extend(end); // reads the size, which may ask the fabric about other handles
+    } finally {
+      file.unpin();
+    }
   }
 
   private sync(args: unknown): Promise<null> {

@@ -107,11 +107,17 @@ describe('StoC persistent files', () => {
     for (const p of parts) { offsets.push(at); at += p.length; }
     // All at once, as a pipelined log sends them; the last one synced.
     await Promise.all(parts.map((p, i) => file.write(offsets[i], p, i === parts.length - 1)));
-    const whole = Buffer.concat(parts);
     expect(s.stats()).toMatchObject({ persists: 0, directHandles: 1 }); // the event loop wrote none of it
     expect(s.stats().directWrites).toBeGreaterThanOrEqual(parts.length);
     expect(await c.size('r1-5.log')).toBe(at); // the size covers what the progress thread wrote
-    expect((await c.readAll('r1-5.log'))!.equals(whole)).toBe(true);
+    // A write larger than a group commit goes through the window in slots, to the same file.
+    const big = bytes(4 * SLOT + 5, 99); // past DIRECT_WRITE_MAX (1 MiB)
+    await file.write(at, big, false);
+    expect(s.stats().persists).toBe(5);
+    expect((await c.read('r1-5.log', at, big.length)).equals(big)).toBe(true);
+    parts.push(big);
+    at += big.length;
+    expect((await c.readAll('r1-5.log'))!.equals(Buffer.concat(parts))).toBe(true);
     expect((await c.list('r1-'))).toEqual([{ name: 'r1-5.log', size: at }]);
     // The connection ends: the handle goes, the size stays.
     await c.close();
