@@ -95,6 +95,11 @@ export class StoredFile {
     return at;
   }
 
+  /** Like extend, without asking directEnd (which may fail): for what direct writes reached. */
+  cover(end: number): void {
+    if (end > this.logical) this.logical = end;
+  }
+
   /** Accepts a write of [offset, +length): the file is at least that long from now on. */
   extend(end: number): void {
     if (end > this.size) this.size = end;

@@ -130,6 +130,8 @@ export class StocServer {
   private nextDirect = 1;
   /** Every open direct handle, for the files they write. */
   private readonly directByFile = new Map<StoredFile, Set<number>>();
+  /** Ended connections holding direct handles that would not close (see closeDirectAll). */
+  private readonly lingering = new Set<Connection>();
   private readonly load: StocLoad = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
   private active = 0;
   private idleWaiters: Array<() => void> = [];
@@ -187,7 +189,7 @@ export class StocServer {
       windows: this.windowCount,
       windowsInUse: this.windowCount - this.freeWindows.length,
       openFiles: this.files.openFiles,
-      directHandles: [...this.conns.values()].reduce((n, c) => n + c.direct.size, 0),
+      directHandles: [...this.conns.values(), ...this.lingering].reduce((n, c) => n + c.direct.size, 0),
       directWrites: this.fabric.stats().fileWrites,
       ...this.memory.stats(),
       ...this.counters,
@@ -212,7 +214,7 @@ export class StocServer {
     await Promise.all(peers.map((p) => p.then((c) => c.close(), () => undefined)));
     this.memory.closeAll(); // the fabric frees their regions
     // No direct write may land after this: their files' descriptors close next.
-    for (const conn of this.conns.values()) this.closeDirectAll(conn);
+    for (const conn of [...this.conns.values(), ...this.lingering]) this.closeDirectAll(conn);
     await this.files.closeAll();
     await this.fabric.close();
     this.unlock();
@@ -442,21 +444,19 @@ export class StocServer {
     return null;
   }
 
-  /** Closes every direct handle of `conn`; a failure is logged and does not stop the others. */
-  private closeDirectAll(conn: Connection): void {
-    for (const handle of [...conn.direct.keys()]) {
-      try {
-        this.closeDirect(conn, handle);
-      } catch (err) {
-        this.executor.log(`StoC ${this.id}: direct handle ${handle}: ${(err as Error).message}`);
-      }
-    }
+  /**
+   * Closes the direct handles of `conn` (those of file `name` only, if given). A handle that
+   * would not close stays with its connection; a connection that ended with some is kept in
+   * `lingering`, so a later remove or the shutdown tries them again.
+   */
+  private closeDirectAll(conn: Connection, name?: string): void {
+    for (const [handle, file] of [...conn.direct]) if (name === undefined || file.name === name) this.closeDirect(conn, handle);
+    if (conn.gone && conn.direct.size > 0) this.lingering.add(conn);
+    else this.lingering.delete(conn);
   }
 
   private closeDirectOf(name: string): void {
-    for (const conn of this.conns.values()) {
-      for (const [handle, file] of [...conn.direct]) if (file.name === name) this.closeDirect(conn, handle);
-    }
+    for (const conn of [...this.conns.values(), ...this.lingering]) this.closeDirectAll(conn, name);
   }
 
   /**
@@ -499,7 +499,7 @@ export class StocServer {
    * Ends direct writes under `handle`. If the fabric cannot say they ended (a control call
    * that timed out), the handle and its pin stay: the descriptor must not close, nor its
    * number go to another file, while the progress thread may still write to it. A later
-   * close (the connection's end, a remove) tries again.
+   * close (the connection's end, a remove of the file, the shutdown) tries again.
    */
   private closeDirect(conn: Connection, handle: number): void {
     const file = conn.direct.get(handle);
@@ -518,11 +518,8 @@ export class StocServer {
       this.directByFile.delete(file);
       file.directEnd = undefined;
     }
-    try {
-      file.extend(end); // reads the size, which may ask the fabric about other handles
-    } finally {
-      file.unpin();
-    }
+    file.cover(end);
+    file.unpin();
   }
 
   private sync(args: unknown): Promise<null> {

@@ -134,6 +134,29 @@ describe('StoC persistent files', () => {
     await expect(d.openDirect('../x')).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
   });
 
+  it('a direct handle the fabric cannot close keeps its file open, and a later remove closes it', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    const file = await c.openDirect('r1-6.log');
+    await file.write(0, Buffer.from('acknowledged'), false);
+    // The native unregister times out once (its progress thread stalled): the handle must stay.
+    const fabric = (s as unknown as { fabric: Fabric }).fabric;
+    const unregister = fabric.unregisterFile.bind(fabric);
+    let failures = 1;
+    fabric.unregisterFile = (handle: number): number => {
+      if (failures-- > 0) throw new NovaError('TIMEOUT', 'unregisterFile failed: TIMEOUT');
+      return unregister(handle);
+    };
+    await c.close();
+    await until(() => s.stats().connections === 0);
+    expect(s.stats().directHandles).toBe(1); // kept, with its pin: its fd is not closed under it
+    const d = await connect(s);
+    expect(await d.size('r1-6.log')).toBe(12);
+    await d.remove('r1-6.log'); // tries again, and closes it
+    expect(s.stats().directHandles).toBe(0);
+    expect(await d.size('r1-6.log')).toBeUndefined();
+  });
+
   it('writes at offsets overwrite in place; a gap reads as zeros', async () => {
     const s = await startServer();
     const c = await connect(s);
