@@ -14,6 +14,7 @@
  *    dropped the dirty pages; pretending otherwise would lose data silently).
  *  - A newly created file's directory entry is synced with the first sync of the file.
  *  - Nothing is deleted except by `remove`; unknown files in the directory are listed and served.
+ *  - A request for a name that arrives while it is being removed waits until it is gone.
  */
 import { constants, writeSync } from 'node:fs';
 import { open, readdir, stat, unlink, type FileHandle } from 'node:fs/promises';
@@ -170,6 +171,12 @@ export class FileTable {
   private readonly open = new Map<string, StoredFile>(); // oldest use first
   private readonly opening = new Map<string, Promise<StoredFile | undefined>>();
   /**
+   * Removals under way. Requests for the name that arrive meanwhile wait for the unlink:
+   * otherwise one could open the old inode just before it goes, and what it wrote would be
+   * acknowledged into a deleted file.
+   */
+  private readonly removing = new Map<string, Promise<void>>();
+  /**
    * Files created whose directory entry no sync has made durable yet. Kept here, not on the
    * open file: a file evicted between its write and its sync is reopened as an old file.
    */
@@ -184,6 +191,11 @@ export class FileTable {
   /** Pins and returns `name`, opening it (and creating it if `create`); undefined if missing. */
   async acquire(name: string, create: boolean): Promise<StoredFile | undefined> {
     for (;;) {
+      const removal = this.removing.get(name);
+      if (removal) {
+        await removal.catch(() => undefined);
+        continue;
+      }
       const f = this.open.get(name);
       if (f) {
         this.open.delete(name); // re-insert: most recently used last
@@ -214,6 +226,7 @@ export class FileTable {
 
   /** Size of `name` as the StoC knows it, or undefined if it does not exist. */
   async size(name: string): Promise<number | undefined> {
+    await this.removing.get(name)?.catch(() => undefined);
     const f = this.open.get(name);
     if (f) return f.size;
     try {
@@ -234,8 +247,22 @@ export class FileTable {
     return out;
   }
 
-  /** Unlinks `name`; operations already holding it finish on the unlinked file. */
+  /**
+   * Unlinks `name`; operations already holding it finish on the unlinked file, and those that
+   * ask for it from now on wait until it is gone (then it is missing, or made anew).
+   */
   async remove(name: string): Promise<void> {
+    const done = this.removeNow(name, this.removing.get(name));
+    this.removing.set(name, done);
+    try {
+      await done;
+    } finally {
+      if (this.removing.get(name) === done) this.removing.delete(name);
+    }
+  }
+
+  private async removeNow(name: string, earlier: Promise<void> | undefined): Promise<void> {
+    await earlier?.catch(() => undefined);
     await this.opening.get(name)?.catch(() => undefined);
     const f = this.open.get(name);
     if (f) {

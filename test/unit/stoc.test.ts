@@ -157,6 +157,25 @@ describe('StoC persistent files', () => {
     expect(await d.size('r1-6.log')).toBeUndefined();
   });
 
+  it('a file asked for while it is being removed is the new one, not the unlinked old inode', async () => {
+    const dir = tempDir();
+    const table = new FileTable(dir, 8);
+    const old = (await table.acquire('f', true))!;
+    await old.writeAt(Buffer.from('old'), 0);
+    old.unpin();
+    const removing = table.remove('f');
+    const fresh = (await table.acquire('f', true))!; // asked for after the remove began
+    await removing;
+    expect(fresh).not.toBe(old);
+    expect(fresh.size).toBe(0);
+    await fresh.writeAt(Buffer.from('new'), 0);
+    fresh.extend(3);
+    fresh.unpin();
+    expect(await table.size('f')).toBe(3);
+    expect(readdirSync(dir)).toContain('f'); // what it wrote is in the directory, not in a deleted inode
+    await table.closeAll();
+  });
+
   it('writes at offsets overwrite in place; a gap reads as zeros', async () => {
     const s = await startServer();
     const c = await connect(s);
