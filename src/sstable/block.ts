@@ -10,6 +10,7 @@
  */
 import { ByteBuilder, readU32, readVarint } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
+import { compareInternalKeyAt, compareInternalKeys } from '../common/internal-key.js';
 
 export type Compare = (a: Uint8Array, b: Uint8Array) => number;
 
@@ -187,13 +188,24 @@ export class BlockIterator {
       const mid = (lo + hi + 1) >>> 1;
       this.seekToRestart(mid);
       this.step();
-      if (this.compare(this.key, target) < 0) lo = mid;
+      if (this.compareCurrent(target) < 0) lo = mid;
       else hi = mid - 1;
     }
     this.seekToRestart(lo);
     for (this.step(); this.valid; this.step()) {
-      if (this.compare(this.key, target) >= 0) return;
+      if (this.compareCurrent(target) >= 0) return;
     }
+  }
+
+  /**
+   * The current key against `target`, without making a view of it when the order is that of
+   * internal keys (every table's): a seek through an index block visits ~20 keys, and a scan
+   * seeks every table, so views were most of a scan's allocations.
+   */
+  private compareCurrent(target: Uint8Array): number {
+    return this.compare === compareInternalKeys
+      ? compareInternalKeyAt(this.keyBuf, 0, this.keyLen, target)
+      : this.compare(this.key, target);
   }
 
   private seekToRestart(i: number): void {
