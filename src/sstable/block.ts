@@ -186,15 +186,35 @@ export class BlockIterator {
     // The last restart point whose key < target.
     while (lo < hi) {
       const mid = (lo + hi + 1) >>> 1;
-      this.seekToRestart(mid);
-      this.step();
-      if (this.compareCurrent(target) < 0) lo = mid;
+      if (this.compareAtRestart(mid, target) < 0) lo = mid;
       else hi = mid - 1;
     }
     this.seekToRestart(lo);
     for (this.step(); this.valid; this.step()) {
       if (this.compareCurrent(target) >= 0) return;
     }
+  }
+
+  /**
+   * The key at restart point `i` against `target`, read where it lies in the block (a restart
+   * entry shares nothing with the one before): the binary search neither copies keys nor
+   * moves the iterator (LevelDB's Block::Iter::Seek does the same).
+   */
+  private compareAtRestart(i: number, target: Uint8Array): number {
+    const data = this.block.data;
+    const end = this.block.dataEnd;
+    const at = this.block.restartPoint(i);
+    const c = this.cursor;
+    c.at = at;
+    const shared = readVarint(data, c, end);
+    const unshared = readVarint(data, c, end);
+    const valueLength = readVarint(data, c, end);
+    if (shared !== 0 || c.at + unshared + valueLength > end) {
+      this.block.fail(at, `entry (shared ${shared}, unshared ${unshared}, value ${valueLength}) at a restart point overruns the block`);
+    }
+    return this.compare === compareInternalKeys
+      ? compareInternalKeyAt(data, c.at, c.at + unshared, target)
+      : this.compare(data.subarray(c.at, c.at + unshared), target);
   }
 
   /**

@@ -80,6 +80,19 @@ describe('block', () => {
     expect(it.valid && it.key.equals(list[0].key)).toBe(true);
   });
 
+  it('a restart entry that claims to share key bytes is corruption, found by a seek', () => {
+    const list = entries(1, 40);
+    const builder = new BlockBuilder(1); // every entry a restart point, as in index blocks
+    for (const e of list) builder.add(e.key, e.value);
+    const bytes = builder.finish();
+    const restarts = bytes.readUInt32LE(bytes.length - 4);
+    const at = bytes.readUInt32LE(bytes.length - 4 - restarts * 4 + 20 * 4); // entry 20
+    expect(bytes[at]).toBe(0); // its shared-length varint
+    bytes[at] = 1;
+    const it = new Block(bytes, 'damaged block').iterator(compareInternalKeys);
+    expect(() => it.seek(list[20].key)).toThrow(expect.objectContaining({ code: 'CORRUPTION', message: expect.stringContaining(`damaged block`) }));
+  });
+
   it('refuses a malformed restart array', () => {
     expect(() => new Block(Buffer.from([1, 0, 0]), 'b')).toThrow(expect.objectContaining({ code: 'CORRUPTION' }));
     expect(() => new Block(Buffer.from([0, 0, 0, 0]), 'b')).toThrow(/restart count 0/);
