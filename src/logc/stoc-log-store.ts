@@ -2,10 +2,10 @@
  * LogC in `disk` mode (DESIGN.md §5): each memtable's log is a persistent StoC file
  * `r<range>-<n>.log`, replicated on R StoCs. A group commit is one write per replica, sent to
  * all replicas at once, at the offset the log assigns it, as a direct write (one message that
- * each StoC's fabric progress thread writes and answers: StocClient.openDirect). A replica that fails is dropped from
- * that log's set (the others carry on), so a StoC that dies does not stop writes while
- * another replica remains; new logs pick among StoCs that answer, so a StoC that comes back
- * is used again.
+ * each StoC's fabric progress thread writes and answers: StocClient.openDirect). A replica
+ * that fails is dropped from that log's set (the others carry on), so a StoC that dies does
+ * not stop writes while another replica remains; new logs pick among StoCs that answer, so a
+ * StoC that comes back is used again.
  *
  * Appends overlap (up to APPENDS_IN_FLIGHT per log) and are acknowledged strictly in call
  * order, once a majority of the R replicas (every replica left, if fewer) holds them and all
@@ -27,7 +27,7 @@ import type { LogStore, LogWriter } from '../ltc/local-store.js';
 import { filesOnStocs } from '../ltc/stoc-block-store.js';
 import { logFileName, manifestFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from '../ltc/stoc-pool.js';
-import type { StocClient } from '../stoc/stoc-client.js';
+import type { DirectFile } from '../stoc/stoc-client.js';
 import { sample } from '../ltc/placement.js';
 import { LogFramer, readLog, readLogPrefix } from './log-format.js';
 
@@ -62,10 +62,7 @@ export class StocLogStore implements LogStore {
     // Opened for direct writes: a group commit then costs each StoC no wake-up of its event
     // loop (the fabric's progress thread writes it); see stoc-client.ts openDirect.
     const made = await Promise.allSettled(chosen.map((id) =>
-      this.pool.on(id, async (c): Promise<LogAppender> => {
-        const file = await c.openDirect(name);
-        return { write: (_name, offset, bytes, sync, options) => file.write(offset, bytes, sync, options) };
-      })));
+      this.pool.on(id, (c) => c.openDirect(name))));
     const replicas = new Map<number, LogAppender>();
     made.forEach((m, i) => {
       if (m.status === 'fulfilled') replicas.set(chosen[i], m.value);
@@ -192,7 +189,7 @@ interface Sent {
 }
 
 /** What a replica of a log needs of its StoC connection. */
-export type LogAppender = Pick<StocClient, 'write'>;
+export type LogAppender = Pick<DirectFile, 'write'>;
 
 interface Replica {
   client: LogAppender;
@@ -307,7 +304,7 @@ export class ReplicatedLog implements LogWriter {
     const offset = this.end;
     this.end += bytes.length;
     for (const [id, r] of this.replicas) {
-      r.client.write(this.name, offset, bytes, w.sync).then(() => this.succeeded(id, a.index), (err: Error) => this.failed(id, err))
+      r.client.write(offset, bytes, w.sync).then(() => this.succeeded(id, a.index), (err: Error) => this.failed(id, err))
         .finally(() => this.answered(a));
     }
   }

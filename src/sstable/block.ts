@@ -156,7 +156,12 @@ export class BlockIterator {
   private current = -1; // offset of the current entry, -1 when not valid
   private readonly cursor = { at: 0 };
 
-  constructor(private readonly block: Block, private readonly compare: Compare) {}
+  /** Whether `compare` is the internal-key order (every table's): keys are then compared in place. */
+  private readonly internal: boolean;
+
+  constructor(private readonly block: Block, private readonly compare: Compare) {
+    this.internal = compare === compareInternalKeys;
+  }
 
   get valid(): boolean {
     return this.current >= 0;
@@ -212,7 +217,7 @@ export class BlockIterator {
     if (shared !== 0 || c.at + unshared + valueLength > end) {
       this.block.fail(at, `entry (shared ${shared}, unshared ${unshared}, value ${valueLength}) at a restart point overruns the block`);
     }
-    return this.compare === compareInternalKeys
+    return this.internal
       ? compareInternalKeyAt(data, c.at, c.at + unshared, target)
       : this.compare(data.subarray(c.at, c.at + unshared), target);
   }
@@ -223,7 +228,7 @@ export class BlockIterator {
    * seeks every table, so views were most of a scan's allocations.
    */
   private compareCurrent(target: Uint8Array): number {
-    return this.compare === compareInternalKeys
+    return this.internal
       ? compareInternalKeyAt(this.keyBuf, 0, this.keyLen, target)
       : this.compare(this.key, target);
   }

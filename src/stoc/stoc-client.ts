@@ -185,26 +185,24 @@ export class StocClient {
   /**
    * Opens `name` (creating it) for direct writes: each write is one message that the StoC's
    * progress thread writes to the file and answers, so the StoC's event loop never wakes for
-   * it (stoc.dopen). Against a StoC without dopen, writes go through `write`.
+   * it (stoc.dopen).
    */
   async openDirect(name: string, options?: CallOptions): Promise<DirectFile> {
     const op = this.begin(`direct open of ${String(name)}`, options);
-    let handle: number | undefined;
+    let handle: number;
     try {
       checkName(name);
       this.usable();
       handle = checkUint('direct handle in the StoC reply', await this.call(op, Method.dopen, { file: name }), 0xffffffff);
     } catch (err) {
-      if ((err as NovaError).code !== 'UNKNOWN_METHOD') throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
     }
-    if (handle === undefined) return { name, write: (offset, bytes, sync, o) => this.write(name, offset, bytes, sync, o) };
-    const h = handle;
     // A larger write goes through the window in slots: one message would hold it whole in
     // memory at the StoC and block its progress thread for the whole pwrite.
     return {
       name,
       write: (offset, bytes, sync, o) => bytes.length <= DIRECT_WRITE_MAX
-        ? this.writeDirect(name, h, offset, bytes, sync, o) : this.write(name, offset, bytes, sync, o),
+        ? this.writeDirect(name, handle, offset, bytes, sync, o) : this.write(name, offset, bytes, sync, o),
     };
   }
 

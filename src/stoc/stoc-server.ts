@@ -436,10 +436,9 @@ export class StocServer {
 
   private async remove(args: unknown): Promise<null> {
     const name = checkName(fields(Method.remove, args).file);
-    // Direct writes stop first: the descriptor closes once the file is unpinned. And again
-    // after: a dopen whose open was under way may have registered meanwhile.
-    this.closeDirectOf(name);
     await this.disk(`remove of ${name}`, () => this.files.remove(name));
+    // Then its direct handles end (so its descriptor closes): after the unlink, so that a
+    // dopen whose open was under way when the remove came is closed too.
     this.closeDirectOf(name);
     return null;
   }
@@ -483,10 +482,11 @@ export class StocServer {
       conn.direct.set(handle, file);
       let handles = this.directByFile.get(file);
       if (!handles) {
-        this.directByFile.set(file, handles = new Set());
+        const mine = new Set<number>();
+        this.directByFile.set(file, (handles = mine));
         file.directEnd = () => {
           let end = 0;
-          for (const h of this.directByFile.get(file) ?? []) end = Math.max(end, this.fabric.fileEnd(h));
+          for (const h of mine) end = Math.max(end, this.fabric.fileEnd(h));
           return end;
         };
       }

@@ -347,7 +347,7 @@ export class Fabric {
 
   /**
    * Lets peers on `ep` write into open file `fd` with FILE_WRITE messages under `handle`,
-   * bytes [0, limit): the progress thread writes them and answers (see directWrite), so this
+   * bytes [0, limit): the progress thread writes them and answers (Rpc.writeFile), so this
    * process's event loop never wakes for them. REQUIRES: `fd` stays open until
    * unregisterFile(handle) returns.
    */

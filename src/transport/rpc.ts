@@ -28,7 +28,8 @@ export const RPC_RESPONSE = 2;
  */
 export const FILE_WRITE = 3;
 const FILE_WRITE_VERSION = 1;
-export const FILE_WRITE_HEADER_BYTES = 24;
+const FILE_WRITE_HEADER_BYTES = 24;
+const TWO_32 = 0x1_0000_0000;
 const RPC_VERSION = 1;
 const SWEEP_MS = 20;
 
@@ -56,6 +57,7 @@ export class Rpc {
   private readonly packr = new Packr({ useRecords: false, moreTypes: false });
   private readonly handlers = new Map<string, RpcHandler>();
   private readonly pending = new Map<number, PendingCall>();
+  private readonly fileWriteHead = Buffer.alloc(FILE_WRITE_HEADER_BYTES);
   private readonly watched = new WeakSet<Endpoint>();
   private nextId = 1;
   private sweeper: NodeJS.Timeout | undefined;
@@ -65,6 +67,7 @@ export class Rpc {
 
   constructor(private readonly fabric: Fabric, options: { defaultTimeoutMs?: number } = {}) {
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 10_000;
+    this.fileWriteHead[0] = FILE_WRITE_VERSION;
     fabric.onMessage(RPC_REQUEST, (payload, ep) => this.onRequest(payload, ep));
     fabric.onMessage(RPC_RESPONSE, (payload) => this.onResponse(payload));
   }
@@ -76,21 +79,14 @@ export class Rpc {
 
   call<T = unknown>(ep: Endpoint, method: string, args: unknown = null, options: CallOptions = {}): Promise<T> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', `rpc ${method}: closed`));
-    const id = this.nextId;
-    this.nextId = this.nextId === 0x7fffffff ? 1 : this.nextId + 1;
+    const id = this.takeId();
     let bytes: Buffer;
     try {
       bytes = this.packr.pack([RPC_VERSION, id, method, args]);
     } catch (err) {
       return Promise.reject(new NovaError('BAD_ARGUMENT', `rpc ${method}: arguments cannot be encoded`, { cause: err }));
     }
-    this.watch(ep);
-    return new Promise<T>((resolve, reject) => {
-      const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, ep, method });
-      this.armSweeper();
-      ep.send(RPC_REQUEST, bytes).catch((err: NovaError) => this.fail(id, err));
-    });
+    return this.send<T>(ep, id, method, RPC_REQUEST, bytes, undefined, options);
   }
 
   /**
@@ -100,19 +96,31 @@ export class Rpc {
    */
   writeFile(ep: Endpoint, handle: number, offset: number, bytes: Uint8Array, options: CallOptions = {}): Promise<number> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'rpc file write: closed'));
-    const id = this.nextId;
-    this.nextId = this.nextId === 0x7fffffff ? 1 : this.nextId + 1;
-    const head = Buffer.alloc(FILE_WRITE_HEADER_BYTES);
-    head[0] = FILE_WRITE_VERSION;
+    const id = this.takeId();
+    // One header for every write: send() copies it into the fabric's batch at once.
+    const head = this.fileWriteHead;
     head.writeUInt32LE(id, 4);
     head.writeUInt32LE(handle, 8);
-    head.writeBigUInt64LE(BigInt(offset), 16);
+    head.writeUInt32LE(offset % TWO_32, 16);
+    head.writeUInt32LE(Math.floor(offset / TWO_32), 20);
+    return this.send<number>(ep, id, 'file write', FILE_WRITE, head, bytes, options);
+  }
+
+  private takeId(): number {
+    const id = this.nextId;
+    this.nextId = id === 0x7fffffff ? 1 : id + 1;
+    return id;
+  }
+
+  /** Sends a request of message `type` under `id`, settled by its response, its deadline or the endpoint's loss. */
+  private send<T>(ep: Endpoint, id: number, method: string, type: number, payload: Uint8Array, more: Uint8Array | undefined,
+                  options: CallOptions): Promise<T> {
     this.watch(ep);
-    return new Promise<number>((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, ep, method: 'file write' });
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, ep, method });
       this.armSweeper();
-      ep.send(FILE_WRITE, head, bytes).catch((err: NovaError) => this.fail(id, err));
+      ep.send(type, payload, more).catch((err: NovaError) => this.fail(id, err));
     });
   }
 

@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Fabric, type FabricOptions } from '../../src/transport/fabric.js';
-import { openSync, closeSync, readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { openSync, closeSync, readFileSync, readSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FILE_WRITE, Rpc, RPC_REQUEST } from '../../src/transport/rpc.js';
@@ -234,6 +234,13 @@ describe('Fabric in one process', () => {
       await ep.send(FILE_WRITE, Buffer.alloc(3));
       await client.writeFile(ep, 7, 0, Buffer.alloc(1, 1)); // in order after it
       expect(b.stats().malformedFrames).toBe(before + 1);
+      // Offsets past 32 bits (the header carries 64): a sparse write far into the file.
+      b.registerFile(9, fd, 2 ** 40, back);
+      expect(await client.writeFile(ep, 9, 2 ** 32 + 5, Buffer.from('far'))).toBe(2 ** 32 + 8);
+      const far = Buffer.alloc(3);
+      readSync(fd, far, 0, 3, 2 ** 32 + 5);
+      expect(far.toString()).toBe('far');
+      expect(b.unregisterFile(9)).toBe(2 ** 32 + 8);
       expect(b.unregisterFile(7)).toBe(240_000);
       await expect(client.writeFile(ep, 7, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
       expect(messages).toBe(0);

@@ -16,7 +16,7 @@ class FakeReplica implements LogAppender {
 
   private end = 0;
 
-  write(_name: string, offset: number, bytes: Uint8Array): Promise<void> {
+  write(offset: number, bytes: Uint8Array): Promise<void> {
     expect(offset).toBe(this.end); // groups at consecutive offsets, in call order
     this.end += bytes.length;
     return new Promise((resolve, reject) => this.calls.push({ bytes: Buffer.from(bytes), resolve, reject, answered: false }));
