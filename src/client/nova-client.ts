@@ -53,7 +53,6 @@ export class ClientBatch {
 
 export class NovaClient {
   private config!: ClusterConfig;
-  private coordinatorLink: TcpRpcClient | undefined;
   private refreshing: Promise<void> | undefined;
   private readonly ltcs = new Map<string, Promise<TcpRpcClient>>();
   private closed = false;
@@ -135,7 +134,7 @@ export class NovaClient {
 
   close(): void {
     this.closed = true;
-    this.coordinatorLink?.close();
+    this.coordinator.close();
     for (const c of this.ltcs.values()) c.then((x) => x.close(), () => undefined);
     this.ltcs.clear();
   }
@@ -189,21 +188,10 @@ export class NovaClient {
   private refresh(): Promise<void> {
     this.refreshing ??= (async () => {
       try {
-        if (!this.coordinatorLink || this.coordinatorLink.closed) {
-          const link = await this.coordinator.connect(5_000);
-          if (this.closed) { // closed while this connected: nothing would close the link
-            link.close();
-            throw new NovaError('CLOSED', 'client is closed');
-          }
-          this.coordinatorLink = link;
-        }
-        const c = configFromWire(await this.coordinatorLink.call('config', []));
+        const c = configFromWire(await (await this.coordinator.connection()).call('config', []));
         if (!this.config || c.id >= this.config.id) this.config = c;
       } catch (err) {
-        if (this.coordinator.moved()) {
-          this.coordinatorLink?.close();
-          this.coordinatorLink = undefined;
-        }
+        this.coordinator.moved();
         throw err;
       } finally {
         this.refreshing = undefined;

@@ -31,8 +31,17 @@ function coordinatorIn(path: string, dir: string): string {
   return c;
 }
 
+/**
+ * The coordinator's address and one link to it, shared by its users (a component's beats
+ * and refreshes, a client's config fetches): one connect at a time, and a link made to an
+ * address the coordinator has since left is replaced — a connect that started before a move
+ * must not outlive it.
+ */
 export class CoordinatorLocator {
   private current: string;
+  private link: TcpRpcClient | undefined;
+  private connecting: Promise<TcpRpcClient> | undefined;
+  private closed = false;
 
   /** `address` to use first; `clusterFile` (a cluster.json) to read again if it does not answer. */
   constructor(address: string, private readonly clusterFile?: string) {
@@ -48,13 +57,31 @@ export class CoordinatorLocator {
     return this.current;
   }
 
-  connect(timeoutMs: number): Promise<TcpRpcClient> {
-    return TcpRpcClient.connect(this.current, { timeoutMs });
+  /** The link to the coordinator where it now is, connecting (within `timeoutMs`) if needed. */
+  connection(timeoutMs = 5_000): Promise<TcpRpcClient> {
+    if (this.closed) return Promise.reject(new NovaError('CLOSED', 'the coordinator link is closed'));
+    const link = this.link;
+    if (link && !link.closed && link.address === this.current) return Promise.resolve(link);
+    if (this.connecting) return this.connecting;
+    link?.close();
+    this.link = undefined;
+    const address = this.current;
+    this.connecting = TcpRpcClient.connect(address, { timeoutMs }).then((l) => {
+      if (this.closed || address !== this.current) {
+        l.close(); // closed, or the coordinator moved while this connected
+        throw new NovaError(this.closed ? 'CLOSED' : 'UNAVAILABLE',
+          this.closed ? 'the coordinator link is closed' : `the coordinator moved from ${address} while connecting`);
+      }
+      return (this.link = l);
+    }).finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
   }
 
   /**
    * After the coordinator failed to answer: reads the cluster file again, and true if it names
-   * another address, which `connect` uses from now on (the caller drops its old connection).
+   * another address, which `connection` uses from now on (the old link is closed).
    */
   moved(): boolean {
     if (this.clusterFile === undefined) return false;
@@ -66,6 +93,15 @@ export class CoordinatorLocator {
     }
     if (now === this.current) return false;
     this.current = now;
+    this.link?.close();
+    this.link = undefined;
     return true;
+  }
+
+  /** Closes the link; later and pending connections fail with CLOSED. */
+  close(): void {
+    this.closed = true;
+    this.link?.close();
+    this.link = undefined;
   }
 }

@@ -4,7 +4,6 @@
  * reports a newer config id fetches it and hands it to `onConfig`.
  */
 import { NovaError } from '../common/errors.js';
-import type { TcpRpcClient } from '../common/tcp-rpc.js';
 import { HEARTBEAT_MS } from './coordinator.js';
 import { configFromWire, type ClusterConfig, type Role } from './config.js';
 import { CoordinatorLocator } from './locator.js';
@@ -24,8 +23,6 @@ export interface MembershipOptions {
 }
 
 export class Membership {
-  private link: TcpRpcClient | undefined;
-  private connecting: Promise<TcpRpcClient> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private configId = 0;
   private beating = false;
@@ -61,50 +58,23 @@ export class Membership {
 
   /** Fetches the configuration now (after a client said ours is old). */
   async refresh(): Promise<void> {
-    const c = configFromWire(await (await this.connection()).call('config', []));
+    const c = configFromWire(await (await this.locator.connection()).call('config', []));
     this.accept(c);
   }
 
   stop(): void {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
-    this.link?.close();
+    this.locator.close();
   }
 
-  /**
-   * The link to the coordinator, where it now is. Beats and refreshes (an LTC refreshes when a
-   * client is ahead) share one connect, and a link made to an address the coordinator has
-   * since left is replaced: a connect that started before a move must not outlive it.
-   */
-  private connection(): Promise<TcpRpcClient> {
-    const link = this.link;
-    if (link && !link.closed && link.address === this.locator.address) return Promise.resolve(link);
-    if (this.connecting) return this.connecting;
-    link?.close();
-    this.link = undefined;
-    const address = this.locator.address;
-    this.connecting = this.locator.connect(5_000).then((l) => {
-      if (this.stopped || address !== this.locator.address) {
-        l.close(); // stopped, or the coordinator moved while this connected
-        throw new NovaError('UNAVAILABLE', `the coordinator moved from ${address} while connecting`);
-      }
-      return (this.link = l);
-    }).finally(() => {
-      this.connecting = undefined;
-    });
-    return this.connecting;
-  }
-
-  /** Drops the connection if the coordinator moved (CoordinatorLocator.moved). */
+  /** Follows the coordinator if cluster.json says it moved (CoordinatorLocator.moved). */
   private followMove(): void {
-    if (!this.locator.moved()) return;
-    this.o.onLog?.(`the coordinator moved to ${this.locator.address}`);
-    this.link?.close();
-    this.link = undefined;
+    if (this.locator.moved()) this.o.onLog?.(`the coordinator moved to ${this.locator.address}`);
   }
 
   private async register(): Promise<void> {
-    const c = await (await this.connection()).call('register', [this.o.role, this.o.id, this.o.address, process.pid, this.o.host ?? '']);
+    const c = await (await this.locator.connection()).call('register', [this.o.role, this.o.id, this.o.address, process.pid, this.o.host ?? '']);
     this.accept(configFromWire(c));
   }
 
@@ -118,7 +88,7 @@ export class Membership {
     if (this.beating || this.stopped) return;
     this.beating = true;
     try {
-      const id = await (await this.connection()).call<number>('heartbeat', [this.o.role, this.o.id, this.o.serving?.() ?? []]);
+      const id = await (await this.locator.connection()).call<number>('heartbeat', [this.o.role, this.o.id, this.o.serving?.() ?? []]);
       if (id > this.configId) await this.refresh();
       this.lastError = '';
     } catch (err) {
