@@ -204,18 +204,27 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
     });
   }
 
-  // registerFile(handle, fd, limit, ep)
+  // registerFile(handle, fd, limit, ep, windowRegion, windowStart, windowLength)
   Napi::Value RegisterFile(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     return Guard(env, [&]() -> Napi::Value {
-      if (!info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(env, "registerFile(handle, fd, limit, ep)");
+      const char* usage = "registerFile(handle, fd, limit, ep, windowRegion, windowStart, windowLength)";
+      for (size_t i : {1, 2, 5, 6}) {
+        if (!info[i].IsNumber()) throw Napi::TypeError::New(env, usage);
+      }
       int64_t fd = info[1].As<Napi::Number>().Int64Value();
       double limit = info[2].As<Napi::Number>().DoubleValue();
-      if (fd < 0 || fd > INT32_MAX || !(limit >= 0) || limit > 9007199254740992.0) {
-        throw Napi::RangeError::New(env, "registerFile: fd or limit out of range");
+      double start = info[5].As<Napi::Number>().DoubleValue();
+      double length = info[6].As<Napi::Number>().DoubleValue();
+      constexpr double kMax = 9007199254740992.0;
+      if (fd < 0 || fd > INT32_MAX || !(limit >= 0) || limit > kMax || !(start >= 0) || start > kMax ||
+          !(length >= 0) || length > kMax) {
+        throw Napi::RangeError::New(env, "registerFile: fd, limit or window out of range");
       }
+      nova::Fabric::FileWindow window{U32Arg(info[4], "windowRegion"), static_cast<uint64_t>(start),
+                                      static_cast<uint64_t>(length)};
       Status s = fabric(env).RegisterFile(U32Arg(info[0], "handle"), static_cast<int>(fd),
-                                          static_cast<uint64_t>(limit), U32Arg(info[3], "ep"));
+                                          static_cast<uint64_t>(limit), U32Arg(info[3], "ep"), window);
       if (s != nova::kOk) throw StatusError(env, s, "registerFile");
       return env.Undefined();
     });

@@ -31,6 +31,10 @@ enum OpKind : uint8_t {
   kOpWriteImm = 3,
   kOpSend = 4,
   kOpFlush = 5,
+  // A WRITE whose completion at the peer sends a message: the descriptor after it, a kOpSend
+  // on the same endpoint, is posted only once the write is complete there, and not at all
+  // if it fails. The write's own op id is 0; the send's reports the pair.
+  kOpWriteSend = 6,
 };
 
 // Kind of an event delivered to JS (event record word 0).

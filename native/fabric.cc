@@ -87,23 +87,25 @@ struct Fabric::RemoteKey {
   bool dropped = false;   // refused for new operations; destroyed when pending reaches 0
 };
 
-// WRITEs posted to one endpoint in one batch; they finish together when the endpoint flush
-// that follows them finishes, so a resolved write is visible at the target. With `imm`,
-// the group holds a single writeWithImm whose notification is sent after the flush.
-struct Fabric::WriteGroup {
-  uint32_t ep;
-  std::vector<OpRef> ops;
-  int pending = 0;
-  ucs_status_t status = UCS_OK;
-  bool imm = false;
-  uint32_t imm_value = 0;
-};
-
 struct Fabric::SendCtx {
   FrameHeader header;
   std::unique_ptr<uint8_t[]> data;
   OpRef ref;  // op_id 0 for internal frames; region and rkey set for a writeWithImm
 };
+
+// WRITEs posted to one endpoint in one batch; they finish together when the endpoint flush
+// that follows them finishes, so a resolved write is visible at the target. With `then`,
+// the group holds a single write (writeWithImm, or kOpWriteSend) whose frame is sent after
+// the flush; that frame's op id reports the pair.
+struct Fabric::WriteGroup {
+  uint32_t ep;
+  std::vector<OpRef> ops;
+  int pending = 0;
+  ucs_status_t status = UCS_OK;
+  std::unique_ptr<SendCtx> then;
+  size_t then_length = 0;
+};
+
 
 struct Fabric::RecvCtx {
   FrameHeader header;
@@ -489,7 +491,14 @@ bool Fabric::DrainInbox() {
   uint64_t posted = 0;
   for (Batch& b : batches) {
     std::unordered_map<uint32_t, WriteGroup*> groups;
-    for (const OpDesc& op : b.ops) {
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      const OpDesc& op = b.ops[i];
+      if (op.kind == kOpWriteSend) {
+        const OpDesc* send = i + 1 < b.ops.size() ? &b.ops[i + 1] : nullptr;
+        if (send != nullptr) ++i;
+        ExecuteWriteSend(op, send, b.messages.data(), b.messages.size());
+        continue;
+      }
       Execute(op, b.messages.data(), b.messages.size(), &groups);
     }
     for (auto& g : groups) FlushGroup(g.second);
@@ -612,8 +621,41 @@ void Fabric::PostWriteImm(const OpDesc& op, Endpoint* ep) {
   PostWrite(op, ep, &single);
   if (single.empty()) return;  // refused; already finished
   WriteGroup* group = single.begin()->second;
-  group->imm = true;
-  group->imm_value = op.imm;
+  group->then.reset(new SendCtx());
+  group->then->header = {kFrameMagic, kFrameVersion, kFrameImm, ep->remote_id, op.imm, 0};
+  group->then->ref.op_id = op.op_id;
+  FlushGroup(group);
+}
+
+// `write` is a kOpWriteSend; `send` the descriptor after it (nullptr if the batch ended).
+void Fabric::ExecuteWriteSend(const OpDesc& write, const OpDesc* send, const uint8_t* messages,
+                              size_t messages_len) {
+  if (send == nullptr || send->kind != kOpSend || send->ep != write.ep || write.op_id != 0 ||
+      send->local_off > messages_len || send->length > messages_len - send->local_off) {
+    Finish(OpRef{write.op_id, 0, 0, write.ep}, kBadArgument);
+    if (send != nullptr) Finish(OpRef{send->op_id, 0, 0, send->ep}, kBadArgument);
+    return;
+  }
+  auto it = endpoints_.find(write.ep);
+  Status s = it == endpoints_.end() ? (lost_endpoints_.count(write.ep) ? kPeerLost : kClosed)
+             : it->second->state == Endpoint::kReady ? kOk
+             : it->second->state == Endpoint::kFailed ? kPeerLost : kClosed;
+  if (s != kOk) return Finish(OpRef{send->op_id, 0, 0, write.ep}, s);
+  Endpoint* ep = it->second.get();
+  std::unordered_map<uint32_t, WriteGroup*> single;
+  OpDesc w = write;
+  w.op_id = send->op_id;  // a refused write reports through the send's op id
+  PostWrite(w, ep, &single);
+  if (single.empty()) return;  // refused; already finished
+  WriteGroup* group = single.begin()->second;
+  group->then.reset(new SendCtx());
+  group->then->header = {kFrameMagic, kFrameVersion, kFrameMessage, ep->remote_id, send->imm, 0};
+  group->then->ref.op_id = send->op_id;
+  if (send->length > 0) {
+    group->then->data.reset(new uint8_t[send->length]);
+    memcpy(group->then->data.get(), messages + send->local_off, send->length);
+  }
+  group->then_length = send->length;
   FlushGroup(group);
 }
 
@@ -646,17 +688,20 @@ void Fabric::FinishGroup(WriteGroup* group) {
   auto it = endpoints_.find(group->ep);
   Endpoint* ep = it == endpoints_.end() ? nullptr : it->second.get();
   Status s = group->status == UCS_OK ? kOk : OpStatus(group->status, group->ep);
-  if (group->imm && s == kOk) {
-    if (ep != nullptr && ep->state == Endpoint::kReady) {
-      auto ctx = new SendCtx();
-      ctx->header = {kFrameMagic, kFrameVersion, kFrameImm, ep->remote_id, group->imm_value,
-                     ep->send_seq++};
-      ctx->ref = group->ops[0];
-      PostFrame(ep, ctx, 0);  // the op finishes when its notification is sent
-      delete group;
-      return;
+  if (group->then != nullptr) {
+    // The frame carries the write's references; the op finishes when the frame is sent.
+    const OpRef& w = group->ops[0];
+    OpRef ref{group->then->ref.op_id, w.region, w.rkey, w.ep};
+    if (s == kOk && ep != nullptr && ep->state == Endpoint::kReady) {
+      SendCtx* ctx = group->then.release();
+      ctx->header.seq = ep->send_seq++;  // numbered when sent: frames stay in posting order
+      ctx->ref = ref;
+      PostFrame(ep, ctx, group->then_length);
+    } else {
+      Finish(ref, s == kOk ? OpStatus(UCS_ERR_CANCELED, group->ep) : s);
     }
-    s = OpStatus(UCS_ERR_CANCELED, group->ep);
+    delete group;
+    return;
   }
   for (const OpRef& ref : group->ops) Finish(ref, s);
   delete group;
@@ -1064,17 +1109,21 @@ void Fabric::Deliver(Endpoint* ep, const Queued& frame) {
 
 namespace {
 
-// Request: version, 3 pad bytes, request id, handle, 4 pad bytes, offset; then the bytes.
-struct FileWriteHeader {
+// A request names bytes instead of carrying them: `length` bytes at `window_offset` of the
+// window the handle was registered with, which the sender WROTE there before sending this
+// (a kOpWriteSend). So no large message crosses the fabric: on shared memory a large one
+// moves in 8 KiB fragments, each of which may wake the receiver.
+struct FileWriteRequest {
   uint8_t version;
   uint8_t pad[3];
   uint32_t request_id;
   uint32_t handle;
-  uint32_t pad2;
+  uint32_t length;
   uint64_t offset;
+  uint64_t window_offset;
 };
-static_assert(sizeof(FileWriteHeader) == 24, "FileWriteHeader is a wire format");
-constexpr uint8_t kFileWriteVersion = 1;
+static_assert(sizeof(FileWriteRequest) == 32, "FileWriteRequest is a wire format");
+constexpr uint8_t kFileWriteVersion = 2;  // 1, bytes inside the message, is retired
 
 void PutBE32(std::vector<uint8_t>* out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<uint8_t>(v >> shift));
@@ -1117,34 +1166,45 @@ void Fabric::FileWrite(Endpoint* ep, const Payload& payload) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.file_writes++;
   }
-  FileWriteHeader h;
-  if (payload.length < sizeof h) {
+  FileWriteRequest r;
+  if (payload.length < 8) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.malformed_frames++;  // no request id to answer: the caller's deadline fails it
     return;
   }
-  memcpy(&h, payload.data, sizeof h);
-  const uint8_t* bytes = payload.data + sizeof h;
-  const uint64_t length = payload.length - sizeof h;
-  const char* code = nullptr;
+  memset(&r, 0, sizeof r);
+  memcpy(&r, payload.data, std::min(payload.length, sizeof r));
+  const char* code = "BAD_ARGUMENT";
   std::string message;
   uint64_t end = 0;
-  auto it = files_.find(h.handle);
-  if (h.version != kFileWriteVersion) {
-    code = "BAD_ARGUMENT";
-    message = "direct file write of version " + std::to_string(h.version) + ", want 1";
+  auto it = files_.find(r.handle);
+  auto window = it == files_.end() ? regions_.end() : regions_.find(it->second.window_region);
+  if (r.version != kFileWriteVersion) {
+    message = "direct file write of version " + std::to_string(r.version) + ", want 2";
+  } else if (payload.length != sizeof r) {
+    message = "direct file write request of " + std::to_string(payload.length) + " bytes, want " +
+              std::to_string(sizeof r);
   } else if (it == files_.end() || it->second.ep != ep->id) {
-    code = "BAD_ARGUMENT";
-    message = "direct file handle " + std::to_string(h.handle) + " is not open on this connection";
-  } else if (h.offset > it->second.limit || length > it->second.limit - h.offset) {
+    message = "direct file handle " + std::to_string(r.handle) + " is not open on this connection";
+  } else if (window == regions_.end() || window->second->closing) {
+    message = "direct file handle " + std::to_string(r.handle) + ": its window is closed";
+  } else if (r.window_offset > it->second.window_length ||
+             r.length > it->second.window_length - r.window_offset) {
     code = "OUT_OF_BOUNDS";
-    message = "direct file write [" + std::to_string(h.offset) + ", +" + std::to_string(length) +
+    message = "direct file write from window [" + std::to_string(r.window_offset) + ", +" +
+              std::to_string(r.length) + ") is outside its " +
+              std::to_string(it->second.window_length) + "-byte window";
+  } else if (r.offset > it->second.limit || r.length > it->second.limit - r.offset) {
+    code = "OUT_OF_BOUNDS";
+    message = "direct file write [" + std::to_string(r.offset) + ", +" + std::to_string(r.length) +
               ") is past the file limit";
   } else {
+    code = nullptr;
     DirectFile& f = it->second;
+    const uint8_t* bytes = window->second->address + f.window_start + r.window_offset;
     uint64_t done = 0;
-    while (done < length) {
-      ssize_t n = pwrite(f.fd, bytes + done, length - done, static_cast<off_t>(h.offset + done));
+    while (done < r.length) {
+      ssize_t n = pwrite(f.fd, bytes + done, r.length - done, static_cast<off_t>(r.offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         code = "REMOTE";
@@ -1153,10 +1213,10 @@ void Fabric::FileWrite(Endpoint* ep, const Payload& payload) {
       }
       done += static_cast<uint64_t>(n);
     }
-    if (code == nullptr) f.end = std::max(f.end, h.offset + length);
+    if (code == nullptr) f.end = std::max(f.end, r.offset + r.length);
     end = f.end;
   }
-  std::vector<uint8_t> answer = RpcAnswer(h.request_id, code, message, end);
+  std::vector<uint8_t> answer = RpcAnswer(r.request_id, code, message, end);
   auto ctx = new SendCtx();
   ctx->header = {kFrameMagic, kFrameVersion, kFrameMessage, ep->remote_id, kMsgRpcResponse,
                  ep->send_seq++};
@@ -1165,12 +1225,18 @@ void Fabric::FileWrite(Endpoint* ep, const Payload& payload) {
   PostFrame(ep, ctx, answer.size());
 }
 
-Status Fabric::RegisterFile(uint32_t handle, int fd, uint64_t limit, uint32_t ep_id) {
+Status Fabric::RegisterFile(uint32_t handle, int fd, uint64_t limit, uint32_t ep_id,
+                            const FileWindow& window) {
   return RunControl([=]() -> Status {
     if (fd < 0 || files_.count(handle) != 0) return kBadArgument;
+    auto r = regions_.find(window.region);
+    if (r == regions_.end() || r->second->closing) return kClosed;
+    if (window.start > r->second->length || window.length > r->second->length - window.start) {
+      return kOutOfBounds;
+    }
     auto it = endpoints_.find(ep_id);
     if (it == endpoints_.end() || it->second->state == Endpoint::kFailed) return kPeerLost;
-    files_.emplace(handle, DirectFile{fd, limit, ep_id});
+    files_.emplace(handle, DirectFile{fd, limit, ep_id, 0, window.region, window.start, window.length});
     return kOk;
   });
 }

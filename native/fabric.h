@@ -121,7 +121,15 @@ class Fabric {
   // Direct file writes (doc/format/wire.md, "Direct file writes"): a FILE_WRITE message on
   // endpoint `ep_id` naming `handle` is written to `fd` by the progress thread and answered
   // from there, never reaching JS. The fd must stay open until UnregisterFile returns.
-  Status RegisterFile(uint32_t handle, int fd, uint64_t limit, uint32_t ep_id);
+  // A FILE_WRITE's bytes are in [start, +length) of local region `region`, where the peer
+  // WROTE them before it sent the message.
+  struct FileWindow {
+    uint32_t region = 0;
+    uint64_t start = 0;
+    uint64_t length = 0;
+  };
+  Status RegisterFile(uint32_t handle, int fd, uint64_t limit, uint32_t ep_id,
+                      const FileWindow& window);
   // Forgets `handle`; *end = the end of the furthest write it took.
   Status UnregisterFile(uint32_t handle, uint64_t* end);
   Status FileEnd(uint32_t handle, uint64_t* end);
@@ -181,6 +189,8 @@ class Fabric {
   void PostWrite(const OpDesc& op, Endpoint* ep,
                  std::unordered_map<uint32_t, WriteGroup*>* groups);
   void PostWriteImm(const OpDesc& op, Endpoint* ep);
+  void ExecuteWriteSend(const OpDesc& write, const OpDesc* send, const uint8_t* messages,
+                        size_t messages_len);
   void PostSend(const OpDesc& op, Endpoint* ep, const uint8_t* messages, size_t messages_len);
   void PostFlush(const OpDesc& op, Endpoint* ep);
   void FlushGroup(WriteGroup* group);
@@ -278,6 +288,9 @@ class Fabric {
     uint64_t limit;
     uint32_t ep;
     uint64_t end = 0;
+    uint32_t window_region = 0;
+    uint64_t window_start = 0;
+    uint64_t window_length = 0;
   };
   std::unordered_map<uint32_t, DirectFile> files_;
   int64_t outstanding_ = 0;  // UCX requests handed back and not yet called back

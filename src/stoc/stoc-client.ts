@@ -50,9 +50,6 @@ export interface StocClientOptions {
 
 export type LostCode = 'PEER_LOST' | 'CLOSED';
 
-/** Larger direct writes go the ordinary way (a group commit is at most ~1 MiB unless one batch is larger). */
-const DIRECT_WRITE_MAX = 1024 * 1024;
-
 /** A persistent file opened for writes at given offsets (StocClient.openDirect). */
 export interface DirectFile {
   readonly name: string;
@@ -183,9 +180,9 @@ export class StocClient {
   }
 
   /**
-   * Opens `name` (creating it) for direct writes: each write is one message that the StoC's
-   * progress thread writes to the file and answers, so the StoC's event loop never wakes for
-   * it (stoc.dopen).
+   * Opens `name` (creating it) for direct writes: each write is WRITTEN into a window slot and
+   * named by one small message that the StoC's progress thread writes to the file and answers,
+   * so the StoC's event loop never wakes for it (stoc.dopen).
    */
   async openDirect(name: string, options?: CallOptions): Promise<DirectFile> {
     const op = this.begin(`direct open of ${String(name)}`, options);
@@ -197,23 +194,30 @@ export class StocClient {
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
     }
-    // A larger write goes through the window in slots: one message would hold it whole in
-    // memory at the StoC and block its progress thread for the whole pwrite.
+    // A write larger than a slot goes the ordinary way, in slots: it would block the StoC's
+    // progress thread for its whole pwrite.
     return {
       name,
-      write: (offset, bytes, sync, o) => bytes.length <= DIRECT_WRITE_MAX
+      write: (offset, bytes, sync, o) => bytes.length > 0 && bytes.length <= this.pool.slotBytes
         ? this.writeDirect(name, handle, offset, bytes, sync, o) : this.write(name, offset, bytes, sync, o),
     };
   }
 
+  /** WRITEs `bytes` into a window slot, then one small FILE_WRITE names them (Rpc.writeFile). */
   private async writeDirect(name: string, handle: number, offset: number, bytes: Uint8Array, sync: boolean,
                             options?: CallOptions): Promise<void> {
-    const deadline = Date.now() + (options?.timeoutMs ?? this.timeoutMs);
+    const op = { what: '', deadline: Date.now() + (options?.timeoutMs ?? this.timeoutMs) };
     try {
       checkUint('offset', offset);
       this.usable();
-      await this.rpc.writeFile(this.ep, handle, offset, bytes, { timeoutMs: left(deadline) });
-      if (sync) await this.call({ what: '', deadline }, Method.sync, { file: name });
+      await this.withSlot(this.pool.acquire(op.deadline), async (slot, state) => {
+        this.usable();
+        this.staging.buffer.set(bytes, slot);
+        state.sent = true; // from here the StoC may write the slot's bytes even if we give up
+        await this.rpc.writeFile(this.ep, handle, offset, this.staging, slot, this.window, slot, bytes.length,
+          { timeoutMs: left(op.deadline) });
+      });
+      if (sync) await this.call(op, Method.sync, { file: name });
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: direct write of ${name} [${offset}, +${bytes.length})`);
     }

@@ -17,9 +17,10 @@
  *   stoc.bye     null                             → null      frees the window once its work is done
  *   stoc.dopen   {file}                           → handle    opens (creating) the file for direct
  *                                                   writes on this connection (rpc.ts FILE_WRITE): the
- *                                                   StoC's progress thread writes and answers them; the
- *                                                   handle lasts until the file is removed or the
- *                                                   connection ends
+ *                                                   client WRITEs the bytes into its window and names
+ *                                                   them; the StoC's progress thread writes and answers
+ *                                                   them; the handle lasts until the file is removed or
+ *                                                   the connection ends
  *
  * In-memory files (memory-files.ts), a namespace apart from the disk files (the same name may
  * be both, as a memory+disk log is):
@@ -62,7 +63,8 @@ import { NovaError } from '../common/errors.js';
  * 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye;
  *    later, without a bump (methods only added): mcreate/mget/mextend/mlist/mremove, then
  *    compact, then dopen. A StoC that predates them answers UNKNOWN_METHOD, and disk files
- *    are untouched by the memory ones.
+ *    are untouched by the memory ones. Direct writes moved from FILE_WRITE version 1 (bytes in
+ *    the message) to 2 (bytes in the window); a StoC of version 1 refuses them (BAD_ARGUMENT).
  */
 export const STOC_PROTOCOL_VERSION = 1;
 

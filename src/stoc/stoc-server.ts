@@ -474,7 +474,9 @@ export class StocServer {
       }
       const handle = this.nextDirect++;
       try {
-        this.fabric.registerFile(handle, file.fd, MAX_FILE_BYTES, ep);
+        // The client WRITEs each write's bytes into its window and names them (Rpc.writeFile).
+        this.fabric.registerFile(handle, file.fd, MAX_FILE_BYTES, ep,
+          { region: this.buffer, start: conn.window * this.windowBytes, length: this.windowBytes });
       } catch (err) {
         file.unpin();
         throw err;

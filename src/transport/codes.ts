@@ -15,7 +15,7 @@ export const Status = {
   Timeout: 7,
 } as const;
 
-export const OpKind = { Read: 1, Write: 2, WriteImm: 3, Send: 4, Flush: 5 } as const;
+export const OpKind = { Read: 1, Write: 2, WriteImm: 3, Send: 4, Flush: 5, WriteSend: 6 } as const;
 
 export const EventKind = {
   OpDone: 1,

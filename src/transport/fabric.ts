@@ -305,13 +305,40 @@ export class Fabric {
 
   /** @internal A message of `payload`, then `more` when given (copied once, into the batch). */
   postSend(ep: number, type: number, payload: Uint8Array, more?: Uint8Array): Promise<void> {
+    const offset = this.stageMessage(payload, more, 1);
+    if (typeof offset !== 'number') return Promise.reject(offset);
+    const length = this.messagesLength - offset;
+    return this.post(OpKind.Send, ep, 0, offset, length, 0, type, 0, 'send');
+  }
+
+  /**
+   * @internal A WRITE, then a message sent once the write is complete at the peer (never if
+   * it fails): two descriptors that must travel in one batch. Settles when the message is sent.
+   */
+  postWriteSend(ep: number, region: number, localOffset: number, length: number, rkey: number, remoteOffset: number,
+                type: number, payload: Uint8Array, more?: Uint8Array): Promise<void> {
+    if (this.closed) return Promise.reject(new NovaError('CLOSED', 'writeThenSend: fabric is closed'));
+    const offset = this.stageMessage(payload, more, 2);
+    if (typeof offset !== 'number') return Promise.reject(offset);
+    const n = this.messagesLength - offset;
+    return new Promise<void>((resolve, reject) => {
+      const slot = this.takeSlot('writeThenSend', resolve, reject);
+      this.stageOp(OpKind.WriteSend, 0, ep, region, localOffset, length, rkey, 0, remoteOffset);
+      this.stageOp(OpKind.Send, slot + 1, ep, 0, offset, n, 0, type, 0);
+    });
+  }
+
+  /**
+   * Copies a message into the batch's message bytes, first sending the batch if the message
+   * or `ops` more descriptors would not fit in it. Returns its offset, or the error.
+   */
+  private stageMessage(payload: Uint8Array, more: Uint8Array | undefined, ops: number): number | NovaError {
     const length = payload.byteLength + (more?.byteLength ?? 0);
     if (length > this.maxMessageBytes) {
-      return Promise.reject(new NovaError('BAD_ARGUMENT',
-        `message of ${length} bytes exceeds maxMessageBytes (${this.maxMessageBytes})`));
+      return new NovaError('BAD_ARGUMENT', `message of ${length} bytes exceeds maxMessageBytes (${this.maxMessageBytes})`);
     }
-    if (this.messagesLength + length > this.messages.length) {
-      if (this.messagesLength > 0) this.flush();
+    if (this.messagesLength + length > this.messages.length || this.staged + ops > STAGE_OPS) {
+      if (this.messagesLength > 0 || this.staged > 0) this.flush();
       if (length > this.messages.length) {
         this.messages = Buffer.alloc(Math.max(length, this.messages.length * 2));
       }
@@ -320,7 +347,7 @@ export class Fabric {
     this.messages.set(payload, offset);
     if (more) this.messages.set(more, offset + payload.byteLength);
     this.messagesLength += length;
-    return this.post(OpKind.Send, ep, 0, offset, length, 0, type, 0, 'send');
+    return offset;
   }
 
   /** @internal */
@@ -346,15 +373,17 @@ export class Fabric {
   }
 
   /**
-   * Lets peers on `ep` write into open file `fd` with FILE_WRITE messages under `handle`,
-   * bytes [0, limit): the progress thread writes them and answers (Rpc.writeFile), so this
+   * Lets the peer on `ep` write into open file `fd`, bytes [0, limit), under `handle`: it
+   * WRITEs the bytes into [start, +length) of `window.region`, then a FILE_WRITE message names
+   * them, which the progress thread writes to the file and answers (Rpc.writeFile), so this
    * process's event loop never wakes for them. REQUIRES: `fd` stays open until
    * unregisterFile(handle) returns.
    */
-  registerFile(handle: number, fd: number, limit: number, ep: Endpoint): void {
+  registerFile(handle: number, fd: number, limit: number, ep: Endpoint,
+               window: { region: MemoryRegion; start: number; length: number }): void {
     this.assertOpen('registerFile');
     try {
-      this.native.registerFile(handle, fd, limit, ep.id);
+      this.native.registerFile(handle, fd, limit, ep.id, window.region.id, window.start, window.length);
     } catch (err) {
       throw controlError(err, 'registerFile');
     }
@@ -711,6 +740,20 @@ export class Endpoint {
         : new NovaError('BAD_ARGUMENT', `immediate must be a 32-bit unsigned integer, not ${imm}`));
     if (bad) return Promise.reject(bad);
     return this.fabric.post(OpKind.WriteImm, this.id, local.id, localOffset, length, remote.id, imm, remoteOffset, 'writeWithImm');
+  }
+
+  /**
+   * WRITE, then send a message of `type` once the write is complete at the peer, so the peer
+   * can act on the bytes the message names; the message is not sent if the write fails.
+   * Resolves when the message is sent.
+   */
+  writeThenSend(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number, length: number,
+                type: number, payload: Uint8Array, more?: Uint8Array): Promise<void> {
+    const bad = this.check(local, localOffset, remote, remoteOffset, length, 'writeThenSend') ??
+      (Number.isInteger(type) && type >= 0 && type < TWO_32 ? undefined
+        : new NovaError('BAD_ARGUMENT', `message type must be a 32-bit unsigned integer, not ${type}`));
+    if (bad) return Promise.reject(bad);
+    return this.fabric.postWriteSend(this.id, local.id, localOffset, length, remote.id, remoteOffset, type, payload, more);
   }
 
   /** Sends a message of `type` (`payload`, then `more` if given) to the peer's handler for that type. Copied. */

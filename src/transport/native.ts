@@ -38,7 +38,8 @@ export interface NativeFabric {
   dropRkey(id: number): void;
   closeRegion(id: number, opId: number): void;
   closeEndpoint(id: number): void;
-  registerFile(handle: number, fd: number, limit: number, ep: number): void;
+  registerFile(handle: number, fd: number, limit: number, ep: number, windowRegion: number, windowStart: number,
+               windowLength: number): void;
   /** Returns the end of the furthest write the handle took. */
   unregisterFile(handle: number): number;
   fileEnd(handle: number): number;

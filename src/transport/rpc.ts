@@ -15,20 +15,21 @@
  */
 import { Packr } from 'msgpackr';
 import { NovaError, RemoteError } from '../common/errors.js';
-import type { Endpoint, Fabric } from './fabric.js';
+import type { Endpoint, Fabric, MemoryRegion, RemoteRegion } from './fabric.js';
 
 /** Message types used by the RPC layer. Types below 16 are reserved for the transport. */
 export const RPC_REQUEST = 1;
 export const RPC_RESPONSE = 2;
 /**
  * A direct file write, done and answered (as an RPC response) by the peer's progress thread
- * (Fabric.registerFile; native/codes.h kMsgFileWrite). Layout, little-endian: u8 version (1),
- * 3 zero bytes, u32 request id, u32 handle, 4 zero bytes, u64 offset; then the bytes. The
- * answer's result is the end of the furthest write the handle took.
+ * (Fabric.registerFile; native/codes.h kMsgFileWrite). Layout, little-endian: u8 version (2),
+ * 3 zero bytes, u32 request id, u32 handle, u32 length, u64 offset in the file, u64 offset in
+ * the handle's window, where the sender WROTE the bytes first. The answer's result is the end
+ * of the furthest write the handle took.
  */
 export const FILE_WRITE = 3;
-const FILE_WRITE_VERSION = 1;
-const FILE_WRITE_HEADER_BYTES = 24;
+const FILE_WRITE_VERSION = 2;
+const FILE_WRITE_REQUEST_BYTES = 32;
 const TWO_32 = 0x1_0000_0000;
 const RPC_VERSION = 1;
 const SWEEP_MS = 20;
@@ -57,7 +58,7 @@ export class Rpc {
   private readonly packr = new Packr({ useRecords: false, moreTypes: false });
   private readonly handlers = new Map<string, RpcHandler>();
   private readonly pending = new Map<number, PendingCall>();
-  private readonly fileWriteHead = Buffer.alloc(FILE_WRITE_HEADER_BYTES);
+  private readonly fileWriteHead = Buffer.alloc(FILE_WRITE_REQUEST_BYTES);
   private readonly watched = new WeakSet<Endpoint>();
   private nextId = 1;
   private sweeper: NodeJS.Timeout | undefined;
@@ -86,24 +87,32 @@ export class Rpc {
     } catch (err) {
       return Promise.reject(new NovaError('BAD_ARGUMENT', `rpc ${method}: arguments cannot be encoded`, { cause: err }));
     }
-    return this.send<T>(ep, id, method, RPC_REQUEST, bytes, undefined, options);
+    return this.send<T>(ep, id, method, options, () => ep.send(RPC_REQUEST, bytes));
   }
 
   /**
-   * Writes `bytes` at `offset` of the file the peer registered as `handle` for this endpoint
-   * (one message; the peer's event loop is not involved). Settles like call(): with the end
+   * Writes `length` bytes at `localOffset` of `local` to `offset` of the file the peer
+   * registered as `handle` for this endpoint: WRITEs them to `remoteOffset` of `window` (the
+   * window the handle was registered with), then sends a small FILE_WRITE naming them, which
+   * the peer's progress thread writes and answers (its event loop is not involved). The
+   * window range must stay untouched until this settles. Settles like call(): with the end
    * of the furthest write the handle took, a RemoteError, DEADLINE_EXCEEDED or PEER_LOST.
    */
-  writeFile(ep: Endpoint, handle: number, offset: number, bytes: Uint8Array, options: CallOptions = {}): Promise<number> {
+  writeFile(ep: Endpoint, handle: number, offset: number, local: MemoryRegion, localOffset: number,
+                window: RemoteRegion, remoteOffset: number, length: number, options: CallOptions = {}): Promise<number> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'rpc file write: closed'));
     const id = this.takeId();
-    // One header for every write: send() copies it into the fabric's batch at once.
+    // One request buffer for every write: writeThenSend copies it into the fabric's batch at once.
     const head = this.fileWriteHead;
     head.writeUInt32LE(id, 4);
     head.writeUInt32LE(handle, 8);
+    head.writeUInt32LE(length, 12);
     head.writeUInt32LE(offset % TWO_32, 16);
     head.writeUInt32LE(Math.floor(offset / TWO_32), 20);
-    return this.send<number>(ep, id, 'file write', FILE_WRITE, head, bytes, options);
+    head.writeUInt32LE(remoteOffset % TWO_32, 24);
+    head.writeUInt32LE(Math.floor(remoteOffset / TWO_32), 28);
+    return this.send<number>(ep, id, 'file write', options,
+      () => ep.writeThenSend(local, localOffset, window, remoteOffset, length, FILE_WRITE, head));
   }
 
   private takeId(): number {
@@ -112,15 +121,17 @@ export class Rpc {
     return id;
   }
 
-  /** Sends a request of message `type` under `id`, settled by its response, its deadline or the endpoint's loss. */
-  private send<T>(ep: Endpoint, id: number, method: string, type: number, payload: Uint8Array, more: Uint8Array | undefined,
-                  options: CallOptions): Promise<T> {
+  /**
+   * Sends request `id` with `post` (which copies what it sends at once), settled by its
+   * response, its deadline or the endpoint's loss.
+   */
+  private send<T>(ep: Endpoint, id: number, method: string, options: CallOptions, post: () => Promise<void>): Promise<T> {
     this.watch(ep);
     return new Promise<T>((resolve, reject) => {
       const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, ep, method });
       this.armSweeper();
-      ep.send(type, payload, more).catch((err: NovaError) => this.fail(id, err));
+      post().catch((err: NovaError) => this.fail(id, err));
     });
   }
 

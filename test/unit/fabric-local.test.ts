@@ -206,7 +206,7 @@ describe('Fabric in one process', () => {
     expect(server.stats().malformed).toBe(2);
   });
 
-  it('direct file writes: done by the peer\'s progress thread, bounded, per connection, and refused once unregistered', async () => {
+  it('direct file writes: WRITTEN into a window, named by a small message, done by the peer\'s progress thread', async () => {
     const { a, b, ep, back } = await pair();
     const dir = mkdtempSync(join(tmpdir(), 'nova-direct-'));
     const fd = openSync(join(dir, 'log'), 'w+');
@@ -214,37 +214,71 @@ describe('Fabric in one process', () => {
       let messages = 0;
       b.onMessage(FILE_WRITE, () => { messages++; }); // must never be called: native answers
       const client = new Rpc(a);
-      b.registerFile(7, fd, 1 << 20, back);
-      expect(() => b.registerFile(7, fd, 1 << 20, back)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
-      const writes = Array.from({ length: 64 }, (_, i) => client.writeFile(ep, 7, i * 1000, Buffer.alloc(1000, i)));
-      const ends = await Promise.all(writes);
+      const buffer = b.allocate(1 << 20);
+      const staging = a.allocate(512 * 1024);
+      const spare = b.allocate(4096);
+      // The handles' window is [64 KiB, +256 KiB) of the buffer; the client sees only that.
+      const inWindow = { region: buffer, start: 64 * 1024, length: 256 * 1024 };
+      const window = ep.importKey(buffer.key.slice(64 * 1024, 256 * 1024));
+      b.registerFile(7, fd, 1 << 20, back, inWindow);
+      expect(() => b.registerFile(7, fd, 1 << 20, back, inWindow)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+      expect(() => b.registerFile(8, fd, 1 << 20, back, { ...inWindow, length: 1 << 20 })).toThrow(expect.objectContaining({ code: 'OUT_OF_BOUNDS' }));
+      // `bytes` staged at `at` and WRITTEN to the same place in the window, then written to `offset`.
+      const put = (handle: number, offset: number, bytes: Buffer, at = 0, into = window) => {
+        staging.buffer.set(bytes, at);
+        return client.writeFile(ep, handle, offset, staging, at, into, at, bytes.length);
+      };
+      const before = { a: a.stats(), b: b.stats() };
+      const ends = await Promise.all(Array.from({ length: 64 }, (_, i) => put(7, i * 1000, Buffer.alloc(1000, i), i * 1000)));
       expect(Math.max(...ends)).toBe(64_000);
-      expect(await client.writeFile(ep, 7, 200_000, Buffer.alloc(40_000, 9))).toBe(240_000); // past the eager size
-      expect(b.fileEnd(7)).toBe(240_000);
+      expect(a.stats().opsPosted - before.a.opsPosted).toBe(128); // a WRITE and a 32-byte message each
+      expect(b.stats().fileWrites - before.b.fileWrites).toBe(64);
+      expect(await put(7, 200_000, Buffer.alloc(200_000, 9))).toBe(400_000);
+      expect(buffer.buffer[64 * 1024]).toBe(9); // the bytes went through the window
+      expect(b.fileEnd(7)).toBe(400_000);
       const file = readFileSync(join(dir, 'log'));
       for (let i = 0; i < 64; i++) expect(file.subarray(i * 1000, (i + 1) * 1000).every((x) => x === i)).toBe(true);
-      expect(file.subarray(200_000, 240_000).every((x) => x === 9)).toBe(true);
-      await expect(client.writeFile(ep, 7, (1 << 20) - 10, Buffer.alloc(11))).rejects.toMatchObject({ code: 'OUT_OF_BOUNDS' });
-      await expect(client.writeFile(ep, 8, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      expect(file.subarray(200_000, 400_000).every((x) => x === 9)).toBe(true);
+      await expect(put(7, (1 << 20) - 10, Buffer.alloc(11))).rejects.toMatchObject({ code: 'OUT_OF_BOUNDS', message: expect.stringMatching(/file limit/) });
+      await expect(put(8, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      // A sender that sees more of the buffer than the window may not name bytes past it.
+      const wider = ep.importKey(buffer.key.slice(64 * 1024, 512 * 1024));
+      await expect(put(7, 0, Buffer.alloc(4096), 256 * 1024, wider))
+        .rejects.toMatchObject({ code: 'OUT_OF_BOUNDS', message: expect.stringMatching(/outside its 262144-byte window/) });
+      // A WRITE that is refused sends no message: nothing is written from a stale window.
+      const written = b.stats().fileWrites;
+      await expect(put(7, 0, Buffer.alloc(4096, 5), 255 * 1024)).rejects.toMatchObject({ code: 'OUT_OF_BOUNDS' });
+      expect(b.stats().fileWrites).toBe(written);
+      expect(readFileSync(join(dir, 'log'))[0]).toBe(0);
       // Another connection to the same fabric may not use the handle.
       const other = await a.connect(b.address);
-      await expect(client.writeFile(other, 7, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
-      // A message too short to carry a request id is counted, not answered (the deadline fails it).
-      const before = b.stats().malformedFrames;
+      const otherWindow = other.importKey(buffer.key.slice(64 * 1024, 256 * 1024));
+      staging.buffer[0] = 1;
+      await expect(client.writeFile(other, 7, 0, staging, 0, otherWindow, 0, 1)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      // Malformed requests: too short to carry a request id is counted, not answered (the
+      // deadline fails it); another version or length is answered BAD_ARGUMENT.
+      const malformed = b.stats().malformedFrames;
+      const late = client.stats().lateResponses;
       await ep.send(FILE_WRITE, Buffer.alloc(3));
-      await client.writeFile(ep, 7, 0, Buffer.alloc(1, 1)); // in order after it
-      expect(b.stats().malformedFrames).toBe(before + 1);
-      // Offsets past 32 bits (the header carries 64): a sparse write far into the file.
-      b.registerFile(9, fd, 2 ** 40, back);
-      expect(await client.writeFile(ep, 9, 2 ** 32 + 5, Buffer.from('far'))).toBe(2 ** 32 + 8);
+      await ep.send(FILE_WRITE, Buffer.from([1, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f]));
+      await ep.send(FILE_WRITE, Buffer.concat([Buffer.from([2, 0, 0, 0, 0xfe, 0xff, 0xff, 0x7f]), Buffer.alloc(40)]));
+      expect(await put(7, 0, Buffer.from([1]))).toBe(400_000); // in order after them
+      expect(b.stats().malformedFrames).toBe(malformed + 1);
+      expect(client.stats().lateResponses).toBe(late + 2); // answers to ids it never used
+      // Offsets past 32 bits (the request carries 64): a sparse write far into the file.
+      b.registerFile(9, fd, 2 ** 40, back, inWindow);
+      expect(await put(9, 2 ** 32 + 5, Buffer.from('far'))).toBe(2 ** 32 + 8);
       const far = Buffer.alloc(3);
       readSync(fd, far, 0, 3, 2 ** 32 + 5);
       expect(far.toString()).toBe('far');
       expect(b.unregisterFile(9)).toBe(2 ** 32 + 8);
-      expect(b.unregisterFile(7)).toBe(240_000);
-      await expect(client.writeFile(ep, 7, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      expect(b.unregisterFile(7)).toBe(400_000);
+      await expect(put(7, 0, Buffer.alloc(1))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      // A handle whose window closed refuses writes.
+      b.registerFile(10, fd, 1 << 20, back, inWindow);
+      await buffer.close();
+      await expect(put(10, 0, Buffer.alloc(1), 0, ep.importKey(spare.key))).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/window is closed/) });
       expect(messages).toBe(0);
-      expect(b.stats().fileWrites).toBeGreaterThanOrEqual(70);
     } finally {
       closeSync(fd);
       rmSync(dir, { recursive: true, force: true });
