@@ -7,6 +7,7 @@
 #include <napi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -45,7 +46,22 @@ std::string BytesArg(const Napi::Value& v, const char* name) {
 
 uint32_t U32Arg(const Napi::Value& v, const char* name) {
   if (!v.IsNumber()) throw Napi::TypeError::New(v.Env(), std::string(name) + " must be a number");
-  return v.As<Napi::Number>().Uint32Value();
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0 && d <= 4294967295.0 && d == std::trunc(d))) {
+    throw Napi::RangeError::New(v.Env(), std::string(name) + " must be a 32-bit unsigned integer");
+  }
+  return static_cast<uint32_t>(d);
+}
+
+// A whole number in [0, max] (an fd, a length, an offset), as JS passes them.
+double WholeArg(const Napi::Value& v, const char* name, double max) {
+  if (!v.IsNumber()) throw Napi::TypeError::New(v.Env(), std::string(name) + " must be a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0 && d <= max && d == std::trunc(d))) {
+    throw Napi::RangeError::New(v.Env(), std::string(name) + " must be a whole number in [0, " +
+                                             std::to_string(static_cast<uint64_t>(max)) + "]");
+  }
+  return d;
 }
 
 class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
@@ -208,23 +224,14 @@ class FabricWrap : public Napi::ObjectWrap<FabricWrap> {
   Napi::Value RegisterFile(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     return Guard(env, [&]() -> Napi::Value {
-      const char* usage = "registerFile(handle, fd, limit, ep, windowRegion, windowStart, windowLength)";
-      for (size_t i : {1, 2, 5, 6}) {
-        if (!info[i].IsNumber()) throw Napi::TypeError::New(env, usage);
-      }
-      int64_t fd = info[1].As<Napi::Number>().Int64Value();
-      double limit = info[2].As<Napi::Number>().DoubleValue();
-      double start = info[5].As<Napi::Number>().DoubleValue();
-      double length = info[6].As<Napi::Number>().DoubleValue();
-      constexpr double kMax = 9007199254740992.0;
-      if (fd < 0 || fd > INT32_MAX || !(limit >= 0) || limit > kMax || !(start >= 0) || start > kMax ||
-          !(length >= 0) || length > kMax) {
-        throw Napi::RangeError::New(env, "registerFile: fd, limit or window out of range");
-      }
-      nova::Fabric::FileWindow window{U32Arg(info[4], "windowRegion"), static_cast<uint64_t>(start),
-                                      static_cast<uint64_t>(length)};
-      Status s = fabric(env).RegisterFile(U32Arg(info[0], "handle"), static_cast<int>(fd),
-                                          static_cast<uint64_t>(limit), U32Arg(info[3], "ep"), window);
+      constexpr double kMax = 9007199254740992.0;  // 2^53: exact in a double
+      int fd = static_cast<int>(WholeArg(info[1], "fd", INT32_MAX));
+      auto limit = static_cast<uint64_t>(WholeArg(info[2], "limit", kMax));
+      nova::Fabric::FileWindow window{U32Arg(info[4], "windowRegion"),
+                                      static_cast<uint64_t>(WholeArg(info[5], "windowStart", kMax)),
+                                      static_cast<uint64_t>(WholeArg(info[6], "windowLength", kMax))};
+      Status s = fabric(env).RegisterFile(U32Arg(info[0], "handle"), fd, limit, U32Arg(info[3], "ep"),
+                                          window);
       if (s != nova::kOk) throw StatusError(env, s, "registerFile");
       return env.Undefined();
     });

@@ -32,10 +32,14 @@ enum OpKind : uint8_t {
   kOpSend = 4,
   kOpFlush = 5,
   // A WRITE whose completion at the peer sends a message: the descriptor after it, a kOpSend
-  // on the same endpoint, is posted only once the write is complete there, and not at all
-  // if it fails. The write's own op id is 0; the send's reports the pair.
+  // on the same endpoint marked kPairedSend, is posted only once the write is complete
+  // there, and not at all if it fails. The write's own op id is 0; the send's reports both.
   kOpWriteSend = 6,
 };
+
+// Descriptor byte 1 (pad[0]) of the send of a kOpWriteSend pair; a send so marked alone is
+// refused, so a pair cut in two can never send a message naming bytes that did not land.
+constexpr uint8_t kPairedSend = 1;
 
 // Kind of an event delivered to JS (event record word 0).
 enum EventKind : uint32_t {

@@ -492,14 +492,8 @@ bool Fabric::DrainInbox() {
   for (Batch& b : batches) {
     std::unordered_map<uint32_t, WriteGroup*> groups;
     for (size_t i = 0; i < b.ops.size(); ++i) {
-      const OpDesc& op = b.ops[i];
-      if (op.kind == kOpWriteSend) {
-        const OpDesc* send = i + 1 < b.ops.size() ? &b.ops[i + 1] : nullptr;
-        if (send != nullptr) ++i;
-        ExecuteWriteSend(op, send, b.messages.data(), b.messages.size());
-        continue;
-      }
-      Execute(op, b.messages.data(), b.messages.size(), &groups);
+      const OpDesc* next = i + 1 < b.ops.size() ? &b.ops[i + 1] : nullptr;
+      if (Execute(b.ops[i], next, b.messages.data(), b.messages.size(), &groups)) ++i;
     }
     for (auto& g : groups) FlushGroup(g.second);
     posted += b.ops.size();
@@ -541,17 +535,29 @@ Status Fabric::CheckRemote(const OpDesc& op, Endpoint* ep, RemoteKey** rkey) {
   return kOk;
 }
 
-void Fabric::Execute(const OpDesc& op, const uint8_t* messages, size_t messages_len,
-                     std::unordered_map<uint32_t, WriteGroup*>* groups) {
+// Returns true if it took `next` too (the send of a kOpWriteSend pair).
+bool Fabric::Execute(const OpDesc& op, const OpDesc* next, const uint8_t* messages,
+                     size_t messages_len, std::unordered_map<uint32_t, WriteGroup*>* groups) {
+  const bool pair = op.kind == kOpWriteSend;
+  const OpDesc* send = nullptr;
+  if (pair && next != nullptr && next->kind == kOpSend && next->pad[0] == kPairedSend) send = next;
+  // A pair without its send, or not on one endpoint, fails whole; so does a paired send alone.
+  if ((pair && (send == nullptr || send->ep != op.ep || op.op_id != 0)) ||
+      (op.kind == kOpSend && op.pad[0] != 0)) {
+    Finish(OpRef{op.op_id, 0, 0, op.ep}, kBadArgument);
+    if (send != nullptr) Finish(OpRef{send->op_id, 0, 0, send->ep}, kBadArgument);
+    return send != nullptr;
+  }
+  const uint32_t reporter = pair ? send->op_id : op.op_id;
   auto it = endpoints_.find(op.ep);
   if (it == endpoints_.end()) {
-    Finish(OpRef{op.op_id, 0, 0, op.ep}, lost_endpoints_.count(op.ep) ? kPeerLost : kClosed);
-    return;
+    Finish(OpRef{reporter, 0, 0, op.ep}, lost_endpoints_.count(op.ep) ? kPeerLost : kClosed);
+    return pair;
   }
   Endpoint* ep = it->second.get();
   if (ep->state != Endpoint::kReady) {
-    Finish(OpRef{op.op_id, 0, 0, op.ep}, ep->state == Endpoint::kFailed ? kPeerLost : kClosed);
-    return;
+    Finish(OpRef{reporter, 0, 0, op.ep}, ep->state == Endpoint::kFailed ? kPeerLost : kClosed);
+    return pair;
   }
   switch (op.kind) {
     case kOpRead: PostRead(op, ep); break;
@@ -559,8 +565,10 @@ void Fabric::Execute(const OpDesc& op, const uint8_t* messages, size_t messages_
     case kOpWriteImm: PostWriteImm(op, ep); break;
     case kOpSend: PostSend(op, ep, messages, messages_len); break;
     case kOpFlush: PostFlush(op, ep); break;
+    case kOpWriteSend: PostWriteSend(op, *send, ep, messages, messages_len); break;
     default: Finish(OpRef{op.op_id, 0, 0, op.ep}, kBadArgument);
   }
+  return pair;
 }
 
 void Fabric::PostRead(const OpDesc& op, Endpoint* ep) {
@@ -616,47 +624,42 @@ void Fabric::PostWrite(const OpDesc& op, Endpoint* ep,
   }
 }
 
-void Fabric::PostWriteImm(const OpDesc& op, Endpoint* ep) {
+// Posts `write` alone in a group whose `then` frame is sent once the write is complete at
+// the peer (FinishGroup); write.op_id reports the pair.
+void Fabric::PostWriteThen(const OpDesc& write, Endpoint* ep, SendCtx* then, size_t length) {
   std::unordered_map<uint32_t, WriteGroup*> single;
-  PostWrite(op, ep, &single);
-  if (single.empty()) return;  // refused; already finished
+  then->ref.op_id = write.op_id;
+  PostWrite(write, ep, &single);
+  if (single.empty()) {  // refused; already finished
+    delete then;
+    return;
+  }
   WriteGroup* group = single.begin()->second;
-  group->then.reset(new SendCtx());
-  group->then->header = {kFrameMagic, kFrameVersion, kFrameImm, ep->remote_id, op.imm, 0};
-  group->then->ref.op_id = op.op_id;
+  group->then.reset(then);
+  group->then_length = length;
   FlushGroup(group);
 }
 
-// `write` is a kOpWriteSend; `send` the descriptor after it (nullptr if the batch ended).
-void Fabric::ExecuteWriteSend(const OpDesc& write, const OpDesc* send, const uint8_t* messages,
-                              size_t messages_len) {
-  if (send == nullptr || send->kind != kOpSend || send->ep != write.ep || write.op_id != 0 ||
-      send->local_off > messages_len || send->length > messages_len - send->local_off) {
-    Finish(OpRef{write.op_id, 0, 0, write.ep}, kBadArgument);
-    if (send != nullptr) Finish(OpRef{send->op_id, 0, 0, send->ep}, kBadArgument);
-    return;
+void Fabric::PostWriteImm(const OpDesc& op, Endpoint* ep) {
+  auto then = new SendCtx();
+  then->header = {kFrameMagic, kFrameVersion, kFrameImm, ep->remote_id, op.imm, 0};
+  PostWriteThen(op, ep, then, 0);
+}
+
+void Fabric::PostWriteSend(const OpDesc& write, const OpDesc& send, Endpoint* ep,
+                           const uint8_t* messages, size_t messages_len) {
+  if (send.local_off > messages_len || send.length > messages_len - send.local_off) {
+    return Finish(OpRef{send.op_id, 0, 0, ep->id}, kBadArgument);
   }
-  auto it = endpoints_.find(write.ep);
-  Status s = it == endpoints_.end() ? (lost_endpoints_.count(write.ep) ? kPeerLost : kClosed)
-             : it->second->state == Endpoint::kReady ? kOk
-             : it->second->state == Endpoint::kFailed ? kPeerLost : kClosed;
-  if (s != kOk) return Finish(OpRef{send->op_id, 0, 0, write.ep}, s);
-  Endpoint* ep = it->second.get();
-  std::unordered_map<uint32_t, WriteGroup*> single;
+  auto then = new SendCtx();
+  then->header = {kFrameMagic, kFrameVersion, kFrameMessage, ep->remote_id, send.imm, 0};
+  if (send.length > 0) {
+    then->data.reset(new uint8_t[send.length]);
+    memcpy(then->data.get(), messages + send.local_off, send.length);
+  }
   OpDesc w = write;
-  w.op_id = send->op_id;  // a refused write reports through the send's op id
-  PostWrite(w, ep, &single);
-  if (single.empty()) return;  // refused; already finished
-  WriteGroup* group = single.begin()->second;
-  group->then.reset(new SendCtx());
-  group->then->header = {kFrameMagic, kFrameVersion, kFrameMessage, ep->remote_id, send->imm, 0};
-  group->then->ref.op_id = send->op_id;
-  if (send->length > 0) {
-    group->then->data.reset(new uint8_t[send->length]);
-    memcpy(group->then->data.get(), messages + send->local_off, send->length);
-  }
-  group->then_length = send->length;
-  FlushGroup(group);
+  w.op_id = send.op_id;
+  PostWriteThen(w, ep, then, send.length);
 }
 
 void Fabric::FlushGroup(WriteGroup* group) {

@@ -181,16 +181,17 @@ class Fabric {
 
   // Progress-thread side.
   bool DrainInbox();
-  void Execute(const OpDesc& op, const uint8_t* messages, size_t messages_len,
-               std::unordered_map<uint32_t, WriteGroup*>* groups);
+  bool Execute(const OpDesc& op, const OpDesc* next, const uint8_t* messages,
+               size_t messages_len, std::unordered_map<uint32_t, WriteGroup*>* groups);
   Status CheckLocal(const OpDesc& op, Region** region);
   Status CheckRemote(const OpDesc& op, Endpoint* ep, RemoteKey** rkey);
   void PostRead(const OpDesc& op, Endpoint* ep);
   void PostWrite(const OpDesc& op, Endpoint* ep,
                  std::unordered_map<uint32_t, WriteGroup*>* groups);
   void PostWriteImm(const OpDesc& op, Endpoint* ep);
-  void ExecuteWriteSend(const OpDesc& write, const OpDesc* send, const uint8_t* messages,
-                        size_t messages_len);
+  void PostWriteThen(const OpDesc& write, Endpoint* ep, SendCtx* then, size_t length);
+  void PostWriteSend(const OpDesc& write, const OpDesc& send, Endpoint* ep,
+                     const uint8_t* messages, size_t messages_len);
   void PostSend(const OpDesc& op, Endpoint* ep, const uint8_t* messages, size_t messages_len);
   void PostFlush(const OpDesc& op, Endpoint* ep);
   void FlushGroup(WriteGroup* group);

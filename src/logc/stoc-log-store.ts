@@ -1,8 +1,9 @@
 /**
  * LogC in `disk` mode (DESIGN.md §5): each memtable's log is a persistent StoC file
  * `r<range>-<n>.log`, replicated on R StoCs. A group commit is one write per replica, sent to
- * all replicas at once, at the offset the log assigns it, as a direct write (one message that
- * each StoC's fabric progress thread writes and answers: StocClient.openDirect). A replica
+ * all replicas at once, at the offset the log assigns it, as a direct write (a WRITE into the
+ * StoC's window and one small message that its fabric progress thread writes and answers:
+ * StocClient.openDirect). A replica
  * that fails is dropped from that log's set (the others carry on), so a StoC that dies does
  * not stop writes while another replica remains; new logs pick among StoCs that answer, so a
  * StoC that comes back is used again.

@@ -28,8 +28,10 @@ export class SlotPool {
     readonly slotBytes: number,
     readonly count: number,
     private readonly maxWaiters: number,
+    /** The window's slot this pool's first one is: pools may share a window, each its own slots. */
+    readonly first = 0,
   ) {
-    for (let i = count - 1; i >= 0; i--) this.free.push(i);
+    for (let i = first + count - 1; i >= first; i--) this.free.push(i);
   }
 
   /** Window offset of a slot. */

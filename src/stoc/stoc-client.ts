@@ -9,6 +9,10 @@
  *   read:         RPC fetch naming a slot; the StoC WRITEs the bytes into the staging slot
  *                 before it answers; copy them out.
  * Larger transfers are split into slot-sized parts, in flight together.
+ *   direct write (openDirect): copy into a staging slot, WRITE it into the window slot, and one
+ *                 small FILE_WRITE names it; the StoC's progress thread writes and answers it.
+ *                 These take slots of their own at the window's end (DIRECT_SLOTS), so a log
+ *                 append never waits behind a table's transfer.
  *
  * In-memory files (MemoryFile): the StoC hands out its regions' keys; the client imports them
  * and moves bytes itself through a staging slot: copy in + WRITE (append), READ + copy out.
@@ -35,7 +39,7 @@ import type { CallOptions, Rpc } from '../transport/rpc.js';
 import { parseCompactReply, type CompactArgs, type CompactOutput } from './compaction-executor.js';
 import { SlotPool } from './slot-pool.js';
 import {
-  Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint,
+  DIRECT_WRITE_VERSION, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint,
   type HelloReply, type MemoryFileReply, type StocLoad,
 } from './stoc-protocol.js';
 
@@ -49,6 +53,9 @@ export interface StocClientOptions {
 }
 
 export type LostCode = 'PEER_LOST' | 'CLOSED';
+
+/** Window slots kept for direct writes (log appends), at most a quarter of the window's. */
+const DIRECT_SLOTS = 8;
 
 /** A persistent file opened for writes at given offsets (StocClient.openDirect). */
 export interface DirectFile {
@@ -124,9 +131,10 @@ export class StocClient {
     /** The StoC's id, as it said at hello. */
     readonly stocId: number,
     private readonly pool: SlotPool,
+    private readonly directPool: SlotPool,
     private readonly timeoutMs: number,
   ) {
-    ep.onLost((code) => this.pool.fail(new NovaError(code, code === 'PEER_LOST' ? 'the StoC was lost' : 'the connection was closed')));
+    ep.onLost((code) => this.failSlots(new NovaError(code, code === 'PEER_LOST' ? 'the StoC was lost' : 'the connection was closed')));
   }
 
   static async connect(fabric: Fabric, rpc: Rpc, address: Uint8Array, opts: StocClientOptions = {}): Promise<StocClient> {
@@ -144,8 +152,14 @@ export class StocClient {
       await rpc.call(ep, Method.attach, { key: staging.key.serialize() }, { timeoutMs: left(deadline) });
       const slotBytes = Math.min(checkUint('slotBytes', opts.slotBytes ?? 256 * 1024), hello.windowBytes);
       if (slotBytes < 1) throw new NovaError('BAD_ARGUMENT', 'slotBytes must be positive');
-      const pool = new SlotPool(slotBytes, Math.floor(hello.windowBytes / slotBytes), opts.maxWaiting ?? 65_536);
-      return new StocClient(rpc, ep, window, staging, hello.id, pool, timeoutMs);
+      const slots = Math.floor(hello.windowBytes / slotBytes);
+      const maxWaiting = opts.maxWaiting ?? 65_536;
+      // Direct writes (log appends) get slots of their own, so an append never waits behind
+      // a table's transfer; with too few slots to split, they share.
+      const direct = slots >= 2 ? Math.max(1, Math.min(DIRECT_SLOTS, Math.floor(slots / 4))) : 0;
+      const pool = new SlotPool(slotBytes, slots - direct, maxWaiting);
+      const directPool = direct > 0 ? new SlotPool(slotBytes, direct, maxWaiting, slots - direct) : pool;
+      return new StocClient(rpc, ep, window, staging, hello.id, pool, directPool, timeoutMs);
     } catch (err) {
       ep?.close();
       await staging?.close().catch(() => undefined);
@@ -190,7 +204,7 @@ export class StocClient {
     try {
       checkName(name);
       this.usable();
-      handle = checkUint('direct handle in the StoC reply', await this.call(op, Method.dopen, { file: name }), 0xffffffff);
+      handle = checkUint('direct handle in the StoC reply', await this.call(op, Method.dopen, { file: name, version: DIRECT_WRITE_VERSION }), 0xffffffff);
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
     }
@@ -198,7 +212,7 @@ export class StocClient {
     // progress thread for its whole pwrite.
     return {
       name,
-      write: (offset, bytes, sync, o) => bytes.length > 0 && bytes.length <= this.pool.slotBytes
+      write: (offset, bytes, sync, o) => bytes.length > 0 && bytes.length <= this.directPool.slotBytes
         ? this.writeDirect(name, handle, offset, bytes, sync, o) : this.write(name, offset, bytes, sync, o),
     };
   }
@@ -210,7 +224,7 @@ export class StocClient {
     try {
       checkUint('offset', offset);
       this.usable();
-      await this.withSlot(this.pool.acquire(op.deadline), async (slot, state) => {
+      await this.withSlot(this.directPool, op.deadline, async (slot, state) => {
         this.usable();
         this.staging.buffer.set(bytes, slot);
         state.sent = true; // from here the StoC may write the slot's bytes even if we give up
@@ -391,7 +405,7 @@ export class StocClient {
         const n = Math.min(bytes.length - at, file.regionBytes - within, this.pool.slotBytes);
         const region = await this.memoryRegion(op, file, Math.floor(pos / file.regionBytes));
         const part = bytes.subarray(at, at + n);
-        await this.withSlot(this.pool.acquire(op.deadline), async (slot, state) => {
+        await this.withSlot(this.pool, op.deadline, async (slot, state) => {
           this.usableMemory(file);
           this.staging.buffer.set(part, slot);
           state.sent = true;
@@ -422,7 +436,7 @@ export class StocClient {
         const n = Math.min(length - at, file.regionBytes - within, this.pool.slotBytes);
         const region = file.regions[Math.floor(pos / file.regionBytes)];
         const into = at;
-        parts.push(this.withSlot(this.pool.acquire(op.deadline), async (slot, state) => {
+        parts.push(this.withSlot(this.pool, op.deadline, async (slot, state) => {
           this.usableMemory(file);
           state.sent = true;
           await this.oneSided(op, this.ep.read(this.staging, slot, region, within, n));
@@ -473,7 +487,9 @@ export class StocClient {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.pool.fail(new NovaError('CLOSED', 'the client was closed'));
+    this.failSlots(new NovaError('CLOSED', 'the client was closed'));
+    // WRITEs still in flight land before the bye, which frees the window for another client.
+    if (this.ep.isReady) await this.ep.flush().catch(() => undefined);
     if (this.ep.isReady) await this.rpc.call(this.ep, Method.bye, null, { timeoutMs: 2_000 }).catch(() => undefined);
     this.ep.close();
     await this.staging.close().catch(() => undefined);
@@ -577,25 +593,31 @@ export class StocClient {
     const parts: Array<Promise<void>> = [];
     for (let at = 0; at < length; at += this.pool.slotBytes) {
       const n = Math.min(this.pool.slotBytes, length - at);
-      parts.push(this.withSlot(this.pool.acquire(op.deadline), (slot, state) => part(slot, at, n, state)));
+      parts.push(this.withSlot(this.pool, op.deadline, (slot, state) => part(slot, at, n, state)));
     }
     const failed = (await Promise.allSettled(parts)).find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
   }
 
-  private async withSlot(slotP: Promise<number>, fn: (slotOffset: number, state: PartState) => Promise<void>): Promise<void> {
-    const slot = await slotP;
+  /** Runs `fn` on a slot of `pool`, asked for now (so in call order; see SlotPool). */
+  private async withSlot(pool: SlotPool, deadline: number, fn: (slotOffset: number, state: PartState) => Promise<void>): Promise<void> {
+    const slot = await pool.acquire(deadline);
     const state: PartState = { sent: false };
     let safe = true;
     try {
-      await fn(this.pool.offset(slot), state);
+      await fn(pool.offset(slot), state);
     } catch (err) {
       safe = !(state.sent && (err as NovaError).code === 'DEADLINE_EXCEEDED');
       throw err;
     } finally {
-      if (safe) this.pool.release(slot);
-      else this.pool.retire();
+      if (safe) pool.release(slot);
+      else pool.retire();
     }
+  }
+
+  private failSlots(err: NovaError): void {
+    this.pool.fail(err);
+    if (this.directPool !== this.pool) this.directPool.fail(err);
   }
 
   /** Copies a part into its staging slot, WRITEs it to the window slot, asks the StoC to persist it. */

@@ -15,7 +15,7 @@
  *   stoc.sync    {file}                           → null
  *   stoc.load    null                             → {queueDepth, pendingReadBytes, pendingWriteBytes}
  *   stoc.bye     null                             → null      frees the window once its work is done
- *   stoc.dopen   {file}                           → handle    opens (creating) the file for direct
+ *   stoc.dopen   {file, version}                  → handle    opens (creating) the file for direct
  *                                                   writes on this connection (rpc.ts FILE_WRITE): the
  *                                                   client WRITEs the bytes into its window and names
  *                                                   them; the StoC's progress thread writes and answers
@@ -63,10 +63,16 @@ import { NovaError } from '../common/errors.js';
  * 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye;
  *    later, without a bump (methods only added): mcreate/mget/mextend/mlist/mremove, then
  *    compact, then dopen. A StoC that predates them answers UNKNOWN_METHOD, and disk files
- *    are untouched by the memory ones. Direct writes moved from FILE_WRITE version 1 (bytes in
- *    the message) to 2 (bytes in the window); a StoC of version 1 refuses them (BAD_ARGUMENT).
+ *    are untouched by the memory ones.
  */
 export const STOC_PROTOCOL_VERSION = 1;
+
+/**
+ * The FILE_WRITE version a dopen's writes use (rpc.ts), which the StoC checks at dopen so a
+ * mismatch fails there: 2, the bytes in the window. (1, the bytes in the message, sent no
+ * version at dopen; a StoC of then answers version-2 writes BAD_ARGUMENT.)
+ */
+export const DIRECT_WRITE_VERSION = 2;
 
 export const Method = {
   hello: 'stoc.hello',

@@ -37,7 +37,7 @@ import { FileTable, type StoredFile } from './file-table.js';
 import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
 import { StocClient } from './stoc-client.js';
 import {
-  Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
+  DIRECT_WRITE_VERSION, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
   type HelloReply, type MemoryFileReply, type StocLoad,
 } from './stoc-protocol.js';
 
@@ -290,15 +290,17 @@ export class StocServer {
     if (!conn) return Promise.resolve(null);
     this.conns.delete(ep);
     conn.gone = true;
-    this.closeDirectAll(conn);
-    conn.order.fail(new NovaError('CLOSED', `StoC ${this.id}: the connection ended`));
     const freed = new Promise<null>((resolve) => conn.onFreed.push(() => resolve(null)));
+    this.closeDirectAll(conn); // may free the window already
+    conn.order.fail(new NovaError('CLOSED', `StoC ${this.id}: the connection ended`));
     this.freeIfDone(conn);
     return freed;
   }
 
+  // A handle that lingers (closeDirect) keeps the window: its endpoint's FILE_WRITEs name
+  // bytes in it, which must not become another client's.
   private freeIfDone(conn: Connection): void {
-    if (!conn.gone || conn.inflight > 0 || conn.freed) return;
+    if (!conn.gone || conn.inflight > 0 || conn.freed || conn.direct.size > 0) return;
     conn.freed = true;
     conn.client?.drop();
     this.freeWindows.push(conn.window);
@@ -450,8 +452,12 @@ export class StocServer {
    */
   private closeDirectAll(conn: Connection, name?: string): void {
     for (const [handle, file] of [...conn.direct]) if (name === undefined || file.name === name) this.closeDirect(conn, handle);
-    if (conn.gone && conn.direct.size > 0) this.lingering.add(conn);
-    else this.lingering.delete(conn);
+    if (conn.gone && conn.direct.size > 0) {
+      this.lingering.add(conn);
+    } else {
+      this.lingering.delete(conn);
+      this.freeIfDone(conn);
+    }
   }
 
   private closeDirectOf(name: string): void {
@@ -459,12 +465,18 @@ export class StocServer {
   }
 
   /**
-   * Opens `file` for direct writes on this connection. Why: a log append is then one message
-   * that the fabric's progress thread writes and answers, with no wake-up of this event loop
-   * (native/fabric.cc FileWrite); bench/README.md has what that bought.
+   * Opens `file` for direct writes on this connection. Why: a log append is then a WRITE into
+   * the connection's window and one small message that the fabric's progress thread writes
+   * and answers, with no wake-up of this event loop (native/fabric.cc FileWrite);
+   * bench/README.md has what that bought.
    */
   private dopen(args: unknown, ep: Endpoint): Promise<number> {
-    const name = checkName(fields(Method.dopen, args).file);
+    const { file: requested, version } = fields(Method.dopen, args);
+    const name = checkName(requested);
+    if (version !== DIRECT_WRITE_VERSION) {
+      throw new NovaError('BAD_ARGUMENT', `StoC ${this.id}: direct writes of version ${String(version)} asked for; ` +
+        `this StoC takes version ${DIRECT_WRITE_VERSION} (run the same Nova on every component)`);
+    }
     const conn = this.connection(ep, Method.dopen);
     return this.track(conn, 'other', 0, () => this.disk(`direct open of ${name}`, async () => {
       const file = (await this.files.acquire(name, true))!;

@@ -68,6 +68,8 @@ export interface FabricStats extends NativeStats {
 }
 
 const STAGE_OPS = 4096;
+/** Descriptor byte 1 of the send that follows a WriteSend: alone, native refuses it. */
+const PAIRED_SEND = 1 << 8;
 const EVENT_BATCH = 1024;
 const ARENA_BYTES = 256 * 1024;
 /**
@@ -324,7 +326,7 @@ export class Fabric {
     return new Promise<void>((resolve, reject) => {
       const slot = this.takeSlot('writeThenSend', resolve, reject);
       this.stageOp(OpKind.WriteSend, 0, ep, region, localOffset, length, rkey, 0, remoteOffset);
-      this.stageOp(OpKind.Send, slot + 1, ep, 0, offset, n, 0, type, 0);
+      this.stageOp(OpKind.Send | PAIRED_SEND, slot + 1, ep, 0, offset, n, 0, type, 0);
     });
   }
 

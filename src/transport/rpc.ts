@@ -101,6 +101,9 @@ export class Rpc {
   writeFile(ep: Endpoint, handle: number, offset: number, local: MemoryRegion, localOffset: number,
                 window: RemoteRegion, remoteOffset: number, length: number, options: CallOptions = {}): Promise<number> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'rpc file write: closed'));
+    if (!(length >= 0 && length < TWO_32 && Number.isInteger(length))) {
+      return Promise.reject(new NovaError('BAD_ARGUMENT', `rpc file write of ${length} bytes: at most 2^32 - 1`));
+    }
     const id = this.takeId();
     // One request buffer for every write: writeThenSend copies it into the fabric's batch at once.
     const head = this.fileWriteHead;

@@ -8,6 +8,8 @@ import { openSync, closeSync, readFileSync, readSync, mkdtempSync, rmSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FILE_WRITE, Rpc, RPC_REQUEST } from '../../src/transport/rpc.js';
+import { OpKind } from '../../src/transport/codes.js';
+import { until } from '../helpers/until.js';
 import { useTls } from '../helpers/peer-process.js';
 
 const opened: Fabric[] = [];
@@ -283,5 +285,31 @@ describe('Fabric in one process', () => {
       closeSync(fd);
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('a write-then-send pair travels whole or fails whole; its send never goes alone', async () => {
+    const { a, b, ep } = await pair();
+    const local = a.allocate(4096);
+    const remote = ep.importKey(b.allocate(4096).key);
+    let delivered = 0;
+    b.onMessage(99, () => { delivered++; });
+    const post = (kind: number, opts: { region?: number; rkey?: number; length?: number } = {}) =>
+      a.post(kind, ep.id, opts.region ?? 0, 0, opts.length ?? 0, opts.rkey ?? 0, 99, 0, 'raw');
+    const write = { region: local.id, rkey: remote.id, length: 8 };
+    const paired = OpKind.Send | (1 << 8); // native/codes.h kPairedSend in descriptor byte 1
+    const bad = { code: 'BAD_ARGUMENT' };
+    // Descriptors posted in one turn travel in one batch, in order.
+    const results = await Promise.allSettled([
+      post(paired), // a paired send alone
+      post(OpKind.WriteSend, write), post(OpKind.Send), // a pair whose send is not marked: the plain send goes
+      post(OpKind.WriteSend, write), post(paired), // a write with its own op id: both refused
+      post(OpKind.WriteSend, write), // last of the batch, no send after it
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'fulfilled', 'rejected', 'rejected', 'rejected']);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject(bad);
+    await ep.writeThenSend(local, 0, remote, 0, 8, 99, Buffer.from('named')); // the real thing
+    await until(() => delivered === 2);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(delivered).toBe(2); // the plain send and the real pair's, nothing else
   });
 });

@@ -23,6 +23,7 @@ import { Fabric } from '../../src/transport/fabric.js';
 import { Rpc } from '../../src/transport/rpc.js';
 import { pattern } from '../fixtures/pattern.js';
 import { useTls } from '../helpers/peer-process.js';
+import { until } from '../helpers/until.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -93,14 +94,6 @@ function expectRecords(bytes: Buffer | undefined, want: Buffer[]): void {
   const got = recordsOf(bytes);
   expect(got.map((r) => r.length)).toEqual(want.map((r) => r.length));
   expect(got.every((r, i) => r.equals(want[i]))).toBe(true);
-}
-
-async function until(cond: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 function fetches(stocs: StocServer[]): number {

@@ -15,6 +15,7 @@ import { Rpc } from '../../src/transport/rpc.js';
 import { pattern } from '../fixtures/pattern.js';
 import { useTls } from '../helpers/peer-process.js';
 import { rng } from '../helpers/rng.js';
+import { until } from '../helpers/until.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -61,14 +62,6 @@ function bytes(n: number, seed: number): Buffer {
   return b;
 }
 
-async function until(cond: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 afterEach(async () => {
   for (const f of fabrics.splice(0)) await f.close();
   for (const s of servers.splice(0)) await s.close();
@@ -110,8 +103,8 @@ describe('StoC persistent files', () => {
     expect(s.stats()).toMatchObject({ persists: 0, directHandles: 1 }); // the event loop wrote none of it
     expect(s.stats().directWrites).toBeGreaterThanOrEqual(parts.length);
     expect(await c.size('r1-5.log')).toBe(at); // the size covers what the progress thread wrote
-    // A write larger than a group commit goes through the window in slots, to the same file.
-    const big = bytes(4 * SLOT + 5, 99); // past DIRECT_WRITE_MAX (1 MiB)
+    // A write larger than a slot goes through the window in slots, to the same file.
+    const big = bytes(4 * SLOT + 5, 99);
     await file.write(at, big, false);
     expect(s.stats().persists).toBe(5);
     expect((await c.read('r1-5.log', at, big.length)).equals(big)).toBe(true);
@@ -150,10 +143,15 @@ describe('StoC persistent files', () => {
     await c.close();
     await until(() => s.stats().connections === 0);
     expect(s.stats().directHandles).toBe(1); // kept, with its pin: its fd is not closed under it
+    // And with its window: a FILE_WRITE still on its way names bytes there, which must not
+    // be another client's.
+    expect(s.stats().windowsInUse).toBe(1);
     const d = await connect(s);
+    expect(s.stats().windowsInUse).toBe(2);
     expect(await d.size('r1-6.log')).toBe(12);
     await d.remove('r1-6.log'); // tries again, and closes it
     expect(s.stats().directHandles).toBe(0);
+    expect(s.stats().windowsInUse).toBe(1);
     expect(await d.size('r1-6.log')).toBeUndefined();
   });
 
