@@ -77,6 +77,8 @@ export interface RunResult {
   diskWriteBytes?: number;
   /** Client processes that ran it together (mergeRuns); absent means one. */
   clients?: number;
+  /** How long the session waited for the machine to go quiet before it (quiet.ts), when it did. */
+  quietWait?: { waitedMs: number; quiet: boolean };
 }
 
 export interface LoadResult {

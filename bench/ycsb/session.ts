@@ -16,6 +16,7 @@ import type { Distribution } from './generators.js';
 import { load, mergeRuns, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
 import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js';
 import { KeySpace } from './verifier.js';
+import { awaitQuiet } from './quiet.js';
 import { checkValueSize } from './values.js';
 import type { Workload } from './workload.js';
 
@@ -38,6 +39,8 @@ export interface SessionOptions extends RunSettings {
   cluster?: ClusterBenchOptions;
   /** Client processes per engine (only `nova` can be shared by several). */
   clients?: number;
+  /** Before each run, wait up to this long (ms) for the machine to go quiet (quiet.ts); 0 or absent: do not wait. */
+  quietWaitMs?: number;
 }
 
 export interface SessionResult {
@@ -87,7 +90,16 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
         for (const dist of o.dists ?? [w.defaultDist]) {
           seed++;
           const { progress: _p, wrap: _w, ...settings } = o;
-          for (const h of handles) runs.push(await h.run({ ...settings, workload: w, dist, seed }));
+          for (let i = 0; i < handles.length; i++) {
+            const q = await awaitQuiet({
+              maxMs: o.quietWaitMs ?? 0,
+              onBusy: (busy, ms) => o.progress?.(`[${adapters[i].name} ${w.name} ${dist}] waiting for the machine to go quiet: ` +
+                `${Math.round(busy * 100)}% busy, ${(ms / 1000).toFixed(1)} s`, false),
+            });
+            const r = await handles[i].run({ ...settings, workload: w, dist, seed });
+            if (o.quietWaitMs) r.quietWait = q;
+            runs.push(r);
+          }
         }
       }
     }
@@ -109,11 +121,24 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     notes: [
       `Each engine in its own fresh directory under ${o.keep ? root : parent}; loaded once (${o.records.toLocaleString('en-US')} records of ${o.valueSize} B, batches of 1,000), then settled (${Object.entries(loads).map(([e, l]) => `${e}: ${l.settled}`).join('; ')}).`,
       'Before each run the engine\'s files are read once, so each starts with its data in the page cache.',
+      quietNote(runs, o.quietWaitMs ?? 0),
       `Cells run with the engines interleaved (${o.engines.join(', ')}), ${o.rounds} round(s); keys inserted by a cell remain for the next.`,
       `${clients > 1 ? `${clients} client processes per engine, each with` : 'Each engine runs in a process of its own, with the client in it:'} ${o.concurrency} requests outstanding; writes ${o.sync ? 'synced (fdatasync before the ack)' : 'not synced (durable against a process crash, not a power loss)'}.`,
       ...reports,
     ],
   };
+}
+
+function quietNote(runs: RunResult[], maxMs: number): string {
+  if (maxMs <= 0) {
+    return 'Runs started without waiting for the machine to go quiet: background work an engine left from its last cell (compactions), or another engine left, may run during a run.';
+  }
+  const waits = runs.map((r) => r.quietWait?.waitedMs ?? 0).sort((a, b) => a - b);
+  const gaveUp = runs.filter((r) => r.quietWait && !r.quietWait.quiet).length;
+  const s = (ms: number): string => (ms / 1000).toFixed(1);
+  return `Before each run the machine was let go quiet (under 10% of its CPUs busy over 0.5 s, at most ${s(maxMs)} s), so no engine's ` +
+    `background work from an earlier cell (its own or another's) runs during it: waited ${s(waits[0] ?? 0)}–${s(waits[waits.length - 1] ?? 0)} s` +
+    `${gaveUp > 0 ? `; ${gaveUp} run(s) started busy, or where CPU use could not be read` : ''}.`;
 }
 
 /** An engine the session drives: in this process (tests that wrap stores) or in its own. */

@@ -25,7 +25,7 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { ve
 interface YcsbCliOptions {
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
-  coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string;
+  coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string; quietWait: number;
 }
 
 async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: string[], dists: string[] | undefined, baseline: string, rounds: number): Promise<void> {
@@ -47,6 +47,7 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     scanLength: o.scanLength, zipfianConstant: o.zipfianConstant, verify: o.verify, sync: o.sync, seed: o.seed,
     rounds, dir: o.dir, keep: o.keep, progress,
     cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction }, clients: o.clients,
+    quietWaitMs: o.quietWait * 1000,
   });
   console.log(runTable(result.runs));
   if (engines.length > 1) {
@@ -185,6 +186,7 @@ export function buildProgram(): Command {
     .option('--seed <n>', 'random seed', nonNegativeInt, 1)
     .option('--dir <path>', 'where the engines\' directories go (default: the OS temp dir)')
     .option('--keep', 'keep the engines\' directories after the run', false)
+    .option('--quiet-wait <s>', 'before each run, wait up to <s> seconds for the machine to go quiet (under 10% CPU busy), so background work left by an earlier cell (compactions, any engine\'s) does not run during it; 0: start at once', nonNegativeInt, 30)
     .option('--json <file>', 'also write every figure as JSON to <file>')
     .option('--html <file>', 'also write an HTML report (throughput over time, latency distributions) to <file>')
     .option('--coordinator <host:port>', 'engine nova: use this running cluster (default: start one in the run\'s directory and stop it after)')
