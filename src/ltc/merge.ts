@@ -45,17 +45,23 @@ export function* mergeTables(job: MergeJob): Generator<MergedTable> {
     },
   });
   let builder: TableBuilder | undefined;
-  let lastUser: Buffer | undefined;
+  // The last user key, copied into a reused buffer (a merge passes millions of keys).
+  let lastUser = Buffer.allocUnsafe(256);
+  let lastUserLen = -1;
   for (const [k, v] of entries) {
     const userLen = k.length - TRAILER_BYTES;
-    const newUser = !lastUser || compareBytes(lastUser, 0, lastUser.length, k, 0, userLen) !== 0;
+    const newUser = lastUserLen < 0 || compareBytes(lastUser, 0, lastUserLen, k, 0, userLen) !== 0;
     if (builder && newUser && builder.estimatedSize >= job.targetBytes) {
       yield finish(builder);
       builder = undefined;
     }
     builder ??= new TableBuilder({ expectedSize: outputBytes(job.targetBytes) });
     builder.add(k, v);
-    if (newUser) lastUser = Buffer.from(k.subarray(0, userLen));
+    if (newUser) {
+      if (userLen > lastUser.length) lastUser = Buffer.allocUnsafe(userLen * 2);
+      k.copy(lastUser, 0, 0, userLen);
+      lastUserLen = userLen;
+    }
   }
   if (builder) yield finish(builder);
 }

@@ -5,7 +5,7 @@
  */
 import { ByteBuilder } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
-import { TRAILER_BYTES as KEY_TRAILER, compareBytes, compareInternalKeys } from '../common/internal-key.js';
+import { TRAILER_BYTES as KEY_TRAILER, compareBytes, compareInternalKeyAt } from '../common/internal-key.js';
 import { BlockBuilder } from './block.js';
 import { buildFilter, filterHash } from './filter.js';
 import { TABLE_FORMAT_VERSION, encodeHandle, writeBlock, writeFooter, type BlockHandle } from './format.js';
@@ -57,14 +57,17 @@ export class TableBuilder {
   add(internalKey: Uint8Array, value: Uint8Array): void {
     if (this.finished) throw new NovaError('BAD_ARGUMENT', 'table builder: add after finish');
     if (internalKey.length < KEY_TRAILER) throw new NovaError('BAD_ARGUMENT', 'table builder: key has no trailer');
-    const last = this.entries > 0 ? this.last.subarray(0, this.lastLen) : undefined;
-    if (last && compareInternalKeys(last, internalKey) >= 0) {
-      throw new NovaError('BAD_ARGUMENT', 'table builder: keys must be added in increasing order');
-    }
+    // Compared where the last key lies, user keys once: a merge adds millions of entries.
     const userEnd = internalKey.length - KEY_TRAILER;
-    if (!last || compareBytes(last, 0, last.length - KEY_TRAILER, internalKey, 0, userEnd) !== 0) {
-      this.hashes.push(filterHash(internalKey, 0, userEnd));
+    let newUser = true;
+    if (this.entries > 0) {
+      const c = compareBytes(this.last, 0, this.lastLen - KEY_TRAILER, internalKey, 0, userEnd);
+      newUser = c !== 0;
+      if (c > 0 || (c === 0 && compareInternalKeyAt(this.last, 0, this.lastLen, internalKey) >= 0)) {
+        throw new NovaError('BAD_ARGUMENT', 'table builder: keys must be added in increasing order');
+      }
     }
+    if (newUser) this.hashes.push(filterHash(internalKey, 0, userEnd));
     this.data.add(internalKey, value);
     if (internalKey.length > this.last.length) this.last = Buffer.allocUnsafe(internalKey.length * 2);
     this.last.set(internalKey, 0);

@@ -167,6 +167,14 @@ describe('table', () => {
     b.add(makeInternalKey(Buffer.from('b'), 1, ValueType.Put), Buffer.alloc(0));
     expect(() => b.add(makeInternalKey(Buffer.from('a'), 2, ValueType.Put), Buffer.alloc(0)))
       .toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+    // Within one user key, newer versions first; the same version twice is out of order too.
+    b.add(makeInternalKey(Buffer.from('b'), 0, ValueType.Put), Buffer.alloc(0));
+    for (const seq of [0, 5]) {
+      expect(() => b.add(makeInternalKey(Buffer.from('b'), seq, ValueType.Put), Buffer.alloc(0)))
+        .toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT' }));
+    }
+    b.add(makeInternalKey(Buffer.from('bb'), 9, ValueType.Put), Buffer.alloc(0)); // a longer key after its prefix
+    expect(b.finish().entries).toBe(3);
   });
 
   it('detects corruption of every byte of a small table, naming table and offset', () => {
