@@ -9,6 +9,7 @@
  * A table's bytes are its fragments in offset order, however it was cut.
  */
 import { NovaError } from '../common/errors.js';
+import { readFooter } from '../sstable/format.js';
 import { TableReader } from '../sstable/table-reader.js';
 import type { Fragment } from './version-edit.js';
 
@@ -20,9 +21,10 @@ export function cutTable(bytes: Buffer, stocs: number[], rho: number, name: stri
   if (stocs.length !== rho && stocs.length !== rho + 1) {
     throw new NovaError('BAD_ARGUMENT', `${name}: ${stocs.length} StoCs for ρ = ${rho} data fragments (want ρ or ρ + 1)`);
   }
-  const table = new TableReader(bytes, name);
-  const dataEnd = table.footer.filter.offset;
-  const ends = table.dataBlockEnds();
+  const dataEnd = readFooter(bytes, name).filter.offset;
+  // Only more than one data fragment needs the block ends, from the index: every flush and
+  // compaction output is cut here, and reading a 16 MiB table's index costs milliseconds.
+  const ends = rho > 1 ? new TableReader(bytes, name).dataBlockEnds() : [];
   const cuts: number[] = [0];
   for (let k = 1; k < rho; k++) {
     const target = (dataEnd * k) / rho;
