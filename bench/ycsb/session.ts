@@ -136,8 +136,9 @@ function quietNote(runs: RunResult[], maxMs: number): string {
   const waits = runs.map((r) => r.quietWait?.waitedMs ?? 0).sort((a, b) => a - b);
   const gaveUp = runs.filter((r) => r.quietWait && !r.quietWait.quiet).length;
   const s = (ms: number): string => (ms / 1000).toFixed(1);
+  const range = (lo: string, hi: string): string => (lo === hi ? lo : `${lo}–${hi}`);
   return `Before each run the machine was let go quiet (under 10% of its CPUs busy over 0.5 s, at most ${s(maxMs)} s), so no engine's ` +
-    `background work from an earlier cell (its own or another's) runs during it: waited ${s(waits[0] ?? 0)}–${s(waits[waits.length - 1] ?? 0)} s` +
+    `background work from an earlier cell (its own or another's) runs during it: waited ${range(s(waits[0] ?? 0), s(waits[waits.length - 1] ?? 0))} s` +
     `${gaveUp > 0 ? `; ${gaveUp} run(s) started busy, or where CPU use could not be read` : ''}.`;
 }
 
