@@ -11,7 +11,7 @@ import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/common/frames.js';
 import { parseAddress, TcpRpcClient } from '../../src/common/tcp-rpc.js';
-import { fetchStatus, readClusterFile } from '../../src/cli/cluster-control.js';
+import { NODE_FLAGS, fetchStatus, readClusterFile } from '../../src/cli/cluster-control.js';
 import { BIN, key, missing, startCluster, value, writeKeys, type TestCluster } from '../helpers/cluster.js';
 
 let cluster: TestCluster | undefined;
@@ -26,6 +26,10 @@ const SMALL = ['--memtable-bytes', String(64 * 1024), '--l0-trigger', '2'];
 describe('nova cluster', () => {
   it('routes across two LTCs and four ranges; scans continue across ranges; the CLI reaches it', async () => {
     cluster = await startCluster({ ltcs: 2, stocs: 3, args: ['--ranges', '4', '--bench-records', '2000', ...SMALL] });
+    // LTCs run with the young generation cluster-control.ts gives them; StoCs with Node's own.
+    const cmdline = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    expect(cmdline(cluster.pid('ltc', 2))).toEqual(expect.arrayContaining(NODE_FLAGS.ltc));
+    expect(cmdline(cluster.pid('stoc', 1)).some((a) => a.startsWith('--max-semi-space-size'))).toBe(false);
     const c = cluster.client;
     const acked = await writeKeys(c, 0, 2000, 32);
     expect(acked.size).toBe(2000);
