@@ -78,7 +78,7 @@ export interface RunResult {
   /** Client processes that ran it together (mergeRuns); absent means one. */
   clients?: number;
   /** How long the session waited for the machine to go quiet before it (quiet.ts), when it did. */
-  quietWait?: { waitedMs: number; quiet: boolean };
+  quietWait?: { waitedMs: number; quiet: boolean; measured: boolean };
 }
 
 export interface LoadResult {

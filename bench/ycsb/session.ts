@@ -16,7 +16,7 @@ import type { Distribution } from './generators.js';
 import { load, mergeRuns, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
 import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js';
 import { KeySpace } from './verifier.js';
-import { awaitQuiet } from './quiet.js';
+import { QUIET_BUSY_CORES, awaitQuiet } from './quiet.js';
 import { checkValueSize } from './values.js';
 import type { Workload } from './workload.js';
 
@@ -93,8 +93,8 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
           for (let i = 0; i < handles.length; i++) {
             const q = await awaitQuiet({
               maxMs: o.quietWaitMs ?? 0,
-              onBusy: (busy, ms) => o.progress?.(`[${adapters[i].name} ${w.name} ${dist}] waiting for the machine to go quiet: ` +
-                `${Math.round(busy * 100)}% busy, ${(ms / 1000).toFixed(1)} s`, false),
+              onBusy: (cores, ms) => o.progress?.(`[${adapters[i].name} ${w.name} ${dist}] waiting for the machine to go quiet: ` +
+                `${cores.toFixed(2)} CPUs busy, ${(ms / 1000).toFixed(1)} s`, false),
             });
             const r = await handles[i].run({ ...settings, workload: w, dist, seed });
             if (o.quietWaitMs) r.quietWait = q;
@@ -130,16 +130,21 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
 }
 
 function quietNote(runs: RunResult[], maxMs: number): string {
-  if (maxMs <= 0) {
-    return 'Runs started without waiting for the machine to go quiet: background work an engine left from its last cell (compactions), or another engine left, may run during a run.';
+  const measured = runs.filter((r) => r.quietWait?.measured);
+  if (maxMs <= 0 || measured.length === 0) {
+    return `Runs started without waiting for the machine to go quiet${maxMs > 0 ? ' (its CPU use could not be read)' : ''}: ` +
+      'background work an engine left from its last cell (compactions), or another engine left, may run during a run.';
   }
-  const waits = runs.map((r) => r.quietWait?.waitedMs ?? 0).sort((a, b) => a - b);
-  const gaveUp = runs.filter((r) => r.quietWait && !r.quietWait.quiet).length;
+  const waits = measured.map((r) => r.quietWait!.waitedMs).sort((a, b) => a - b);
+  const busy = measured.filter((r) => !r.quietWait!.quiet).length;
+  const unmeasured = runs.length - measured.length;
   const s = (ms: number): string => (ms / 1000).toFixed(1);
   const range = (lo: string, hi: string): string => (lo === hi ? lo : `${lo}–${hi}`);
-  return `Before each run the machine was let go quiet (under 10% of its CPUs busy over 0.5 s, at most ${s(maxMs)} s), so no engine's ` +
-    `background work from an earlier cell (its own or another's) runs during it: waited ${range(s(waits[0] ?? 0), s(waits[waits.length - 1] ?? 0))} s` +
-    `${gaveUp > 0 ? `; ${gaveUp} run(s) started busy, or where CPU use could not be read` : ''}.`;
+  return `Before each run the machine's CPUs were let go quiet (under ${QUIET_BUSY_CORES} of a CPU busy over 0.5 s, at most ` +
+    `${s(maxMs)} s), so CPU work an engine left from an earlier cell (compactions, its own or another's) does not run during it ` +
+    `and is charged to no run: waited ${range(s(waits[0]), s(waits[waits.length - 1]))} s` +
+    `${busy > 0 ? `; ${busy} run(s) started busy after the cap` : ''}${unmeasured > 0 ? `; ${unmeasured} run(s) could not measure CPU use and did not wait` : ''}. ` +
+    'Only CPU is watched, not the kernel writing back dirty pages.';
 }
 
 /** An engine the session drives: in this process (tests that wrap stores) or in its own. */

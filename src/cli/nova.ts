@@ -186,7 +186,7 @@ export function buildProgram(): Command {
     .option('--seed <n>', 'random seed', nonNegativeInt, 1)
     .option('--dir <path>', 'where the engines\' directories go (default: the OS temp dir)')
     .option('--keep', 'keep the engines\' directories after the run', false)
-    .option('--quiet-wait <s>', 'before each run, wait up to <s> seconds for the machine to go quiet (under 10% CPU busy), so background work left by an earlier cell (compactions, any engine\'s) does not run during it; 0: start at once', nonNegativeInt, 30)
+    .option('--quiet-wait <s>', 'before each run, wait up to <s> seconds for the machine\'s CPUs to go quiet (under a quarter of a CPU busy), so CPU work left by an earlier cell (compactions, any engine\'s) does not run during it; 0: start at once', nonNegativeInt, 30)
     .option('--json <file>', 'also write every figure as JSON to <file>')
     .option('--html <file>', 'also write an HTML report (throughput over time, latency distributions) to <file>')
     .option('--coordinator <host:port>', 'engine nova: use this running cluster (default: start one in the run\'s directory and stop it after)')

@@ -23,7 +23,7 @@ export function cutTable(bytes: Buffer, stocs: number[], rho: number, name: stri
   }
   const dataEnd = readFooter(bytes, name).filter.offset;
   // Only more than one data fragment needs the block ends, from the index: every flush and
-  // compaction output is cut here, and reading a 16 MiB table's index costs milliseconds.
+  // compaction output is cut here, and reading a 16 MiB table's index takes most of a millisecond.
   const ends = rho > 1 ? new TableReader(bytes, name).dataBlockEnds() : [];
   const cuts: number[] = [0];
   for (let k = 1; k < rho; k++) {
