@@ -64,11 +64,22 @@ export function readClusterFile(dir: string): ClusterFile | undefined {
   }
 }
 
-/** Whether `pid` is a live `nova` process (not a zombie, nor another process that reused the pid). */
-export function isRunning(pid: number): boolean {
+/** The directory a component of the cluster in `dir` runs in: its `--dir`. */
+export function componentDir(dir: string, role: ComponentRole, id: number): string {
+  return role === 'coordinator' ? join(dir, 'coordinator') : join(dir, `${role}-${id}`);
+}
+
+/**
+ * Whether `pid` is still the component that runs in `home` (componentDir): alive, not a
+ * zombie, and its command line names that directory. Why the directory: pids are reused
+ * (pid_max is 32768 on many hosts, and every thread takes one), so a dead component's pid
+ * may already belong to another process — even another cluster's component, which a stop
+ * or a kill of this cluster must not touch.
+ */
+export function isRunning(pid: number, home: string): boolean {
   if (!processAlive(pid)) return false;
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('nova');
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(home);
   } catch {
     return true; // no /proc: trust kill(0)
   }
@@ -119,7 +130,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   const progress = o.progress ?? (() => undefined);
   const old = readClusterFile(dir);
   const running = (role: ComponentRole, id: number): Component | undefined =>
-    old?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid));
+    old?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid, componentDir(dir, role, id)));
   const count = (role: ComponentRole, fallback: number): number =>
     Math.max(0, ...(old?.components.filter((c) => c.role === role).map((c) => c.id) ?? []), 0) || fallback;
   const ltcs = o.ltcs ?? count('ltc', 1);
@@ -132,7 +143,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   let address = old?.coordinator;
   if (!coordinator) {
     const port = address ? address.slice(address.lastIndexOf(':') + 1) : '0';
-    const cdir = join(dir, 'coordinator');
+    const cdir = componentDir(dir, 'coordinator', 1);
     const args = ['coordinator', '--dir', cdir, '--host', o.host, '--port', port, '--ltcs', String(ltcs), ...o.coordinatorArgs];
     let pid = startProcess(opts, 'coordinator', args);
     address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: Error) => {
@@ -150,7 +161,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     for (let id = 1; id <= n; id++) {
       let c = running(role, id);
       if (!c) {
-        const pid = startProcess(opts, `${role}-${id}`, [role, '--id', String(id), '--dir', join(dir, `${role}-${id}`), '--coordinator', address!,
+        const pid = startProcess(opts, `${role}-${id}`, [role, '--id', String(id), '--dir', componentDir(dir, role, id), '--coordinator', address!,
           '--cluster-file', join(dir, 'cluster.json'), '--host', o.host]);
         c = { role, id, pid };
         progress(`${role} ${id} started (pid ${pid})`);
@@ -169,7 +180,7 @@ async function waitForCoordinator(cdir: string, pid: number, timeoutMs: number):
   const until = Date.now() + timeoutMs;
   const path = join(cdir, 'address');
   while (Date.now() < until) {
-    if (!isRunning(pid)) throw new NovaError('UNAVAILABLE', `the coordinator exited at start-up: see its log under logs/coordinator.log`);
+    if (!isRunning(pid, cdir)) throw new NovaError('UNAVAILABLE', `the coordinator exited at start-up: see its log under logs/coordinator.log`);
     const address = existsSync(path) ? readFileSync(path, 'utf8').trim() : '';
     if (address) {
       try {
@@ -188,7 +199,7 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
   const until = Date.now() + timeoutMs;
   let last = '';
   for (;;) {
-    const dead = file.components.filter((c) => !isRunning(c.pid));
+    const dead = file.components.filter((c) => !isRunning(c.pid, componentDir(dir, c.role, c.id)));
     if (dead.length > 0) {
       const names = dead.map((c) => `${c.role}-${c.id}`);
       throw new NovaError('UNAVAILABLE', `${names.join(', ')} exited at start-up: see ${names.map((n) => join(dir, 'logs', `${n}.log`)).join(', ')}`);
@@ -216,15 +227,17 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
 
 /** Stops the cluster in `dir`: LTCs (which flush), then StoCs, then the coordinator. */
 export async function down(dir: string, progress: (line: string) => void = () => undefined, timeoutMs = 120_000): Promise<number> {
-  const file = readClusterFile(resolve(dir));
+  const home = resolve(dir);
+  const file = readClusterFile(home);
   if (!file) throw new NovaError('UNAVAILABLE', `no cluster in ${dir} (no cluster.json)`);
   let stopped = 0;
   for (const role of ['ltc', 'stoc', 'coordinator'] as const) {
-    const group = file.components.filter((c) => c.role === role && isRunning(c.pid));
+    const running = (c: Component): boolean => isRunning(c.pid, componentDir(home, c.role, c.id));
+    const group = file.components.filter((c) => c.role === role && running(c));
     for (const c of group) process.kill(c.pid, 'SIGTERM');
     const until = Date.now() + timeoutMs;
     for (const c of group) {
-      while (isRunning(c.pid)) {
+      while (running(c)) {
         if (Date.now() > until) {
           progress(`${role} ${c.id} (pid ${c.pid}) did not stop within ${timeoutMs} ms; killing it (its data is in its logs)`);
           process.kill(c.pid, 'SIGKILL');

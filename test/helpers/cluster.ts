@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NovaClient } from '../../src/client/nova-client.js';
-import { down, isRunning, readClusterFile, up, type ComponentRole } from '../../src/cli/cluster-control.js';
+import { componentDir, down, isRunning, readClusterFile, up, type ComponentRole } from '../../src/cli/cluster-control.js';
 import { ROOT } from './peer-process.js';
 
 export const BIN = join(ROOT, 'bin', 'nova.js');
@@ -47,7 +47,7 @@ export async function startCluster(o: { ltcs?: number; stocs?: number; args?: st
     kill: async (role, id) => {
       const p = pid(role, id);
       process.kill(p, 'SIGKILL');
-      for (let i = 0; i < 500 && isRunning(p); i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 500 && isRunning(p, componentDir(dir, role, id)); i++) await new Promise((r) => setTimeout(r, 10));
     },
     down: async () => { await down(dir); },
     destroy: async () => {
@@ -60,7 +60,7 @@ export async function startCluster(o: { ltcs?: number; stocs?: number; args?: st
 
 function killAll(dir: string): void {
   for (const c of readClusterFile(dir)?.components ?? []) {
-    if (isRunning(c.pid)) process.kill(c.pid, 'SIGKILL');
+    if (isRunning(c.pid, componentDir(dir, c.role, c.id))) process.kill(c.pid, 'SIGKILL');
   }
 }
 

@@ -13,6 +13,8 @@ import { benchSplits, configFromJson, configToJson, makeRanges, rangeOf, DEFAULT
 import { Coordinator } from '../../src/coordinator/coordinator.js';
 import { place, sample } from '../../src/ltc/placement.js';
 import { rng } from '../helpers/rng.js';
+import { spawn } from 'node:child_process';
+import { componentDir, isRunning } from '../../src/cli/cluster-control.js';
 
 describe('TCP frames', () => {
   it('cut a stream into payloads however it is chunked', () => {
@@ -191,5 +193,25 @@ describe('TCP RPC', () => {
     expect(c.closed).toBe(false);
     c.close();
     await server.close();
+  });
+});
+
+describe('isRunning', () => {
+  it('knows a component by its directory, so a reused pid is not taken for it', async () => {
+    const home = componentDir('/tmp/nova-cluster-test', 'stoc', 2);
+    expect(home).toBe('/tmp/nova-cluster-test/stoc-2');
+    expect(componentDir('/tmp/nova-cluster-test', 'coordinator', 1)).toBe('/tmp/nova-cluster-test/coordinator');
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 20000)', 'stoc', '--dir', home]);
+    try {
+      await new Promise((r) => child.once('spawn', r));
+      expect(isRunning(child.pid!, home)).toBe(true);
+      // Another component's directory (another cluster's, or a sibling's) is not this process.
+      expect(isRunning(child.pid!, componentDir('/tmp/nova-cluster-other', 'stoc', 2))).toBe(false);
+      expect(isRunning(child.pid!, componentDir('/tmp/nova-cluster-test', 'stoc', 1))).toBe(false);
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+    }
+    expect(isRunning(child.pid!, home)).toBe(false);
   });
 });
