@@ -13,8 +13,9 @@ export class ByteBuilder {
    * `unpooled`: never in Node's shared pool of small buffers, so the buffer is the builder's
    * alone and can be transferred to another thread as it is (a finished table, merge-worker.ts).
    */
-  constructor(initial = 4096, private readonly unpooled = false) {
-    this.buf = this.alloc(initial);
+  constructor(initial: number | Buffer = 4096, private readonly unpooled = false) {
+    // A Buffer given is memory to build in (its contents are overwritten): see TableOptions.memory.
+    this.buf = typeof initial === 'number' ? this.alloc(initial) : initial;
   }
 
   private alloc(n: number): Buffer {

@@ -39,18 +39,19 @@ export function cutTable(bytes: Buffer, stocs: number[], rho: number, name: stri
 
 /**
  * A table's bytes from its fragments, each read whole by `readOne` straight into its place
- * in one buffer (a fragment is the whole of the table's file on its StoC). CORRUPTION if
- * the fragments do not tile the table.
+ * in one buffer, made by `alloc` (a fragment is the whole of the table's file on its StoC).
+ * CORRUPTION if the fragments do not tile the table.
  */
 export async function readFragments(fragments: Fragment[], name: string,
-  readOne: (f: Fragment, into: Buffer) => Promise<void>): Promise<Buffer> {
+  readOne: (f: Fragment, into: Buffer) => Promise<void>,
+  alloc: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size)): Promise<Buffer> {
   const sorted = [...fragments].sort((a, b) => a.offset - b.offset);
   sorted.forEach((f, i) => {
     const expected = i === 0 ? 0 : sorted[i - 1].offset + sorted[i - 1].size;
     if (f.offset !== expected) throw new NovaError('CORRUPTION', `${name}: fragment at offset ${f.offset} on StoC ${f.stoc}, expected one at ${expected}`);
   });
   const last = sorted[sorted.length - 1];
-  const table = Buffer.allocUnsafe(last ? last.offset + last.size : 0);
+  const table = alloc(last ? last.offset + last.size : 0);
   await Promise.all(sorted.map((f) => readOne(f, table.subarray(f.offset, f.offset + f.size))));
   return table;
 }

@@ -30,6 +30,7 @@ export function mergeWorkerAvailable(): boolean {
 interface Pending {
   push: (t: MergedTable) => void;
   end: (err?: Error) => void;
+  recycle?: (memory: ArrayBuffer[]) => void;
 }
 
 /** One worker thread and the jobs sent to it. */
@@ -41,7 +42,8 @@ class Lane {
   constructor(private readonly what: string) {}
 
   /** Sends `request` (its id filled in); yields each output table as it arrives. */
-  async* run(request: Omit<WorkerRequest, 'id'>, transfer: ArrayBuffer[]): AsyncGenerator<MergedTable> {
+  async* run(request: Omit<WorkerRequest, 'id'>, transfer: ArrayBuffer[],
+    recycle?: (memory: ArrayBuffer[]) => void): AsyncGenerator<MergedTable> {
     const worker = this.worker ??= this.start();
     worker.ref();
     const id = this.nextId++;
@@ -52,6 +54,7 @@ class Lane {
     this.pending.set(id, {
       push: (t) => { queue.push(t); wake?.(); },
       end: (err) => { finished = true; failure = err; wake?.(); },
+      recycle,
     });
     worker.postMessage({ ...request, id } as WorkerRequest, transfer);
     for (;;) {
@@ -78,7 +81,10 @@ class Lane {
       }
       this.pending.delete(m.id);
       if (this.pending.size === 0) w.unref();
-      if (m.kind === 'done') p.end();
+      if (m.kind === 'done') {
+        if (m.returned && m.returned.length > 0) p.recycle?.(m.returned);
+        p.end();
+      }
       // A failure without a code of its own (out of memory, a bug) is not evidence of damage.
       else p.end(new NovaError(m.code && isErrorCode(m.code) ? m.code : 'REMOTE', `${this.what} on the worker thread: ${m.message}`));
     });
@@ -101,10 +107,17 @@ const builds = new Lane('flush build');
 /**
  * Runs `job` on the merge worker; yields each output table as it arrives. With `transfer`,
  * the input tables' memory moves to the worker instead of being copied (each must own its
- * ArrayBuffer whole); the caller must not touch them after.
+ * ArrayBuffer, from offset 0; no two may share one); the caller must not touch them after.
+ *
+ * With `recycle` too, the job's spares move along, every output's memory moves whole
+ * (slack and all), and once the merge is over the worker sends the inputs' memory and the
+ * spares it did not use back to `recycle` (only when the job succeeds) — memory the caller
+ * reuses (BufferPool) instead of faulting in fresh pages for every job.
  */
-export function mergeOnWorker(job: MergeJob, transfer = false): AsyncGenerator<MergedTable> {
-  return merges.run({ job }, transfer ? job.tables.map((t) => t.buffer as ArrayBuffer) : []);
+export function mergeOnWorker(job: MergeJob, transfer = false, recycle?: (memory: ArrayBuffer[]) => void): AsyncGenerator<MergedTable> {
+  if (!transfer) return merges.run({ job: { ...job, spares: undefined } }, []);
+  const moved = [...job.tables.map((t) => t.buffer as ArrayBuffer), ...(recycle ? job.spares ?? [] : [])];
+  return merges.run({ job: recycle ? job : { ...job, spares: undefined }, recycle: recycle !== undefined }, moved, recycle);
 }
 
 /**

@@ -10,11 +10,12 @@ import { Memtable, type FrozenMemtable } from './memtable.js';
 import { buildTable } from './flush.js';
 
 export type WorkerRequest =
-  | { id: number; job: MergeJob; build?: undefined }
-  | { id: number; build: { memtable: FrozenMemtable; expectedSize: number }; job?: undefined };
+  /** `recycle`: the inputs and spares were transferred, and go back with `done` once merged. */
+  | { id: number; job: MergeJob; recycle?: boolean; build?: undefined }
+  | { id: number; build: { memtable: FrozenMemtable; expectedSize: number }; job?: undefined; recycle?: undefined };
 export type WorkerReply =
   | { id: number; kind: 'output'; bytes: Uint8Array; entries: number; smallest: Uint8Array; largest: Uint8Array }
-  | { id: number; kind: 'done' }
+  | { id: number; kind: 'done'; returned?: ArrayBuffer[] }
   | { id: number; kind: 'error'; code?: string; message: string };
 
 /**
@@ -22,12 +23,21 @@ export type WorkerReply =
  * own (ByteBuilder allocates it unpooled), so one the table nearly fills moves as it is, slack
  * and all (under 1/16); otherwise, and for small tables, the bytes are copied to fit.
  */
-function own(b: Buffer): Uint8Array {
+function own(b: Buffer, recycled: boolean): Uint8Array {
   const whole = b.buffer.byteLength;
-  if (b.byteOffset === 0 && whole >= MIN_TRANSFER && whole - b.byteLength <= whole / 16) return b;
+  // Memory the receiver recycles moves whole: its slack costs nothing there.
+  if (b.byteOffset === 0 && whole >= MIN_TRANSFER && (recycled || whole - b.byteLength <= whole / 16)) return b;
   return new Uint8Array(b);
 }
 const MIN_TRANSFER = 64 * 1024;
+
+/** A finished job's input and unused spare memory, each ArrayBuffer once. */
+function reusable(job: MergeJob): ArrayBuffer[] {
+  const all = new Set<ArrayBuffer>();
+  for (const t of job.tables) if (t.buffer instanceof ArrayBuffer && t.buffer.byteLength > 0) all.add(t.buffer);
+  for (const ab of job.spares ?? []) if (ab.byteLength > 0) all.add(ab);
+  return [...all];
+}
 
 function* outputs(request: WorkerRequest): Generator<MergedTable> {
   if (request.job) {
@@ -54,12 +64,15 @@ try {
 parentPort!.on('message', (request: WorkerRequest) => {
   const id = request.id;
   try {
+    const recycled = request.recycle === true;
     for (const t of outputs(request)) {
-      const bytes = own(t.bytes);
+      const bytes = own(t.bytes, recycled);
       const reply: WorkerReply = { id, kind: 'output', bytes, entries: t.entries, smallest: t.smallest, largest: t.largest };
       parentPort!.postMessage(reply, [bytes.buffer as ArrayBuffer]);
     }
-    parentPort!.postMessage({ id, kind: 'done' } satisfies WorkerReply);
+    // The merge is over: nothing here reads the inputs or the unused spares any more.
+    const returned = recycled && request.job ? reusable(request.job) : [];
+    parentPort!.postMessage({ id, kind: 'done', returned } satisfies WorkerReply, returned);
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
     parentPort!.postMessage({ id, kind: 'error', code: typeof code === 'string' ? code : undefined, message: (err as Error)?.message ?? String(err) } satisfies WorkerReply);

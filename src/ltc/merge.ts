@@ -6,7 +6,7 @@
  * this same function.
  */
 import { TRAILER_BYTES, ValueType, compareBytes, makeInternalKey } from '../common/internal-key.js';
-import { MergingIterator } from '../sstable/merging-iterator.js';
+import { MergingIterator, type InternalIterator } from '../sstable/merging-iterator.js';
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
 import { compactionEntries, overlapping } from './compaction.js';
@@ -22,6 +22,17 @@ export interface MergeJob {
   deeper: Array<{ smallest: Uint8Array; largest: Uint8Array }>;
   /** Cut an output once it reaches this many bytes, at the next user key. */
   targetBytes: number;
+  /**
+   * Memory to build outputs in (TableOptions.memory), one output each, taken from the front
+   * as outputs start; those too small for an output are skipped. What is not used stays here.
+   */
+  spares?: ArrayBuffer[];
+  /**
+   * The inputs' memory is the merge's own: once the merge has read an input to its end,
+   * a later output may be built in its ArrayBuffer (before any spare). Never for tables a
+   * reader may still use (the LTC's own).
+   */
+  consumeInputs?: boolean;
 }
 
 export interface MergedTable {
@@ -37,7 +48,9 @@ const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.fro
 export function* mergeTables(job: MergeJob): Generator<MergedTable> {
   const readers = job.tables.map((t, i) => new TableReader(asBuffer(t), job.names[i]));
   const deeper = job.deeper.map((d) => ({ smallest: asBuffer(d.smallest), largest: asBuffer(d.largest) }) as TableMeta);
-  const entries = compactionEntries(new MergingIterator(readers.map((r) => r.iterator())), {
+  const inputs = readers.map((r) => r.iterator());
+  const memory = outputMemory(job, inputs);
+  const entries = compactionEntries(new MergingIterator(inputs), {
     smallestSnapshot: job.smallestSnapshot,
     isBottomFor: (user) => {
       const k = makeInternalKey(user, 0, ValueType.Delete);
@@ -55,7 +68,7 @@ export function* mergeTables(job: MergeJob): Generator<MergedTable> {
       yield finish(builder);
       builder = undefined;
     }
-    builder ??= new TableBuilder({ expectedSize: outputBytes(job.targetBytes) });
+    builder ??= new TableBuilder({ expectedSize: outputBytes(job.targetBytes), memory: memory() });
     builder.add(k, v);
     if (newUser) {
       if (userLen > lastUser.length) lastUser = Buffer.allocUnsafe(userLen * 2);
@@ -72,8 +85,31 @@ export function* mergeTables(job: MergeJob): Generator<MergedTable> {
  * little room made every output grow by doubling, copying 16 MiB, and then be copied again
  * to shed the slack: merges ran at ~250 MB/s instead of ~370 (`nova bench micro`).
  */
-function outputBytes(target: number): number {
+export function outputBytes(target: number): number {
   return target + Math.ceil(target / 32) + 256 * 1024;
+}
+
+/**
+ * Where the next output is built: an input read to its end (with consumeInputs), else a spare,
+ * else new memory (undefined). An input read to its end is never read again, and nothing
+ * keeps views of it: compactionEntries and mergeTables copy the keys they keep, and an
+ * entry is added to the output before the merge moves on (the input it came from is the
+ * current one, still valid).
+ */
+function outputMemory(job: MergeJob, inputs: InternalIterator[]): () => ArrayBuffer | undefined {
+  const need = outputBytes(job.targetBytes);
+  const spent = inputs.map(() => false);
+  return () => {
+    if (job.consumeInputs) {
+      const i = inputs.findIndex((it, j) => !spent[j] && !it.valid && job.tables[j].byteOffset === 0 && job.tables[j].buffer.byteLength >= need);
+      if (i >= 0) {
+        spent[i] = true;
+        return job.tables[i].buffer as ArrayBuffer;
+      }
+    }
+    const i = job.spares?.findIndex((ab) => ab.byteLength >= need) ?? -1;
+    return i < 0 ? undefined : job.spares!.splice(i, 1)[0];
+  };
 }
 
 function finish(builder: TableBuilder): MergedTable {

@@ -19,6 +19,12 @@ export interface TableOptions {
   bitsPerKey?: number;
   /** Expected table size in bytes: the output buffer starts there instead of growing to it. */
   expectedSize?: number;
+  /**
+   * Memory to build the table in (an ArrayBuffer of its own, e.g. from a BufferPool), instead
+   * of a new buffer: the table's bytes are then a view of it from offset 0 (unless the table
+   * outgrew it), never copied to shed slack, so the caller can reuse the memory afterwards.
+   */
+  memory?: ArrayBuffer;
 }
 
 export interface BuiltTable {
@@ -40,11 +46,13 @@ export class TableBuilder {
   private smallest: Buffer | undefined;
   private entries = 0;
   private finished = false;
+  private readonly given: boolean;
 
   constructor(options: TableOptions = {}) {
     this.blockSize = options.blockSize ?? 4096;
     this.bitsPerKey = options.bitsPerKey ?? 10;
-    this.out = new ByteBuilder(options.expectedSize ?? 64 * 1024, true);
+    this.given = options.memory !== undefined;
+    this.out = new ByteBuilder(options.memory ? Buffer.from(options.memory) : options.expectedSize ?? 64 * 1024, true);
     this.data = new BlockBuilder(options.restartInterval ?? 16);
   }
 
@@ -87,7 +95,7 @@ export class TableBuilder {
     const largest = this.entries > 0 ? Buffer.from(this.last.subarray(0, this.lastLen)) : undefined;
     // The builder is done with its buffer: hand it over without a copy unless mostly slack.
     const bytes = this.out.view();
-    const out = bytes.buffer.byteLength > bytes.length * 1.5 ? Buffer.from(bytes) : bytes;
+    const out = !this.given && bytes.buffer.byteLength > bytes.length * 1.5 ? Buffer.from(bytes) : bytes;
     return { bytes: out, entries: this.entries, smallest: this.smallest, largest };
   }
 

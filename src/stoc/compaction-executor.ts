@@ -18,8 +18,9 @@
  *    no MANIFEST will name them. (If this StoC dies mid-job, they stay until the LTC's next
  *    open lists unreferenced tables and deletes them.)
  */
+import type { BufferPool } from '../common/buffer-pool.js';
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
-import { mergeTables, type MergedTable, type MergeJob } from '../ltc/merge.js';
+import { mergeTables, outputBytes, type MergedTable, type MergeJob } from '../ltc/merge.js';
 import { cutTable, readFragments, writeFragments } from '../ltc/fragments.js';
 import { mergeOnWorker, mergeWorkerAvailable } from '../ltc/merge-pool.js';
 import type { Fragment } from '../ltc/version-edit.js';
@@ -40,6 +41,11 @@ export interface ExecutorEnv {
   /** A connection to the StoC at `address` (kept and shared between jobs). */
   peer(address: Uint8Array): Promise<StocClient>;
   log(line: string): void;
+  /**
+   * Memory for inputs and outputs, reused from job to job (buffer-pool.ts): a job takes its
+   * inputs' buffers and spares for its outputs from it, and gives each back once done with it.
+   */
+  memory: BufferPool;
 }
 
 export interface CompactInput {
@@ -146,17 +152,26 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
   const written: Array<{ name: string; stoc: number }> = [];
   const outputs: CompactOutput[] = [];
   try {
-    // Each input in an ArrayBuffer of its own, so it moves to the merge worker uncopied.
-    const tables = (await Promise.all(job.inputs.map((input) => readInput(env, job.range, input, addresses)))).map(owned);
+    // Each input in an ArrayBuffer of its own (the pool's), so it moves to the merge worker
+    // uncopied, and comes back once the merge is over.
+    const tables = await Promise.all(job.inputs.map((input) => readInput(env, job.range, input, addresses)));
+    const inputBytes = tables.reduce((n, t) => n + t.length, 0);
     const merge: MergeJob = {
       tables,
       names: job.inputs.map((i) => `StoC ${env.id}: compaction input ${tableFileName(job.range, i.file)}`),
       smallestSnapshot: job.smallestSnapshot,
       deeper: job.deeper.map(([smallest, largest]) => ({ smallest, largest })),
       targetBytes: job.targetBytes,
+      // Outputs go into inputs the merge has read to their end, then into spares: about as
+      // many as the inputs fill, of what the pool has ready (none made).
+      consumeInputs: true,
+      spares: env.memory.takeFree(outputBytes(job.targetBytes), Math.ceil(inputBytes / job.targetBytes) + 1),
     };
+    const giveBack = (memory: ArrayBuffer[]): void => memory.forEach((ab) => env.memory.give(ab));
     const targets = outputStocs(env.id, job);
-    for await (const t of mergeWorkerAvailable() ? mergeOnWorker(merge, true) : mergeTables(merge)) {
+    const given = new Set<ArrayBufferLike>();
+    const onWorker = mergeWorkerAvailable();
+    for await (const t of onWorker ? mergeOnWorker(merge, true, giveBack) : mergeTables(merge)) {
       if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
       if (outputs.length >= job.maxFiles) {
         throw new NovaError('BAD_ARGUMENT', `compaction of range ${job.range}: more than the ${job.maxFiles} outputs reserved`);
@@ -166,7 +181,15 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
       const fragments = cutTable(t.bytes, targets, job.scatter, `StoC ${env.id}: compaction output ${name}`);
       await writeOutput(env, name, t.bytes, fragments, addresses, written);
       outputs.push({ ...describe(t), file, fragments });
+      // Written: nothing holds the output's memory any more (describe copied its keys). An
+      // output whose write failed is left to the garbage collector.
+      if (t.bytes.byteOffset === 0) {
+        env.memory.give(t.bytes.buffer);
+        given.add(t.bytes.buffer);
+      }
     }
+    // In this thread, the inputs are still here, some of them given back as outputs already.
+    if (!onWorker) giveBack([...tables.map((t) => t.buffer as ArrayBuffer).filter((ab) => !given.has(ab)), ...merge.spares!]);
     if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
     return outputs;
   } catch (err) {
@@ -175,12 +198,9 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
   }
 }
 
-function owned(b: Buffer): Uint8Array {
-  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b : new Uint8Array(b);
-}
-
 function describe(t: MergedTable): Omit<CompactOutput, 'file' | 'fragments'> {
-  return { size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest };
+  // Copies: the keys must not be views of the output's memory, which is reused.
+  return { size: t.bytes.length, entries: t.entries, smallest: Buffer.from(t.smallest), largest: Buffer.from(t.largest) };
 }
 
 /**
@@ -206,7 +226,7 @@ function readInput(env: ExecutorEnv, range: number, input: CompactInput, address
     } catch (err) {
       throw withContext(err, `StoC ${env.id}: compaction input ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}`);
     }
-  });
+  }, (size) => env.memory.take(size));
 }
 
 /** Writes one output's fragments durably; never replaces a file. */

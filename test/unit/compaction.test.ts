@@ -9,6 +9,7 @@ import { Memtable } from '../../src/ltc/memtable.js';
 import type { TableMeta } from '../../src/ltc/version-edit.js';
 import { mergeTables, type MergeJob } from '../../src/ltc/merge.js';
 import { mergeOnWorker } from '../../src/ltc/merge-pool.js';
+import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
 import { table } from '../fixtures/tables.js';
 
@@ -113,6 +114,51 @@ describe('merging tables (merge.ts), in this thread and on the merge worker', ()
     const onWorker: Buffer[] = [];
     for await (const t of mergeOnWorker(job(inputs))) onWorker.push(t.bytes);
     expect(onWorker.map((b) => b.toString('hex'))).toEqual(here.map((t) => t.bytes.toString('hex')));
+  });
+
+  it('with recycle, outputs are built in the spares sent along, and the inputs and unused spares come back', async () => {
+    const inputs = [table(3000, 1, 10), table(3000, 2, 20)];
+    const here = [...mergeTables(job(inputs))];
+    const spareBytes = 1 << 20;
+    const spares = [new ArrayBuffer(spareBytes), new ArrayBuffer(10), new ArrayBuffer(spareBytes)]; // 10: too small, skipped
+    const owned = inputs.map((b) => new Uint8Array(b)); // each input in an ArrayBuffer of its own
+    const sent = [...owned.map((t) => t.buffer), ...spares];
+    let returned: ArrayBuffer[] = [];
+    const out: Buffer[] = [];
+    for await (const t of mergeOnWorker({ ...job([]), tables: owned, spares }, true, (m) => { returned = m; })) out.push(t.bytes);
+    expect(out.map((b) => b.toString('hex'))).toEqual(here.map((t) => t.bytes.toString('hex')));
+    // The first two outputs were built in the two big spares, and moved whole (slack and all).
+    expect(out.slice(0, 2).map((b) => [b.byteOffset, b.buffer.byteLength])).toEqual([[0, spareBytes], [0, spareBytes]]);
+    expect(sent.every((ab) => ab.byteLength === 0)).toBe(true); // all moved to the worker
+    // Back: both inputs and the small spare (the big ones went out as outputs).
+    expect(returned.map((ab) => ab.byteLength).sort((a, b) => a - b)).toEqual([10, inputs[1].length, inputs[0].length].sort((a, b) => a - b));
+  });
+
+  it('with consumeInputs, later outputs are built in inputs read to their end, and are still the merge\'s very bytes', async () => {
+    // Disjoint inputs: the first is read to its end halfway through the merge.
+    const span = (from: number, to: number, seq: number): Uint8Array => {
+      const b = new TableBuilder({});
+      for (let i = from; i < to; i++) b.add(makeInternalKey(Buffer.from(`k${String(i).padStart(5, '0')}`), seq, ValueType.Put), Buffer.alloc(200, i));
+      return new Uint8Array(b.finish().bytes); // an ArrayBuffer of its own
+    };
+    const make = (): Uint8Array[] => [span(0, 3000, 10), span(3000, 6000, 20)];
+    const plain = [...mergeTables(job(make().map((t) => Buffer.from(t))))].map((t) => t.bytes.toString('hex'));
+    expect(plain.length).toBeGreaterThan(6);
+
+    const inputs = make();
+    const here = [...mergeTables({ ...job([]), tables: inputs, consumeInputs: true })];
+    expect(here.map((t) => t.bytes.toString('hex'))).toEqual(plain);
+    expect(here.filter((t) => t.bytes.buffer === inputs[0].buffer).length).toBe(1);
+    expect(here.some((t) => t.bytes.buffer === inputs[1].buffer)).toBe(false); // read to its end only with the last output
+
+    const moved = make();
+    const sizes = moved.map((t) => t.byteLength);
+    let returned: ArrayBuffer[] = [];
+    const out: Buffer[] = [];
+    for await (const t of mergeOnWorker({ ...job([]), tables: moved, consumeInputs: true }, true, (m) => { returned = m; })) out.push(t.bytes);
+    expect(out.map((b) => b.toString('hex'))).toEqual(plain);
+    expect(out.filter((b) => b.buffer.byteLength === sizes[0]).length).toBe(1); // the first input's memory, moved back as an output
+    expect(returned.map((ab) => ab.byteLength)).toEqual([sizes[1]]); // and not also returned as an input
   });
 
   it('a damaged input fails the merge on the worker with CORRUPTION naming the table', async () => {

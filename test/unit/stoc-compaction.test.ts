@@ -109,6 +109,39 @@ describe('offloaded compaction on a StoC', () => {
     }
   });
 
+  it('keeps its inputs\' and outputs\' memory from job to job, and jobs in reused memory (two at once too) write the merge\'s very bytes', async () => {
+    const s = await stocs(3);
+    const clients = new Map<number, StocClient>();
+    for (const x of s) clients.set(x.id, await client(x));
+    // Tables of ~2 MB, outputs cut at 1 MiB: past the pool's 1 MiB granule.
+    const inputs = [table(9000, 1, 10), table(9000, 1, 20, (i) => i % 5 === 0)];
+    const placed = [await place(clients, 1, inputs[0], [1]), await place(clients, 2, inputs[1], [2, 3])];
+    const targetBytes = 1024 * 1024;
+    const expected = [...mergeTables({ tables: inputs, names: ['1', '2'], smallestSnapshot: 1000, deeper: [], targetBytes })];
+    expect(expected.length).toBeGreaterThanOrEqual(2);
+    const args: CompactArgs = {
+      range: RANGE, inputs: placed, stocs: s.map((x) => [x.id, x.address] as [number, Uint8Array]),
+      smallestSnapshot: 1000, deeper: [], targetBytes, firstFile: 100, maxFiles: 10, scatter: 1,
+    };
+    const check = async (outputs: Awaited<ReturnType<StocClient['compact']>>): Promise<void> => {
+      expect(outputs.length).toBe(expected.length);
+      for (const [i, o] of outputs.entries()) {
+        const stored = Buffer.concat(await Promise.all(o.fragments.map((f) => clients.get(f.stoc)!.read(tableFileName(RANGE, o.file), 0, f.size))));
+        expect(stored.equals(expected[i].bytes)).toBe(true);
+        expect(Buffer.from(o.smallest).equals(expected[i].smallest) && Buffer.from(o.largest).equals(expected[i].largest)).toBe(true);
+      }
+    };
+    await check(await clients.get(1)!.compact(args));
+    expect(s[0].stats().compactionMemoryReuses).toBe(0);
+    expect(s[0].stats().compactionMemoryBytes).toBeGreaterThan(2 * targetBytes);
+    await check(await clients.get(1)!.compact({ ...args, firstFile: 200 }));
+    // Both inputs and at least one output's spare came from the first job's memory.
+    expect(s[0].stats().compactionMemoryReuses).toBeGreaterThanOrEqual(3);
+    const both = await Promise.all([300, 400].map((firstFile) => clients.get(1)!.compact({ ...args, firstFile })));
+    for (const outputs of both) await check(outputs);
+    expect(s[0].stats().compactionMemoryBytes).toBeLessThanOrEqual(256 * MiB);
+  });
+
   it('an input it cannot read fails the job (not as corruption) and leaves no output', async () => {
     const { s, clients, args } = await setup();
     await s[2].close(); // StoC 3 holds inputs 2 and 3

@@ -1,0 +1,98 @@
+/**
+ * Table-sized memory kept for reuse by the code that reads, merges and writes whole tables
+ * over and over (a StoC's compaction jobs).
+ *
+ * Why: a fresh buffer of many MiB comes from the kernel as untouched pages, and the first
+ * write to each 4 KiB page takes a fault that zeroes it. A StoC allocated every input and
+ * output of every job afresh; `perf` during RW50 found 44% of a StoC's main thread in
+ * `clear_page_erms`, and page faults in the merge worker and the thread-pool threads that
+ * read files, ~200,000 faults in 10 s across the cluster. Memory given back here is handed
+ * out again already faulted in.
+ *
+ * Rules: a buffer is given back only by the code that took it, once nothing reads or writes
+ * it any more (a buffer given back while in use would be overwritten by the next job). The
+ * pool holds at most `maxBytes`; beyond that a buffer given back is left to the garbage
+ * collector. Memory is handed out in whole ArrayBuffers of their own (byteOffset 0), so it
+ * can be transferred to a worker thread and back.
+ */
+export class BufferPool {
+  /** Free ArrayBuffers, smallest first. */
+  private readonly free: ArrayBuffer[] = [];
+  private pooledBytes = 0;
+  readonly counters = { taken: 0, reused: 0, given: 0, dropped: 0 };
+
+  /**
+   * @param maxBytes most bytes kept free between uses
+   * @param granule sizes are rounded up to a multiple of this, so buffers fit many needs;
+   *   needs under it are not pooled (they cost few faults)
+   */
+  constructor(readonly maxBytes: number, readonly granule = 1 << 20) {}
+
+  /** Bytes held free now. */
+  get bytes(): number {
+    return this.pooledBytes;
+  }
+
+  /**
+   * `size` bytes (contents undefined) over an ArrayBuffer of their own: a free one that fits
+   * (at most twice the size, so a large buffer is not spent on a small need), else new.
+   */
+  take(size: number): Buffer {
+    this.counters.taken++;
+    if (size >= this.granule) {
+      const i = this.fit(size);
+      if (i >= 0) {
+        const ab = this.free.splice(i, 1)[0];
+        this.pooledBytes -= ab.byteLength;
+        this.counters.reused++;
+        return Buffer.from(ab, 0, size);
+      }
+      return Buffer.from(Buffer.allocUnsafeSlow(roundUp(size, this.granule)).buffer, 0, size);
+    }
+    return Buffer.allocUnsafeSlow(size);
+  }
+
+  /**
+   * Up to `count` free ArrayBuffers of at least `size` bytes, taken out of the pool (none are
+   * made): memory to send to a worker that will fill it and send it back.
+   */
+  takeFree(size: number, count: number): ArrayBuffer[] {
+    const out: ArrayBuffer[] = [];
+    while (out.length < count) {
+      const i = this.fit(size, Infinity);
+      if (i < 0) break;
+      const ab = this.free.splice(i, 1)[0];
+      this.pooledBytes -= ab.byteLength;
+      out.push(ab);
+    }
+    this.counters.reused += out.length;
+    return out;
+  }
+
+  /** Takes back `ab`, whose every user is done with it. Detached or small ones are ignored. */
+  give(ab: ArrayBufferLike): void {
+    if (!(ab instanceof ArrayBuffer) || ab.byteLength < this.granule) return;
+    if (this.pooledBytes + ab.byteLength > this.maxBytes || this.free.includes(ab)) {
+      this.counters.dropped++;
+      return;
+    }
+    this.counters.given++;
+    let i = 0;
+    while (i < this.free.length && this.free[i].byteLength < ab.byteLength) i++;
+    this.free.splice(i, 0, ab);
+    this.pooledBytes += ab.byteLength;
+  }
+
+  /** The smallest free buffer of at least `size` bytes and at most `size * most`; -1 if none. */
+  private fit(size: number, most = 2): number {
+    for (let i = 0; i < this.free.length; i++) {
+      const n = this.free[i].byteLength;
+      if (n >= size) return n <= size * most ? i : -1;
+    }
+    return -1;
+  }
+}
+
+function roundUp(n: number, to: number): number {
+  return Math.ceil(n / to) * to;
+}
