@@ -9,12 +9,18 @@
  * read files, ~200,000 faults in 10 s across the cluster. Memory given back here is handed
  * out again already faulted in.
  *
- * Rules: a buffer is given back only by the code that took it, once nothing reads or writes
- * it any more (a buffer given back while in use would be overwritten by the next job). The
- * pool holds at most `maxBytes`; beyond that a buffer given back is left to the garbage
- * collector. Memory is handed out in whole ArrayBuffers of their own (byteOffset 0), so it
- * can be transferred to a worker thread and back.
+ * Rules: only memory the giver owns alone is given, once nothing reads or writes it any more
+ * (memory given while in use would be overwritten by the next job). Node's shared slab of
+ * small Buffers is never owned alone, which is one reason needs under the granule (at least
+ * 64 KiB, far above that slab) are neither kept nor pooled. The pool holds at most `maxBytes`;
+ * beyond that memory given is left to the garbage collector. Memory is handed out in whole
+ * ArrayBuffers of their own (byteOffset 0), so it can be transferred to a worker and back.
  */
+import { NovaError } from './errors.js';
+
+/** Smallest granule: far above Node's 8 KiB slab of small Buffers, which is never one owner's. */
+const MIN_GRANULE = 64 * 1024;
+
 export class BufferPool {
   /** Free ArrayBuffers, smallest first. */
   private readonly free: ArrayBuffer[] = [];
@@ -26,7 +32,9 @@ export class BufferPool {
    * @param granule sizes are rounded up to a multiple of this, so buffers fit many needs;
    *   needs under it are not pooled (they cost few faults)
    */
-  constructor(readonly maxBytes: number, readonly granule = 1 << 20) {}
+  constructor(readonly maxBytes: number, readonly granule = 1 << 20) {
+    if (!(granule >= MIN_GRANULE)) throw new NovaError('BAD_ARGUMENT', `BufferPool: a granule of ${granule} bytes is under ${MIN_GRANULE}`);
+  }
 
   /** Bytes held free now. */
   get bytes(): number {

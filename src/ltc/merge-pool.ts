@@ -115,7 +115,10 @@ const builds = new Lane('flush build');
  * reuses (BufferPool) instead of faulting in fresh pages for every job.
  */
 export function mergeOnWorker(job: MergeJob, transfer = false, recycle?: (memory: ArrayBuffer[]) => void): AsyncGenerator<MergedTable> {
-  if (!transfer) return merges.run({ job: { ...job, spares: undefined } }, []);
+  if (!transfer) {
+    if (recycle) throw new NovaError('BAD_ARGUMENT', 'mergeOnWorker: memory is recycled only when it is transferred');
+    return merges.run({ job: { ...job, spares: undefined } }, []);
+  }
   const moved = [...job.tables.map((t) => t.buffer as ArrayBuffer), ...(recycle ? job.spares ?? [] : [])];
   return merges.run({ job: recycle ? job : { ...job, spares: undefined }, recycle: recycle !== undefined }, moved, recycle);
 }

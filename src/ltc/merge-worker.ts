@@ -5,7 +5,7 @@
  */
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { mergeTables, type MergedTable, type MergeJob } from './merge.js';
+import { leftovers, mergeTables, type MergedTable, type MergeJob } from './merge.js';
 import { Memtable, type FrozenMemtable } from './memtable.js';
 import { buildTable } from './flush.js';
 
@@ -21,7 +21,8 @@ export type WorkerReply =
 /**
  * A built table's bytes, transferable without taking others' along. A builder's buffer is its
  * own (ByteBuilder allocates it unpooled), so one the table nearly fills moves as it is, slack
- * and all (under 1/16); otherwise, and for small tables, the bytes are copied to fit.
+ * and all (under 1/16); otherwise, and for small tables, the bytes are copied to fit — except
+ * when the receiver recycles the memory (`recycled`): then any slack moves too.
  */
 function own(b: Buffer, recycled: boolean): Uint8Array {
   const whole = b.buffer.byteLength;
@@ -31,13 +32,6 @@ function own(b: Buffer, recycled: boolean): Uint8Array {
 }
 const MIN_TRANSFER = 64 * 1024;
 
-/** A finished job's input and unused spare memory, each ArrayBuffer once. */
-function reusable(job: MergeJob): ArrayBuffer[] {
-  const all = new Set<ArrayBuffer>();
-  for (const t of job.tables) if (t.buffer instanceof ArrayBuffer && t.buffer.byteLength > 0) all.add(t.buffer);
-  for (const ab of job.spares ?? []) if (ab.byteLength > 0) all.add(ab);
-  return [...all];
-}
 
 function* outputs(request: WorkerRequest): Generator<MergedTable> {
   if (request.job) {
@@ -71,7 +65,7 @@ parentPort!.on('message', (request: WorkerRequest) => {
       parentPort!.postMessage(reply, [bytes.buffer as ArrayBuffer]);
     }
     // The merge is over: nothing here reads the inputs or the unused spares any more.
-    const returned = recycled && request.job ? reusable(request.job) : [];
+    const returned = recycled && request.job ? leftovers(request.job) : [];
     parentPort!.postMessage({ id, kind: 'done', returned } satisfies WorkerReply, returned);
   } catch (err) {
     const code = (err as { code?: unknown })?.code;

@@ -29,8 +29,8 @@ export interface MergeJob {
   spares?: ArrayBuffer[];
   /**
    * The inputs' memory is the merge's own: once the merge has read an input to its end,
-   * a later output may be built in its ArrayBuffer (before any spare). Never for tables a
-   * reader may still use (the LTC's own).
+   * a later output may be built in its ArrayBuffer (before any spare), and its entry in
+   * `tables` is replaced by an empty view. Never for tables a reader may still use (the LTC's).
    */
   consumeInputs?: boolean;
 }
@@ -98,18 +98,32 @@ export function outputBytes(target: number): number {
  */
 function outputMemory(job: MergeJob, inputs: InternalIterator[]): () => ArrayBuffer | undefined {
   const need = outputBytes(job.targetBytes);
-  const spent = inputs.map(() => false);
   return () => {
     if (job.consumeInputs) {
-      const i = inputs.findIndex((it, j) => !spent[j] && !it.valid && job.tables[j].byteOffset === 0 && job.tables[j].buffer.byteLength >= need);
+      const i = inputs.findIndex((it, j) => !it.valid && job.tables[j].byteOffset === 0 && job.tables[j].buffer.byteLength >= need);
       if (i >= 0) {
-        spent[i] = true;
-        return job.tables[i].buffer as ArrayBuffer;
+        const memory = job.tables[i].buffer as ArrayBuffer;
+        job.tables[i] = SPENT; // the output's now: not the input's to give back (leftovers)
+        return memory;
       }
     }
     const i = job.spares?.findIndex((ab) => ab.byteLength >= need) ?? -1;
     return i < 0 ? undefined : job.spares!.splice(i, 1)[0];
   };
+}
+
+const SPENT = new Uint8Array(0);
+
+/**
+ * The memory a finished merge leaves that is not in an output: the inputs it did not build
+ * outputs in, and the spares it did not use — each ArrayBuffer once. Only for a job whose
+ * memory is its own (consumeInputs, or spares); call it once the merge is over.
+ */
+export function leftovers(job: MergeJob): ArrayBuffer[] {
+  const all = new Set<ArrayBuffer>();
+  for (const t of job.tables) if (t.buffer instanceof ArrayBuffer && t.byteLength > 0) all.add(t.buffer);
+  for (const ab of job.spares ?? []) if (ab.byteLength > 0) all.add(ab);
+  return [...all];
 }
 
 function finish(builder: TableBuilder): MergedTable {

@@ -23,6 +23,7 @@ export interface TableOptions {
    * Memory to build the table in (an ArrayBuffer of its own, e.g. from a BufferPool), instead
    * of a new buffer: the table's bytes are then a view of it from offset 0 (unless the table
    * outgrew it), never copied to shed slack, so the caller can reuse the memory afterwards.
+   * A table that outgrew it is not trimmed either (up to twice its size in slack).
    */
   memory?: ArrayBuffer;
 }

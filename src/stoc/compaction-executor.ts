@@ -20,7 +20,7 @@
  */
 import type { BufferPool } from '../common/buffer-pool.js';
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
-import { mergeTables, outputBytes, type MergedTable, type MergeJob } from '../ltc/merge.js';
+import { leftovers, mergeTables, outputBytes, type MergedTable, type MergeJob } from '../ltc/merge.js';
 import { cutTable, readFragments, writeFragments } from '../ltc/fragments.js';
 import { mergeOnWorker, mergeWorkerAvailable } from '../ltc/merge-pool.js';
 import type { Fragment } from '../ltc/version-edit.js';
@@ -169,7 +169,6 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
     };
     const giveBack = (memory: ArrayBuffer[]): void => memory.forEach((ab) => env.memory.give(ab));
     const targets = outputStocs(env.id, job);
-    const given = new Set<ArrayBufferLike>();
     const onWorker = mergeWorkerAvailable();
     for await (const t of onWorker ? mergeOnWorker(merge, true, giveBack) : mergeTables(merge)) {
       if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
@@ -183,13 +182,10 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
       outputs.push({ ...describe(t), file, fragments });
       // Written: nothing holds the output's memory any more (describe copied its keys). An
       // output whose write failed is left to the garbage collector.
-      if (t.bytes.byteOffset === 0) {
-        env.memory.give(t.bytes.buffer);
-        given.add(t.bytes.buffer);
-      }
+      if (t.bytes.byteOffset === 0) env.memory.give(t.bytes.buffer);
     }
-    // In this thread, the inputs are still here, some of them given back as outputs already.
-    if (!onWorker) giveBack([...tables.map((t) => t.buffer as ArrayBuffer).filter((ab) => !given.has(ab)), ...merge.spares!]);
+    // In this thread the merge's leftovers are here (on the worker, it sent them to giveBack).
+    if (!onWorker) giveBack(leftovers(merge));
     if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
     return outputs;
   } catch (err) {
@@ -199,7 +195,8 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
 }
 
 function describe(t: MergedTable): Omit<CompactOutput, 'file' | 'fragments'> {
-  // Copies: the keys must not be views of the output's memory, which is reused.
+  // Copies of the keys: from the worker, each is a view of a slab of its own that may be far
+  // larger than the key, and they outlive the job in the answer.
   return { size: t.bytes.length, entries: t.entries, smallest: Buffer.from(t.smallest), largest: Buffer.from(t.largest) };
 }
 

@@ -54,3 +54,10 @@ describe('BufferPool', () => {
     expect(pool.takeFree(MiB, 3)).toEqual([a]);
   });
 });
+
+describe('BufferPool limits', () => {
+  it('refuses a granule small enough to pool Node\'s shared slab of small Buffers', () => {
+    expect(() => new BufferPool(MiB, 8192)).toThrow(/granule/);
+    expect(new BufferPool(MiB, 64 * 1024).granule).toBe(64 * 1024);
+  });
+});

