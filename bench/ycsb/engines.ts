@@ -86,8 +86,8 @@ const novaEmbedded: EngineAdapter = {
         return db.write(b);
       },
       settle: async () => {
-        await db.flush();
-        return 'memtables flushed and due compactions run (no manual full compaction yet)';
+        await db.compactAll();
+        return 'memtables flushed and the whole tree compacted into its deepest level';
       },
       close: () => db.close(),
     };
@@ -124,8 +124,8 @@ const nova: EngineAdapter = {
         await Promise.all([...byRange.values()].map((b) => client.write(b)));
       },
       settle: async () => {
-        await client.flush();
-        return 'memtables flushed and due compactions run on every LTC';
+        await client.compact();
+        return 'memtables flushed and every range compacted into its deepest level';
       },
       report: async () => {
         const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; offloadedCompactions: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number }>;

@@ -171,6 +171,8 @@ export function buildProgram(): Command {
     .action((dir: string) => withEngine(dir, async (e) => { console.log(JSON.stringify(e.stats, null, 2)); }));
   db.command('flush <dir>').description('write every memtable to a table and run the compactions that are due')
     .action((dir: string) => withEngine(dir, (e) => e.flush()));
+  db.command('compact <dir>').description('flush, then merge the whole tree into its deepest level (a manual full compaction)')
+    .action((dir: string) => withEngine(dir, (e) => e.compactAll()));
 
   const ycsb = (cmd: Command): Command => cmd
     .option('--records <n>', 'records loaded before the runs', positiveInt, 100_000)

@@ -35,6 +35,8 @@ export interface ScanOptions {
   limit?: number;
 }
 
+/** A manual full compaction merges every table of a range: minutes for tens of GiB. */
+const COMPACT_TIMEOUT_MS = 60 * 60_000;
 const RETRY_FIRST_MS = 20;
 const RETRY_MAX_MS = 500;
 
@@ -130,6 +132,15 @@ export class NovaClient {
   async flush(): Promise<void> {
     const ltcs = this.config.members.filter((m) => m.role === 'ltc');
     await Promise.all(ltcs.map(async (m) => (await this.ltc(m.address)).call('flush', [], this.timeoutMs)));
+  }
+
+  /**
+   * Makes every LTC flush its memtables and merge each range's whole tree into its deepest
+   * level (a manual full compaction: writes to a range wait while it runs).
+   */
+  async compact(): Promise<void> {
+    const ltcs = this.config.members.filter((m) => m.role === 'ltc');
+    await Promise.all(ltcs.map(async (m) => (await this.ltc(m.address)).call('compact', [], Math.max(this.timeoutMs, COMPACT_TIMEOUT_MS))));
   }
 
   close(): void {

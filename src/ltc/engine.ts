@@ -500,22 +500,79 @@ export class Engine {
    * both are done. Retiring the active memtables here does not wait for room (δ).
    */
   flush(): Promise<void> {
+    return this.betweenWrites(() => this.flushAll());
+  }
+
+  /**
+   * Flushes, then merges the whole tree into its deepest level that holds tables (LevelDB's
+   * CompactRange over every key): level by level, a few tables at a time with what they
+   * overlap below, as the background compactions do. Writes wait meanwhile. For a bulk load
+   * before a benchmark (LevelDB and RocksDB settle this way), or to reclaim space at once.
+   */
+  compactAll(): Promise<void> {
+    return this.betweenWrites(async () => {
+      await this.flushAll();
+      // The compaction loop has stopped: hold its place, so nothing starts it meanwhile.
+      const manual = this.compactLevels();
+      this.compacting = manual.then(() => 0, () => 0);
+      try {
+        await manual;
+      } catch (err) {
+        throw this.fail('manual compaction', err);
+      } finally {
+        this.compacting = undefined;
+      }
+    });
+  }
+
+  /** Runs `work` in the write chain: after every write before it, before every write after. */
+  private betweenWrites(work: () => Promise<void>): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
     const run = this.writeChain.then(async () => {
       await this.applied; // no round may still be applied to a memtable retired here
       if (this.failed) throw this.failed;
-      for (let d = 0; d < this.memtables.dranges; d++) {
-        if (this.memtables.active(d).entries > 0) await this.retire(d, false);
-      }
-      // Until a background run finds nothing to do (one may be under way already).
-      for (;;) {
-        this.kick();
-        if (!this.background || (await this.background) === 0) break;
-      }
+      await work();
       if (this.failed) throw this.failed;
     });
     this.writeChain = run.catch(() => undefined);
     return run;
+  }
+
+  private async flushAll(): Promise<void> {
+    for (let d = 0; d < this.memtables.dranges; d++) {
+      if (this.memtables.active(d).entries > 0) await this.retire(d, false);
+    }
+    // Until a background run finds nothing to do (one may be under way already).
+    for (;;) {
+      this.kick();
+      if (!this.background || (await this.background) === 0) break;
+    }
+  }
+
+  /**
+   * Every level above the deepest that holds tables (L1 at least: L0's tables may overlap),
+   * merged down one level at a time.
+   */
+  private async compactLevels(): Promise<void> {
+    let bottom = LEVELS - 1;
+    while (bottom > 1 && this.levels[bottom].length === 0) bottom--;
+    for (let level = 0; level < bottom; level++) {
+      while (this.levels[level].length > 0) {
+        if (this.failed) throw this.failed;
+        // L0's tables may overlap one another: all at once. A sorted level: its first table,
+        // the same size of job as a background one.
+        const inputs = level === 0 ? [...this.levels[0]] : [this.levels[level][0]];
+        const metas = inputs.map((t) => t.meta);
+        let smallest = metas[0].smallest;
+        let largest = metas[0].largest;
+        for (const m of metas) {
+          if (compareInternalKeys(m.smallest, smallest) < 0) smallest = m.smallest;
+          if (compareInternalKeys(m.largest, largest) > 0) largest = m.largest;
+        }
+        const below = overlapping(this.levels[level + 1].map((t) => t.meta), smallest, largest);
+        await this.runCompaction({ level, inputs: metas, overlapping: below });
+      }
+    }
   }
 
   /** Why the engine refuses work (an append, flush or compaction failed), if it does. */

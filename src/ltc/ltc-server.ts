@@ -288,6 +288,10 @@ export class LtcServer {
       flush: async () => {
         for (const s of this.served.values()) await s.engine?.flush();
       },
+      // Every range's whole tree merged into its deepest level (Engine.compactAll).
+      compact: async () => {
+        for (const s of this.served.values()) await s.engine?.compactAll();
+      },
     };
   }
 

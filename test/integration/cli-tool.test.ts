@@ -80,6 +80,12 @@ describe('nova db', () => {
       expect(nova('db', 'flush', d).status).toBe(0);
       const stats = JSON.parse(nova('db', 'stats', d).stdout) as { lastSequence: number; memtables: number };
       expect(stats.lastSequence).toBe(3);
+      expect(nova('db', 'put', d, 'user3', 'again').status).toBe(0);
+      expect(nova('db', 'compact', d).status).toBe(0);
+      const tree = JSON.parse(nova('db', 'stats', d).stdout) as { tablesPerLevel: number[] };
+      expect(tree.tablesPerLevel[0]).toBe(0); // two L0 tables merged into L1, the deepest
+      expect(tree.tablesPerLevel[1]).toBe(1);
+      expect(nova('db', 'scan', d).stdout).toBe('"user2"\t"wor ld"\n"user3"\t"again"\n');
     } finally {
       rmSync(d, { recursive: true, force: true });
     }
