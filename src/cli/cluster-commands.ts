@@ -170,7 +170,7 @@ export function addClusterCommands(program: Command, bin: string): void {
         if (process.stdout.isTTY) process.stdout.write('\n');
       }
     }));
-  clientOptions(program.command('compact').description('make every LTC flush and merge each range\'s whole tree into its deepest level (writes to a range wait meanwhile)'))
+  clientOptions(program.command('compact').description('make every LTC flush and merge each range\'s whole tree into its deepest level (writes go on meanwhile)'))
     .action((o: { coordinator?: string; dir: string }) => withClient(o, (c) => c.compact()));
   clientOptions(program.command('del <key>').description('delete a key'))
     .action((key: string, o: { coordinator?: string; dir: string }) => withClient(o, (c) => c.delete(Buffer.from(key))));

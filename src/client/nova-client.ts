@@ -136,7 +136,8 @@ export class NovaClient {
 
   /**
    * Makes every LTC flush its memtables and merge each range's whole tree into its deepest
-   * level (a manual full compaction: writes to a range wait while it runs).
+   * level (a manual full compaction; writes wait only for the flush). It runs to the end on
+   * the LTCs even if this call's deadline passes first.
    */
   async compact(): Promise<void> {
     const ltcs = this.config.members.filter((m) => m.role === 'ltc');

@@ -70,6 +70,11 @@ export function pickCompaction(levels: TableMeta[][], o: LevelOptions, cursor: A
     const sorted = levels[level];
     inputs = [sorted.find((t) => !after || compareInternalKeys(t.smallest, after) > 0) ?? sorted[0]];
   }
+  return jobFor(levels, level, inputs);
+}
+
+/** A job merging `inputs` (of `level`) with every table of level + 1 their key span meets. */
+export function jobFor(levels: TableMeta[][], level: number, inputs: TableMeta[]): CompactionJob {
   let smallest = inputs[0].smallest;
   let largest = inputs[0].largest;
   for (const t of inputs) {

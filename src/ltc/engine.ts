@@ -44,7 +44,7 @@ import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
 import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
-import { LEVELS, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
+import { LEVELS, jobFor, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 import { mergeTables, type MergeJob } from './merge.js';
 import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
 import { buildTableInSlices } from './flush.js';
@@ -204,7 +204,7 @@ export class Engine {
   private queued: PendingWrite[] = [];
   private roundScheduled = false;
   private flushing: Promise<number> | undefined; // the flush loop, while it runs
-  private compacting: Promise<number> | undefined; // the compaction loop, while it runs
+  private compacting: Promise<number> | undefined; // the compaction loop, or a manual compaction, while it runs
   private steps = 0; // flushes and compactions the background has finished
   private flushNeedsActives = false; // the next flush must take active memtables along
   private waiters: Array<() => void> = [];
@@ -506,23 +506,32 @@ export class Engine {
   /**
    * Flushes, then merges the whole tree into its deepest level that holds tables (LevelDB's
    * CompactRange over every key): level by level, a few tables at a time with what they
-   * overlap below, as the background compactions do. Writes wait meanwhile. For a bulk load
-   * before a benchmark (LevelDB and RocksDB settle this way), or to reclaim space at once.
+   * overlap below, as the background compactions do. For a bulk load before a benchmark
+   * (LevelDB and RocksDB settle this way), or to reclaim space at once. Writes wait only for
+   * the flush: meanwhile they go on into memtables and new L0 tables, which stay above (newer
+   * than anything merged); a close stops it between jobs.
    */
-  compactAll(): Promise<void> {
-    return this.betweenWrites(async () => {
-      await this.flushAll();
-      // The compaction loop has stopped: hold its place, so nothing starts it meanwhile.
-      const manual = this.compactLevels();
-      this.compacting = manual.then(() => 0, () => 0);
-      try {
-        await manual;
-      } catch (err) {
-        throw this.fail('manual compaction', err);
-      } finally {
-        this.compacting = undefined;
+  async compactAll(): Promise<void> {
+    for (;;) {
+      await this.flush();
+      // Nothing runs in the compaction loop's place now, unless another compactAll took it
+      // first: wait for that one, then flush again.
+      if (this.compacting) {
+        await this.compacting;
+        continue;
       }
-    });
+      break;
+    }
+    const manual = this.compactLevels();
+    this.compacting = manual.then(() => 0, () => 0); // holds the loop's place: kick() starts no other
+    try {
+      await manual;
+    } catch (err) {
+      throw this.fail('manual compaction', err);
+    } finally {
+      this.compacting = undefined;
+      this.kick(); // levels left over their targets, and L0 tables flushed meanwhile
+    }
   }
 
   /** Runs `work` in the write chain: after every write before it, before every write after. */
@@ -556,21 +565,19 @@ export class Engine {
   private async compactLevels(): Promise<void> {
     let bottom = LEVELS - 1;
     while (bottom > 1 && this.levels[bottom].length === 0) bottom--;
+    // The L0 tables there are now; those flushed meanwhile are newer and stay in L0.
+    let l0 = this.levels[0].length > 0;
     for (let level = 0; level < bottom; level++) {
-      while (this.levels[level].length > 0) {
+      while (level === 0 ? l0 : this.levels[level].length > 0) {
         if (this.failed) throw this.failed;
+        if (this.closed) return; // between jobs: each one is whole in the MANIFEST
         // L0's tables may overlap one another: all at once. A sorted level: its first table,
         // the same size of job as a background one.
+        l0 = false;
         const inputs = level === 0 ? [...this.levels[0]] : [this.levels[level][0]];
-        const metas = inputs.map((t) => t.meta);
-        let smallest = metas[0].smallest;
-        let largest = metas[0].largest;
-        for (const m of metas) {
-          if (compareInternalKeys(m.smallest, smallest) < 0) smallest = m.smallest;
-          if (compareInternalKeys(m.largest, largest) > 0) largest = m.largest;
-        }
-        const below = overlapping(this.levels[level + 1].map((t) => t.meta), smallest, largest);
-        await this.runCompaction({ level, inputs: metas, overlapping: below });
+        await this.runCompaction(jobFor(this.levels.map((l) => l.map((t) => t.meta)), level, inputs.map((t) => t.meta)));
+        this.steps++;
+        this.wake(); // writers stalled on L0 may go on
       }
     }
   }

@@ -207,6 +207,8 @@ describe('nova cluster', () => {
     await c.compact();
     const levels = ((await c.stats()) as Stats[])[0].tablesPerLevel;
     const bottom = levels.length - 1 - [...levels].reverse().findIndex((n) => n > 0);
+    expect(bottom).toBeGreaterThanOrEqual(1);
+    expect(bottom).toBeLessThan(levels.length);
     expect(levels.slice(0, bottom).every((n) => n === 0)).toBe(true);
     expect(await missing(c, acked)).toEqual([]);
     await cluster.kill('ltc', 1);

@@ -187,7 +187,7 @@ describe('engine files', () => {
 });
 
 describe('manual full compaction (compactAll)', () => {
-  it('merges the whole tree into its deepest level: newest values kept, deletes gone, the same after a reopen', async () => {
+  it('merges the whole tree into its deepest level: newest values kept, deleted keys absent, writes meanwhile kept, the same after a reopen', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
     dirs.push(dir);
     const key = (i: number) => Buffer.from(`k${String((i * 7919) % 4000).padStart(5, '0')}`); // scattered order
@@ -202,12 +202,15 @@ describe('manual full compaction (compactAll)', () => {
     expect(bottom).toBeGreaterThanOrEqual(2);
     expect(before.slice(0, bottom).some((n) => n > 0)).toBe(true);
     await db.put(key(2), Buffer.from('in a memtable')); // flushed first
-    await db.compactAll();
+    const compacting = db.compactAll();
+    // A write while it runs waits at most for the flush, and lands above what is merged.
+    await db.put(key(7), Buffer.from('during'));
+    await compacting;
     const after = db.stats.tablesPerLevel;
     expect(after.slice(0, bottom).every((n) => n === 0)).toBe(true);
     expect(after[bottom]).toBeGreaterThan(0);
     const want = (i: number): Buffer | undefined =>
-      i === 2 ? Buffer.from('in a memtable') : i % 5 === 0 ? Buffer.from(`new ${i}`) : i % 5 === 1 ? undefined : Buffer.alloc(100, i & 0xff);
+      i === 2 ? Buffer.from('in a memtable') : i === 7 ? Buffer.from('during') : i % 5 === 0 ? Buffer.from(`new ${i}`) : i % 5 === 1 ? undefined : Buffer.alloc(100, i & 0xff);
     const check = async (e: Engine) => {
       for (let i = 0; i < 4000; i++) {
         const got = await e.get(key(i));
@@ -215,14 +218,35 @@ describe('manual full compaction (compactAll)', () => {
       }
     };
     await check(db);
-    // Writes go on after it.
+    // Writes go on after it, and background compactions with them.
     await db.put(key(3), Buffer.from('after'));
     expect((await db.get(key(3)))?.toString()).toBe('after');
     await db.put(key(3), Buffer.alloc(100, 3));
+    const merged = db.stats.compactions;
+    for (let i = 0; i < 4000; i += 5) await db.put(key(i), Buffer.from(`new ${i}`));
+    await db.flush();
+    expect(db.stats.compactions).toBeGreaterThan(merged);
+    const tree = db.stats.tablesPerLevel;
     await db.close();
     const again = await Engine.open(dir, o);
-    expect(again.stats.tablesPerLevel.slice(1)).toEqual(after.slice(1));
+    expect(again.stats.tablesPerLevel.slice(1)).toEqual(tree.slice(1));
     await check(again);
+    await again.close();
+  });
+
+  it('a close stops it between jobs; nothing is lost', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
+    dirs.push(dir);
+    const key = (i: number) => Buffer.from(`k${String((i * 7919) % 4000).padStart(5, '0')}`);
+    const o = { memtableBytes: 8 * 1024, l1Bytes: 32 * 1024, sync: false };
+    const db = await Engine.open(dir, o);
+    for (let i = 0; i < 4000; i++) await db.put(key(i), Buffer.alloc(100, i & 0xff));
+    const compacting = db.compactAll();
+    await new Promise((r) => setImmediate(r));
+    await db.close();
+    await compacting;
+    const again = await Engine.open(dir, o);
+    for (let i = 0; i < 4000; i++) expect((await again.get(key(i)))?.equals(Buffer.alloc(100, i & 0xff))).toBe(true);
     await again.close();
   });
 });
