@@ -205,6 +205,7 @@ export class Engine {
   private roundScheduled = false;
   private flushing: Promise<number> | undefined; // the flush loop, while it runs
   private compacting: Promise<number> | undefined; // the compaction loop, or a manual compaction, while it runs
+  private manual = false; // `compacting` is a manual compaction (compactAll)
   private steps = 0; // flushes and compactions the background has finished
   private flushNeedsActives = false; // the next flush must take active memtables along
   private waiters: Array<() => void> = [];
@@ -522,6 +523,7 @@ export class Engine {
       }
       break;
     }
+    this.manual = true;
     const manual = this.compactLevels();
     this.compacting = manual.then(() => 0, () => 0); // holds the loop's place: kick() starts no other
     try {
@@ -529,6 +531,7 @@ export class Engine {
     } catch (err) {
       throw this.fail('manual compaction', err);
     } finally {
+      this.manual = false;
       this.compacting = undefined;
       this.kick(); // levels left over their targets, and L0 tables flushed meanwhile
     }
@@ -551,10 +554,13 @@ export class Engine {
     for (let d = 0; d < this.memtables.dranges; d++) {
       if (this.memtables.active(d).entries > 0) await this.retire(d, false);
     }
-    // Until a background run finds nothing to do (one may be under way already).
+    // Until a background run finds nothing to do (one may be under way already). A manual
+    // compaction in the compaction loop's place is not waited for: it may take minutes, and
+    // a shutdown flushes (LtcServer.close) before its close stops that compaction.
     for (;;) {
       this.kick();
-      if (!this.background || (await this.background) === 0) break;
+      const running = this.manual ? this.flushing : this.background;
+      if (!running || (await running) === 0) break;
     }
   }
 
