@@ -523,9 +523,10 @@ export class Engine {
       }
       break;
     }
+    // Holds the loop's place (kick() starts no other) before the first job is picked.
     this.manual = true;
-    const manual = this.compactLevels();
-    this.compacting = manual.then(() => 0, () => 0); // holds the loop's place: kick() starts no other
+    const manual = Promise.resolve().then(() => this.compactLevels());
+    this.compacting = manual.then(() => 0, () => 0);
     try {
       await manual;
     } catch (err) {
