@@ -498,7 +498,8 @@ export class Engine {
 
   /**
    * Flushes every memtable to L0 and runs the compactions that leaves due; resolves when
-   * both are done. Retiring the active memtables here does not wait for room (δ).
+   * both are done — except that a manual compaction in progress (compactAll) is not waited
+   * for. Retiring the active memtables here does not wait for room (δ).
    */
   flush(): Promise<void> {
     return this.betweenWrites(() => this.flushAll());

@@ -284,7 +284,7 @@ export class LtcServer {
         });
       },
       stats: () => this.stats(),
-      // Every memtable to an SSTable, then the compactions due (the bench's settle step).
+      // Every memtable to an SSTable, then the compactions due.
       flush: async () => {
         for (const s of this.served.values()) await s.engine?.flush();
       },

@@ -32,7 +32,6 @@ function own(b: Buffer, recycled: boolean): Uint8Array {
 }
 const MIN_TRANSFER = 64 * 1024;
 
-
 function* outputs(request: WorkerRequest): Generator<MergedTable> {
   if (request.job) {
     yield* mergeTables(request.job);
