@@ -124,14 +124,12 @@ export class NovaClient {
 
   /** Per-range statistics of every LTC. */
   async stats(): Promise<unknown[]> {
-    const ltcs = this.config.members.filter((m) => m.role === 'ltc');
-    return (await Promise.all(ltcs.map(async (m) => (await this.ltc(m.address)).call<unknown[]>('stats', [])))).flat();
+    return (await this.everyLtc<unknown[]>('stats')).flat();
   }
 
   /** Makes every LTC write its memtables to SSTables and run the compactions due. */
   async flush(): Promise<void> {
-    const ltcs = this.config.members.filter((m) => m.role === 'ltc');
-    await Promise.all(ltcs.map(async (m) => (await this.ltc(m.address)).call('flush', [], this.timeoutMs)));
+    await this.everyLtc('flush', this.timeoutMs);
   }
 
   /**
@@ -140,8 +138,16 @@ export class NovaClient {
    * the LTCs even if this call's deadline passes first.
    */
   async compact(): Promise<void> {
+    await this.everyLtc('compact', Math.max(this.timeoutMs, COMPACT_TIMEOUT_MS));
+  }
+
+  /**
+   * Sends `op` (no arguments) to every LTC of the configuration at once; their answers.
+   * Without `timeoutMs`, the connection's own deadline (a few seconds).
+   */
+  private everyLtc<T = unknown>(op: string, timeoutMs?: number): Promise<T[]> {
     const ltcs = this.config.members.filter((m) => m.role === 'ltc');
-    await Promise.all(ltcs.map(async (m) => (await this.ltc(m.address)).call('compact', [], Math.max(this.timeoutMs, COMPACT_TIMEOUT_MS))));
+    return Promise.all(ltcs.map(async (m) => (await this.ltc(m.address)).call<T>(op, [], timeoutMs)));
   }
 
   close(): void {
