@@ -159,8 +159,15 @@ export class BlockIterator {
   /** Whether `compare` is the internal-key order (every table's): keys are then compared in place. */
   private readonly internal: boolean;
 
-  constructor(private readonly block: Block, private readonly compare: Compare) {
+  constructor(private block: Block, private readonly compare: Compare) {
     this.internal = compare === compareInternalKeys;
+  }
+
+  /** Points this iterator at `block` instead (or at its own Block re-pointed): not valid until first() or seek(). */
+  retarget(block: Block): this {
+    this.block = block;
+    this.seekToRestart(0);
+    return this;
   }
 
   get valid(): boolean {

@@ -3,7 +3,8 @@
  * db/db_iter.cc). Pure: a StoC runs the same merge as an LTC.
  *
  * MergingIterator: the k-way merge of children in internal-key order (a binary heap).
- * TwoLevelIterator: an index's iterators read as one (a table's blocks; a sorted level's tables).
+ * TwoLevelIterator: an index's iterators read as one (a sorted level's tables; a table's own
+ * blocks are read by the table reader's flattened iterator).
  * VisibleIterator: what a reader at `snapshot` sees — for each user key, the newest version
  * with sequence <= snapshot, and nothing if that version is a delete.
  * Keys and values are views valid until the next move; copy them to keep them.
@@ -22,9 +23,8 @@ export interface InternalIterator {
 }
 
 /**
- * The first level of a two-level iterator: a position over second-level iterators (a table's
- * index entries over its data blocks, a level's tables), and a seek to the one that may hold
- * a target.
+ * The first level of a two-level iterator: a position over second-level iterators (a sorted
+ * level's tables), and a seek to the one that may hold a target.
  */
 export interface TwoLevelIndex {
   readonly valid: boolean;
@@ -37,12 +37,12 @@ export interface TwoLevelIndex {
 
 /**
  * Entries of an index's second-level iterators, in order (LevelDB table/two_level_iterator.cc):
- * only the one the index is on is open. `onEntry` sees each entry it lands on (a check).
+ * only the one the index is on is open.
  */
 export class TwoLevelIterator implements InternalIterator {
   private data: InternalIterator | undefined;
 
-  constructor(private readonly index: TwoLevelIndex, private readonly onEntry?: (key: Buffer) => void) {}
+  constructor(private readonly index: TwoLevelIndex) {}
 
   get valid(): boolean {
     return this.data !== undefined && this.data.valid;
@@ -85,7 +85,6 @@ export class TwoLevelIterator implements InternalIterator {
       this.openData();
       this.data?.first();
     }
-    if (this.data && this.onEntry) this.onEntry(this.data.key);
   }
 }
 

@@ -5,11 +5,11 @@
  */
 import { NovaError } from '../common/errors.js';
 import {
-  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, compareBytes, compareInternalKeyAt, compareInternalKeys,
+  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, isInternalKey, compareBytes, compareInternalKeyAt, compareInternalKeys,
   typeOf, writeTrailer,
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
-import { TwoLevelIterator, type InternalIterator, type TwoLevelIndex } from './merging-iterator.js';
+import type { InternalIterator } from './merging-iterator.js';
 import { filterHash, filterMayContain } from './filter.js';
 import type { BlockCache } from './block-cache.js';
 import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type BlockHandle, type Footer } from './format.js';
@@ -151,20 +151,7 @@ export class TableReader {
     this.lookup.set(userKey, 0);
     writeTrailer(this.lookup, userKey.length, snapshot, SEEK_TYPE);
     const target = this.lookup.subarray(0, n);
-    const keys = this.indexKeys;
-    const start = this.indexKeyStart;
-    const abbr = this.indexAbbr;
-    const want = abbreviateKey(userKey, 0, userKey.length);
-    const blocks = abbr.length;
-    let lo = 0;
-    let hi = blocks;
-    while (lo < hi) { // the first block whose last key >= target
-      const mid = (lo + hi) >>> 1;
-      const a = abbr[mid];
-      if (a < want || (a === want && compareInternalKeyAt(keys, start[mid], start[mid + 1], target) < 0)) lo = mid + 1;
-      else hi = mid;
-    }
-    for (let b = lo; b < blocks; b++) {
+    for (let b = this.firstBlockFor(target), blocks = this.blockCount; b < blocks; b++) {
       const it = this.lookupBlockAt(b).scratchIterator(compareInternalKeys);
       it.seek(target);
       if (!it.valid) continue; // the key sorts after this block: the next one starts with it
@@ -178,49 +165,67 @@ export class TableReader {
 
   /** The table's entries in order; keys and values are views, copy them to keep them. */
   iterator(): InternalIterator {
-    return new TwoLevelIterator(new BlockIndex(this, this.index.iterator(compareInternalKeys)),
-      (key) => checkInternalKey(key, `${this.name} entry`));
+    return new TableIterator(this);
   }
 
-  /** @internal The data block at `handle` bytes (index entry bytes), checked once. */
-  dataBlock(handleBytes: Buffer): Block {
-    const h = decodeHandle(handleBytes, `${this.name} index entry`);
-    if (this.cache) return this.cachedBlock(h.offset, h.size);
-    return new Block(this.dataBytes(this.blockIndexOf(h.offset, h.size), h.offset, h.size), this.name, h.offset);
+  /** Data blocks in the table. */
+  get blockCount(): number {
+    return this.indexAbbr.length;
   }
 
-  /** The data block at position `b` of the index, for a point lookup (valid until the next one). */
-  private lookupBlockAt(b: number): Block {
+  /**
+   * @internal The index position of the first data block whose last key is at or after
+   * `target` (an internal key) — no earlier block holds it — or blockCount. A binary search of
+   * the abbreviated index keys: full keys are compared only on ties.
+   */
+  firstBlockFor(target: Uint8Array): number {
+    const keys = this.indexKeys;
+    const start = this.indexKeyStart;
+    const abbr = this.indexAbbr;
+    const want = abbreviateKey(target, 0, target.length - KEY_TRAILER);
+    let lo = 0;
+    let hi = abbr.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const a = abbr[mid];
+      if (a < want || (a === want && compareInternalKeyAt(keys, start[mid], start[mid + 1], target) < 0)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /**
+   * @internal The data block at index position `b`: from the cache (BlockMiss if it is not
+   * there), or for a whole table `reuse` re-pointed at it (a new Block without one).
+   */
+  blockAt(b: number, reuse: Block | undefined): Block {
     const offset = this.blockOffset[b];
     const size = this.blockSize[b];
     if (this.cache) return this.cachedBlock(offset, size);
     const data = this.dataBytes(b, offset, size);
-    if (this.lookupBlock) return this.lookupBlock.reset(data, this.name, offset);
-    return (this.lookupBlock = new Block(data, this.name, offset));
+    return reuse ? reuse.reset(data, this.name, offset) : new Block(data, this.name, offset);
+  }
+
+  /** @internal Where data block `b` starts in the table (for errors). */
+  blockOffsetAt(b: number): number {
+    return this.blockOffset[b];
+  }
+
+  /** The data block at position `b` of the index, for a point lookup (valid until the next one). */
+  private lookupBlockAt(b: number): Block {
+    const block = this.blockAt(b, this.lookupBlock);
+    if (!this.cache) this.lookupBlock = block;
+    return block;
   }
 
   /** A whole table's data block bytes at `offset`, its checksum checked on first use. */
   private dataBytes(b: number, offset: number, size: number): Buffer {
-    if (b < 0 || this.checked[b] === 0) {
+    if (this.checked[b] === 0) {
       const bytes = readBlock(this.bytes, { offset, size }, this.name, 'data');
-      if (b >= 0) this.checked[b] = 1;
+      this.checked[b] = 1;
       return bytes;
     }
     return this.bytes.subarray(offset, offset + size);
-  }
-
-  /** Where the block [offset, +size) is in the index, or -1 (a handle the index does not hold: checked every time). */
-  private blockIndexOf(offset: number, size: number): number {
-    const offsets = this.blockOffset;
-    let lo = 0;
-    let hi = offsets.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1;
-      if (offsets[mid] === offset) return this.blockSize[mid] === size ? mid : -1;
-      if (offsets[mid] < offset) lo = mid + 1;
-      else hi = mid - 1;
-    }
-    return -1;
   }
 
   private cachedBlock(offset: number, size: number): Block {
@@ -230,28 +235,68 @@ export class TableReader {
   }
 }
 
-/** A table's index as the first level of its iterator: index entries lead to data blocks. */
-class BlockIndex implements TwoLevelIndex {
-  constructor(private readonly table: TableReader, private readonly index: BlockIterator) {}
+/**
+ * A table's entries in order (LevelDB's two-level iterator, flattened): a position in the
+ * reader's decoded index and one data block open at a time. A whole table's block is one
+ * Block re-pointed as the iterator moves, and a seek binary-searches the decoded index as a
+ * point lookup does: a scan seeks every table of L0, so a seek through the index block and
+ * a Block, an iterator and a handle per block it crossed were most of a scan's cost.
+ */
+class TableIterator implements InternalIterator {
+  private b = 0; // index position of the open block; blockCount when past the end
+  private data: BlockIterator | undefined;
+  private own: Block | undefined; // a whole table's re-pointed block
+
+  constructor(private readonly table: TableReader) {}
 
   get valid(): boolean {
-    return this.index.valid;
+    return this.b < this.table.blockCount && this.data!.valid;
+  }
+
+  get key(): Buffer {
+    return this.data!.key;
+  }
+
+  get value(): Buffer {
+    return this.data!.value;
   }
 
   first(): void {
-    this.index.first();
+    if (this.open(0)) this.data!.first();
+    this.settle();
   }
 
   seek(target: Uint8Array): void {
-    this.index.seek(target);
+    if (this.open(this.table.firstBlockFor(target))) this.data!.seek(target);
+    this.settle();
   }
 
   next(): void {
-    this.index.next();
+    this.data!.next();
+    this.settle();
   }
 
-  open(): InternalIterator {
-    return this.table.dataBlock(this.index.value).iterator(compareInternalKeys);
+  /** Opens block `b`; false past the last block. */
+  private open(b: number): boolean {
+    this.b = b;
+    if (b >= this.table.blockCount) return false;
+    const block = this.table.blockAt(b, this.own);
+    if (this.table.whole) this.own = block;
+    this.data = this.data ? this.data.retarget(block) : block.iterator(compareInternalKeys);
+    return true;
+  }
+
+  /** Moves past blocks with nothing left (a seek can end past a block's last key), and checks the entry it lands on. */
+  private settle(): void {
+    while (this.b < this.table.blockCount && !this.data!.valid) {
+      if (this.open(this.b + 1)) this.data!.first();
+    }
+    if (this.b < this.table.blockCount) {
+      const k = this.data!.key;
+      if (!isInternalKey(k)) {
+        checkInternalKey(k, `${this.table.name} data block at offset ${this.table.blockOffsetAt(this.b)}`);
+      }
+    }
   }
 }
 

@@ -10,7 +10,9 @@ import {
 import { Block, BlockBuilder } from '../../src/sstable/block.js';
 import { buildFilter, filterHash, filterMayContain } from '../../src/sstable/filter.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
-import { TableReader } from '../../src/sstable/table-reader.js';
+import { BlockCache } from '../../src/sstable/block-cache.js';
+import { TRAILER_BYTES, metadataStart } from '../../src/sstable/format.js';
+import { BlockMiss, TableReader } from '../../src/sstable/table-reader.js';
 import { rng } from '../helpers/rng.js';
 
 
@@ -131,6 +133,54 @@ describe('table', () => {
       else expect(got).toEqual({ type: 'put', value: want.value });
     }
     expect(t.get(Buffer.from('absent-key'), 1e9)).toBeUndefined();
+  });
+
+  it('seeks like the oracle to every key, between keys and past the end, whole or through a block cache', () => {
+    // Small blocks and shared prefixes: many targets tie on the index's abbreviated keys, and
+    // many land past a block's last key (before its separator), so the seek must go on to the
+    // next block.
+    const list = entries(5, 600, 3, 40);
+    const bytes = build(list, 256);
+    const whole = new TableReader(bytes, 'seek.sst');
+    const start = metadataStart(whole.footer);
+    const cached = TableReader.metadataOnly(bytes.subarray(start), start, 'seek.sst', new BlockCache(64 << 20));
+    const oracle = (target: Buffer): number => {
+      let lo = 0;
+      let hi = list.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (compareInternalKeys(list[mid].key, target) < 0) lo = mid + 1;
+        else hi = mid;
+      }
+      return lo;
+    };
+    const r = rng(6);
+    const targets = list.flatMap((e) => {
+      const user = userKeyOf(e.key);
+      return [e.key, makeInternalKey(user, sequenceOf(e.key) + 1, ValueType.Put), makeInternalKey(Buffer.concat([user, Buffer.from([r() * 256])]), 1, ValueType.Put)];
+    });
+    targets.push(makeInternalKey(Buffer.from(''), 1, ValueType.Put), makeInternalKey(Buffer.from('zzz'), 1, ValueType.Put));
+    for (const reader of [whole, cached]) {
+      const it = reader.iterator();
+      for (const target of targets) {
+        const want = oracle(target);
+        // The seek and the next three entries (across block boundaries); a cached reader's miss
+        // loads the block and starts over, as a scan does.
+        let got: string[] = [];
+        for (;;) {
+          try {
+            got = [];
+            for (it.seek(target); it.valid && got.length < 4; it.next()) got.push(Buffer.concat([it.key, it.value]).toString('hex'));
+            break;
+          } catch (err) {
+            if (!(err instanceof BlockMiss)) throw err;
+            reader.insert(err.handle, bytes.subarray(err.handle.offset, err.handle.offset + err.handle.size + TRAILER_BYTES));
+          }
+        }
+        const expected = list.slice(want, want + 4).map((e) => Buffer.concat([e.key, e.value]).toString('hex'));
+        expect(got, `seek in the ${reader.whole ? 'whole' : 'cached'} table`).toEqual(expected);
+      }
+    }
   });
 
   it('handles an empty table, one key, huge values and long shared prefixes', () => {
