@@ -93,8 +93,9 @@ export class Block {
 
   /**
    * Points this Block at other bytes, validated as by the constructor. A table reader reuses
-   * one Block for its point lookups instead of keeping an object per block it has read: those
-   * were most of a long-running LTC's heap, which every full GC marked.
+   * one Block for its point lookups, and a table iterator one for its walk, instead of keeping
+   * an object per block read: those were most of a long-running LTC's heap, which every full
+   * GC marked.
    */
   reset(data: Buffer, where: string, at = -1): this {
     this.data = data;
@@ -231,8 +232,8 @@ export class BlockIterator {
 
   /**
    * The current key against `target`, without making a view of it when the order is that of
-   * internal keys (every table's): a seek through an index block visits ~20 keys, and a scan
-   * seeks every table, so views were most of a scan's allocations.
+   * internal keys (every table's): a scan seeks a data block in every table it reads, and
+   * views were most of a scan's allocations.
    */
   private compareCurrent(target: Uint8Array): number {
     return this.internal

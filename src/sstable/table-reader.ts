@@ -156,7 +156,7 @@ export class TableReader {
       it.seek(target);
       if (!it.valid) continue; // the key sorts after this block: the next one starts with it
       const k = it.key;
-      checkInternalKey(k, `${this.name} entry`);
+      if (!isInternalKey(k)) checkInternalKey(k, `${this.name} data block at offset ${this.blockOffset[b]}`);
       if (compareBytes(k, 0, k.length - KEY_TRAILER, userKey, 0, userKey.length) !== 0) return undefined;
       return typeOf(k) === ValueType.Put ? { type: 'put', value: Buffer.from(it.value) } : { type: 'delete' };
     }
@@ -243,11 +243,13 @@ export class TableReader {
  * a Block, an iterator and a handle per block it crossed were most of a scan's cost.
  */
 class TableIterator implements InternalIterator {
-  private b = 0; // index position of the open block; blockCount when past the end
+  private b: number; // index position of the open block; blockCount when not positioned or past the end
   private data: BlockIterator | undefined;
   private own: Block | undefined; // a whole table's re-pointed block
 
-  constructor(private readonly table: TableReader) {}
+  constructor(private readonly table: TableReader) {
+    this.b = table.blockCount;
+  }
 
   get valid(): boolean {
     return this.b < this.table.blockCount && this.data!.valid;
@@ -276,17 +278,26 @@ class TableIterator implements InternalIterator {
     this.settle();
   }
 
-  /** Opens block `b`; false past the last block. */
+  /**
+   * Opens block `b`; false past the last block. If the block cannot be opened (a miss, a
+   * corrupt block) the iterator is left not valid, never on the old block's entry.
+   */
   private open(b: number): boolean {
-    this.b = b;
-    if (b >= this.table.blockCount) return false;
+    const count = this.table.blockCount;
+    this.b = count;
+    if (b >= count) return false;
     const block = this.table.blockAt(b, this.own);
     if (this.table.whole) this.own = block;
     this.data = this.data ? this.data.retarget(block) : block.iterator(compareInternalKeys);
+    this.b = b;
     return true;
   }
 
-  /** Moves past blocks with nothing left (a seek can end past a block's last key), and checks the entry it lands on. */
+  /**
+   * Moves past blocks with nothing left — at a block's end, or after a seek should an index
+   * key lie past its block's last key (this builder writes the last key itself) — and checks
+   * the entry it lands on.
+   */
   private settle(): void {
     while (this.b < this.table.blockCount && !this.data!.valid) {
       if (this.open(this.b + 1)) this.data!.first();

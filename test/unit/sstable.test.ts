@@ -3,6 +3,7 @@
  * snapshots against a sorted oracle, and corruption of every byte of a small table.
  */
 import { describe, expect, it } from 'vitest';
+import { checksum32 } from '../../src/common/checksum.js';
 import { NovaError } from '../../src/common/errors.js';
 import {
   ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf,
@@ -136,10 +137,12 @@ describe('table', () => {
   });
 
   it('seeks like the oracle to every key, between keys and past the end, whole or through a block cache', () => {
-    // Small blocks and shared prefixes: many targets tie on the index's abbreviated keys, and
-    // many land past a block's last key (before its separator), so the seek must go on to the
-    // next block.
-    const list = entries(5, 600, 3, 40);
+    // Small blocks and shared prefixes: many targets tie on the index's abbreviated keys (the
+    // first 6 bytes, zero-padded: so do `a`, `a\0` and `ab`).
+    const short = ['a', 'a\0', 'a\0\0', 'ab', 'abcdef', 'abcdef\0', 'abcdeg'].map((u, i) => ({
+      key: makeInternalKey(Buffer.from(u, 'latin1'), 5000 + i, ValueType.Put), value: Buffer.from(u),
+    }));
+    const list = [...entries(5, 600, 3, 40), ...short].sort((x, y) => compareInternalKeys(x.key, y.key));
     const bytes = build(list, 256);
     const whole = new TableReader(bytes, 'seek.sst');
     const start = metadataStart(whole.footer);
@@ -181,6 +184,31 @@ describe('table', () => {
         expect(got, `seek in the ${reader.whole ? 'whole' : 'cached'} table`).toEqual(expected);
       }
     }
+    // Two iterators over the whole table, stepped in turn with point lookups between their
+    // steps: each re-points a Block of its own, and lookups another.
+    const its = [whole.iterator(), whole.iterator()];
+    const at = [0, Math.floor(list.length / 2)];
+    its[0].first();
+    its[1].seek(list[at[1]].key);
+    for (let step = 0; at[1] < list.length; step++) {
+      for (let j = 0; j < 2; j++) {
+        expect(its[j].valid && Buffer.compare(its[j].key, list[at[j]].key) === 0, `iterator ${j} at entry ${at[j]}`).toBe(true);
+        expect(whole.get(userKeyOf(list[(step * 7919) % list.length].key), 1e9)).toBeDefined();
+        its[j].next();
+        at[j]++;
+      }
+    }
+  });
+
+  it('an entry whose key has an unknown type, in a block whose checksum holds, is CORRUPTION naming table and block', () => {
+    const bytes = build([{ key: makeInternalKey(Buffer.from('k'), 1, ValueType.Put), value: Buffer.from('v') }]);
+    const size = new TableReader(bytes, 'good.sst').dataBlockEnds()[0] - TRAILER_BYTES;
+    bytes[3 + 1] = 7; // entry = 3 one-byte varints, the user key `k`, then the trailer's type byte
+    bytes.writeUInt32LE(checksum32(bytes.subarray(0, size + 1)), size + 1);
+    const t = new TableReader(bytes, 'typed.sst');
+    const corrupt = expect.objectContaining({ code: 'CORRUPTION', message: expect.stringContaining('typed.sst data block at offset 0') });
+    expect(() => t.iterator().first()).toThrow(corrupt);
+    expect(() => t.get(Buffer.from('k'), 10)).toThrow(corrupt);
   });
 
   it('handles an empty table, one key, huge values and long shared prefixes', () => {
