@@ -42,13 +42,16 @@ export class TableReader {
   /** Where `bytes` starts in the table (0 when it is the whole table). */
   private base = 0;
 
-  // The index decoded once into flat arrays: point lookups binary-search the abbreviated
-  // keys (first 6 user-key bytes as a number) and touch full keys only on ties. Flat, not an
+  // The index decoded once into flat arrays: seeks and point lookups binary-search the
+  // abbreviated keys and touch full keys only on ties. An abbreviation is the 6 user-key bytes
+  // after the prefix every index key shares, as a number: keys alike in their first bytes
+  // (the bench's `user000000…`) would otherwise all tie. Flat, not an
   // object per entry: a 16 MiB table has ~4,000 entries, and readers come and go with every
   // compaction (thousands of long-lived small objects each were what the LTC's GC marked).
   private readonly indexKeys: Buffer; // every key, back to back
   private readonly indexKeyStart: Uint32Array; // key i is [start[i], start[i + 1])
   private readonly indexAbbr: Float64Array;
+  private readonly sharedPrefix: number; // user-key bytes every index key starts with (those of key 0)
   private readonly blockOffset: Float64Array;
   private readonly blockSize: Float64Array;
 
@@ -84,11 +87,21 @@ export class TableReader {
       const at = this.indexKeyStart[i];
       this.indexKeys.set(k, at);
       this.indexKeyStart[i + 1] = at + k.length;
-      this.indexAbbr[i] = abbreviateKey(k, 0, k.length - KEY_TRAILER);
       const h = decodeHandle(it.value, `${name} index entry ${i}`);
       this.blockOffset[i] = h.offset;
       this.blockSize[i] = h.size;
     }
+    // Sorted keys: what the first and last share, every key between shares.
+    const keys = this.indexKeys;
+    const start = this.indexKeyStart;
+    let p = 0;
+    if (n > 0) {
+      const lastAt = start[n - 1];
+      const max = Math.min(start[1] - KEY_TRAILER, start[n] - KEY_TRAILER - lastAt);
+      while (p < max && keys[p] === keys[lastAt + p]) p++;
+    }
+    this.sharedPrefix = p;
+    for (let j = 0; j < n; j++) this.indexAbbr[j] = abbreviateKey(keys, start[j] + p, start[j + 1] - KEY_TRAILER);
   }
 
   /**
@@ -182,7 +195,12 @@ export class TableReader {
     const keys = this.indexKeys;
     const start = this.indexKeyStart;
     const abbr = this.indexAbbr;
-    const want = abbreviateKey(target, 0, target.length - KEY_TRAILER);
+    const p = this.sharedPrefix;
+    const userEnd = target.length - KEY_TRAILER;
+    // A target that differs within the shared prefix sorts before every key or after all.
+    const c = compareBytes(target, 0, Math.min(p, userEnd), keys, 0, p);
+    if (c !== 0) return c < 0 ? 0 : abbr.length;
+    const want = abbreviateKey(target, p, userEnd);
     let lo = 0;
     let hi = abbr.length;
     while (lo < hi) {

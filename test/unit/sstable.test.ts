@@ -137,65 +137,70 @@ describe('table', () => {
   });
 
   it('seeks like the oracle to every key, between keys and past the end, whole or through a block cache', () => {
-    // Small blocks and shared prefixes: many targets tie on the index's abbreviated keys (the
-    // first 6 bytes, zero-padded: so do `a`, `a\0` and `ab`).
+    // Small blocks and shared prefixes: many targets tie on the index's abbreviated keys (6
+    // bytes after the prefix all index keys share, zero-padded: `a`, `a\0` and `ab` tie). One
+    // table whose keys share no prefix, one whose keys all start `user-`, with targets that
+    // differ within it (`user`, `usf`, `a`).
     const short = ['a', 'a\0', 'a\0\0', 'ab', 'abcdef', 'abcdef\0', 'abcdeg'].map((u, i) => ({
       key: makeInternalKey(Buffer.from(u, 'latin1'), 5000 + i, ValueType.Put), value: Buffer.from(u),
     }));
-    const list = [...entries(5, 600, 3, 40), ...short].sort((x, y) => compareInternalKeys(x.key, y.key));
-    const bytes = build(list, 256);
-    const whole = new TableReader(bytes, 'seek.sst');
-    const start = metadataStart(whole.footer);
-    const cached = TableReader.metadataOnly(bytes.subarray(start), start, 'seek.sst', new BlockCache(64 << 20));
-    const oracle = (target: Buffer): number => {
-      let lo = 0;
-      let hi = list.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (compareInternalKeys(list[mid].key, target) < 0) lo = mid + 1;
-        else hi = mid;
-      }
-      return lo;
-    };
-    const r = rng(6);
-    const targets = list.flatMap((e) => {
-      const user = userKeyOf(e.key);
-      return [e.key, makeInternalKey(user, sequenceOf(e.key) + 1, ValueType.Put), makeInternalKey(Buffer.concat([user, Buffer.from([r() * 256])]), 1, ValueType.Put)];
-    });
-    targets.push(makeInternalKey(Buffer.from(''), 1, ValueType.Put), makeInternalKey(Buffer.from('zzz'), 1, ValueType.Put));
-    for (const reader of [whole, cached]) {
-      const it = reader.iterator();
-      for (const target of targets) {
-        const want = oracle(target);
-        // The seek and the next three entries (across block boundaries); a cached reader's miss
-        // loads the block and starts over, as a scan does.
-        let got: string[] = [];
-        for (;;) {
-          try {
-            got = [];
-            for (it.seek(target); it.valid && got.length < 4; it.next()) got.push(Buffer.concat([it.key, it.value]).toString('hex'));
-            break;
-          } catch (err) {
-            if (!(err instanceof BlockMiss)) throw err;
-            reader.insert(err.handle, bytes.subarray(err.handle.offset, err.handle.offset + err.handle.size + TRAILER_BYTES));
-          }
+    const prefixed = entries(5, 600, 3, 40);
+    const mixed = [...prefixed, ...short].sort((x, y) => compareInternalKeys(x.key, y.key));
+    for (const list of [mixed, prefixed]) {
+      const bytes = build(list, 256);
+      const whole = new TableReader(bytes, 'seek.sst');
+      const start = metadataStart(whole.footer);
+      const cached = TableReader.metadataOnly(bytes.subarray(start), start, 'seek.sst', new BlockCache(64 << 20));
+      const oracle = (target: Buffer): number => {
+        let lo = 0;
+        let hi = list.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          if (compareInternalKeys(list[mid].key, target) < 0) lo = mid + 1;
+          else hi = mid;
         }
-        const expected = list.slice(want, want + 4).map((e) => Buffer.concat([e.key, e.value]).toString('hex'));
-        expect(got, `seek in the ${reader.whole ? 'whole' : 'cached'} table`).toEqual(expected);
+        return lo;
+      };
+      const r = rng(6);
+      const targets = list.flatMap((e) => {
+        const user = userKeyOf(e.key);
+        return [e.key, makeInternalKey(user, sequenceOf(e.key) + 1, ValueType.Put), makeInternalKey(Buffer.concat([user, Buffer.from([r() * 256])]), 1, ValueType.Put)];
+      });
+      for (const u of ['', 'a', 'user', 'user-', 'usf', 'zzz']) targets.push(makeInternalKey(Buffer.from(u), 1, ValueType.Put));
+      for (const reader of [whole, cached]) {
+        const it = reader.iterator();
+        for (const target of targets) {
+          const want = oracle(target);
+          // The seek and the next three entries (across block boundaries); a cached reader's
+          // miss loads the block and starts over, as a scan does.
+          let got: string[] = [];
+          for (;;) {
+            try {
+              got = [];
+              for (it.seek(target); it.valid && got.length < 4; it.next()) got.push(Buffer.concat([it.key, it.value]).toString('hex'));
+              break;
+            } catch (err) {
+              if (!(err instanceof BlockMiss)) throw err;
+              reader.insert(err.handle, bytes.subarray(err.handle.offset, err.handle.offset + err.handle.size + TRAILER_BYTES));
+            }
+          }
+          const expected = list.slice(want, want + 4).map((e) => Buffer.concat([e.key, e.value]).toString('hex'));
+          expect(got, `seek in the ${reader.whole ? 'whole' : 'cached'} table`).toEqual(expected);
+        }
       }
-    }
-    // Two iterators over the whole table, stepped in turn with point lookups between their
-    // steps: each re-points a Block of its own, and lookups another.
-    const its = [whole.iterator(), whole.iterator()];
-    const at = [0, Math.floor(list.length / 2)];
-    its[0].first();
-    its[1].seek(list[at[1]].key);
-    for (let step = 0; at[1] < list.length; step++) {
-      for (let j = 0; j < 2; j++) {
-        expect(its[j].valid && Buffer.compare(its[j].key, list[at[j]].key) === 0, `iterator ${j} at entry ${at[j]}`).toBe(true);
-        expect(whole.get(userKeyOf(list[(step * 7919) % list.length].key), 1e9)).toBeDefined();
-        its[j].next();
-        at[j]++;
+      // Two iterators over the whole table, stepped in turn with point lookups between their
+      // steps: each re-points a Block of its own, and lookups another.
+      const its = [whole.iterator(), whole.iterator()];
+      const at = [0, Math.floor(list.length / 2)];
+      its[0].first();
+      its[1].seek(list[at[1]].key);
+      for (let step = 0; at[1] < list.length; step++) {
+        for (let k = 0; k < 2; k++) {
+          expect(its[k].valid && Buffer.compare(its[k].key, list[at[k]].key) === 0, `iterator ${k} at entry ${at[k]}`).toBe(true);
+          expect(whole.get(userKeyOf(list[(step * 7919) % list.length].key), 1e9)).toBeDefined();
+          its[k].next();
+          at[k]++;
+        }
       }
     }
   });
