@@ -45,6 +45,8 @@ export interface Settings {
   activeMemtables: number;
   maxMemtables: number;
   l0Trigger: number;
+  /** L0 tables that start a compaction once scans read L0 (EngineOptions.l0ScanTrigger). */
+  l0ScanTrigger: number;
   sync: boolean;
   compaction: CompactionSite;
   /** Bytes of data blocks each range's LTC caches; the LTC then holds only tables' metadata. 0: whole tables. */
@@ -66,7 +68,10 @@ export const DEFAULT_SETTINGS: Settings = {
   memtableBytes: 16 * 1024 * 1024,
   activeMemtables: 1,
   maxMemtables: 2,
-  l0Trigger: 4,
+  // Writes rewrite L1 half as often with 8 L0 tables per merge (RW50 +7%, W100 +10%), and
+  // scans, which seek every L0 table, get 4 as soon as they read L0 (bench/README.md).
+  l0Trigger: 8,
+  l0ScanTrigger: 4,
   sync: false,
   compaction: 'stoc',
   // Whole tables by default: while a range's data fits in the LTC's memory, a read never

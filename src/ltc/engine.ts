@@ -72,8 +72,16 @@ export interface EngineOptions {
   /** fdatasync each write's log record before acknowledging it. */
   sync?: boolean;
   limits?: Limits;
-  /** L0 tables that make L0 due for compaction into L1. */
+  /** L0 tables that make L0 due for compaction into L1 (default 8). */
   l0Trigger?: number;
+  /**
+   * L0 tables that make L0 due once scans read it (default 4, at most l0Trigger): when the
+   * oldest L0 table has been sought by more scans than its allowance (one per 16 KiB of it,
+   * at least 100: LevelDB's seek compaction, for scans). A point lookup skips an L0 table by
+   * its filter, a scan seeks every one; so writes get the larger trigger (less rewriting of
+   * L1) and scans the smaller.
+   */
+  l0ScanTrigger?: number;
   /** L0 tables at which writes wait for compaction (default 3 × l0Trigger). */
   l0StopTrigger?: number;
   /** Size target of L1 in bytes (default 10 memtables); each deeper level ×10. */
@@ -178,6 +186,13 @@ type Pins = Array<[TableReader, number]>;
 interface LiveTable {
   meta: TableMeta;
   reader: TableReader;
+  /** L0: the engine's scan count when the table was flushed (undefined, read as 0, after recovery). */
+  scansAtAdd?: number;
+}
+
+/** Scans an L0 table may serve before it makes L0 due at l0ScanTrigger (LevelDB: allowed_seeks). */
+function scanAllowance(t: LiveTable): number {
+  return Math.max(100, Math.floor(t.meta.size / 16384));
 }
 
 type Settings = Required<Omit<EngineOptions, 'onWarning' | 'onNote' | 'env'>> & Pick<EngineOptions, 'onWarning' | 'onNote'>;
@@ -207,6 +222,7 @@ export class Engine {
   private compacting: Promise<number> | undefined; // the compaction loop, or a manual compaction, while it runs
   private manual = false; // `compacting` is a manual compaction (compactAll)
   private steps = 0; // flushes and compactions the background has finished
+  private scans = 0; // scans served, for L0 tables' scan allowances
   private flushNeedsActives = false; // the next flush must take active memtables along
   private waiters: Array<() => void> = [];
   private failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
@@ -223,13 +239,14 @@ export class Engine {
   private constructor(private readonly dir: string, options: EngineOptions) {
     const active = options.activeMemtables ?? 1;
     const memtableBytes = options.memtableBytes ?? 16 * 1024 * 1024;
-    const l0Trigger = options.l0Trigger ?? 4;
+    const l0Trigger = options.l0Trigger ?? 8;
     this.options = {
       memtableBytes,
       activeMemtables: active,
       maxMemtables: options.maxMemtables ?? 2 * active,
       sync: options.sync ?? true,
       l0Trigger,
+      l0ScanTrigger: Math.min(options.l0ScanTrigger ?? 4, l0Trigger),
       l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
       l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
       limits: options.limits ?? DEFAULT_LIMITS,
@@ -244,6 +261,8 @@ export class Engine {
     if (!(Number.isInteger(o.maxMemtables) && o.maxMemtables > active)) {
       throw new NovaError('BAD_ARGUMENT', `maxMemtables (δ) must be an integer > activeMemtables (α = ${active}), not ${o.maxMemtables}`);
     }
+    if (!(Number.isInteger(o.l0Trigger) && o.l0Trigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0Trigger must be an integer >= 1, not ${o.l0Trigger}`);
+    if (!(Number.isInteger(o.l0ScanTrigger) && o.l0ScanTrigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0ScanTrigger must be an integer >= 1, not ${o.l0ScanTrigger}`);
     if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
     this.env = options.env ?? localEnv(dir);
     this.store = this.env.store;
@@ -417,6 +436,7 @@ export class Engine {
   /** Entries with start <= key < end, in key order, at most `limit` of them. */
   async scan(start: Uint8Array, options: ScanOptions = {}): Promise<Array<[Buffer, Buffer]>> {
     this.assertOpen();
+    this.countScan();
     const out: Array<[Buffer, Buffer]> = [];
     const page = { bytes: 0 };
     if (!this.cache) {
@@ -924,10 +944,25 @@ export class Engine {
   }
 
   private async compactStep(): Promise<boolean> {
-    const job = pickCompaction(this.levels.map((l) => l.map((t) => t.meta)), this.options, this.compactCursor);
+    const levels = { l0Trigger: this.l0TriggerNow(), l1Bytes: this.options.l1Bytes };
+    const job = pickCompaction(this.levels.map((l) => l.map((t) => t.meta)), levels, this.compactCursor);
     if (!job) return false;
     await this.runCompaction(job);
     return true;
+  }
+
+  /** l0ScanTrigger once the oldest L0 table has served its allowance of scans, else l0Trigger. */
+  private l0TriggerNow(): number {
+    const oldest = this.levels[0][0];
+    if (oldest && this.scans - (oldest.scansAtAdd ?? 0) >= scanAllowance(oldest)) return this.options.l0ScanTrigger;
+    return this.options.l0Trigger;
+  }
+
+  /** Counts a scan; when it uses up the oldest L0 table's allowance, L0 may be due now. */
+  private countScan(): void {
+    this.scans++;
+    const l0 = this.levels[0];
+    if (l0.length >= this.options.l0ScanTrigger && this.scans - (l0[0].scansAtAdd ?? 0) === scanAllowance(l0[0])) this.kick();
   }
 
   private wake(): void {
@@ -986,7 +1021,7 @@ export class Engine {
       level: 0, file, size: built.bytes.length, entries: built.entries,
       smallest: built.smallest!, largest: built.largest!, fragments,
     };
-    return { meta, reader: this.readerOf(built.bytes, file) };
+    return { meta, reader: this.readerOf(built.bytes, file), scansAtAdd: this.scans };
   }
 
   /**

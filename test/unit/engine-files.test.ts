@@ -191,7 +191,7 @@ describe('manual full compaction (compactAll)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
     dirs.push(dir);
     const key = (i: number) => Buffer.from(`k${String((i * 7919) % 4000).padStart(5, '0')}`); // scattered order
-    const o = { memtableBytes: 8 * 1024, l1Bytes: 32 * 1024, sync: false };
+    const o = { memtableBytes: 8 * 1024, l1Bytes: 32 * 1024, l0Trigger: 4, sync: false };
     const db = await Engine.open(dir, o);
     for (let i = 0; i < 4000; i++) await db.put(key(i), Buffer.alloc(100, i & 0xff));
     for (let i = 0; i < 4000; i += 5) await db.put(key(i), Buffer.from(`new ${i}`));
@@ -270,5 +270,43 @@ describe('engine review fixes', () => {
     expect((await db.get(Buffer.from('k2')))?.toString()).toBe('v2');
     await db.close();
     await expect(db.flush()).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+});
+
+describe('the L0 trigger and scans', () => {
+  it('L0 waits for l0Trigger tables while nothing scans, and is compacted at l0ScanTrigger once scans use up the oldest table\'s allowance', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
+    dirs.push(dir);
+    const db = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, l0ScanTrigger: 2, sync: false, mergeInWorker: false });
+    let n = 0;
+    for (let t = 0; t < 3; t++) { // three L0 tables, each a memtable of 20 puts flushed
+      for (let j = 0; j < 20; j++, n++) await db.put(Buffer.from(`k${String((n * 37) % 1000).padStart(4, '0')}`), Buffer.alloc(200, n & 0xff));
+      await db.flush();
+    }
+    expect(db.stats.tablesPerLevel[0]).toBe(3);
+    for (let s = 0; s < 99; s++) await db.scan(Buffer.from('k0500'), { limit: 3 }); // a small table allows 100 scans
+    await db.flush(); // runs whatever compaction is due: none yet
+    expect(db.stats.tablesPerLevel[0]).toBe(3);
+    await db.scan(Buffer.from('k0500'), { limit: 3 }); // the 100th starts the compaction itself
+    for (const deadline = Date.now() + 5000; db.stats.tablesPerLevel[0] > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
+    expect(db.stats.tablesPerLevel[0]).toBe(0);
+    expect(db.stats.tablesPerLevel[1]).toBeGreaterThan(0);
+    expect((await db.scan(Buffer.from(''))).length).toBe(60); // 60 distinct keys, none lost
+    await db.close();
+  });
+
+  it('by default L0 holds up to 8 tables before a compaction when nothing scans', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
+    dirs.push(dir);
+    const db = await Engine.open(dir, { memtableBytes: 8 * 1024, sync: false, mergeInWorker: false });
+    for (let t = 0; t < 7; t++) {
+      await db.put(Buffer.from(`k${t}`), Buffer.alloc(200, t));
+      await db.flush();
+    }
+    expect(db.stats.tablesPerLevel[0]).toBe(7);
+    await db.put(Buffer.from('k7'), Buffer.alloc(200, 7));
+    await db.flush();
+    expect(db.stats.tablesPerLevel[0]).toBe(0);
+    await db.close();
   });
 });
