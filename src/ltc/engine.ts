@@ -75,7 +75,7 @@ export interface EngineOptions {
   /** L0 tables that make L0 due for compaction into L1 (default 8). */
   l0Trigger?: number;
   /**
-   * L0 tables that make L0 due once scans read it (default 4, at most l0Trigger): when the
+   * L0 tables that make L0 due once scans read it (default 4; lowered to l0Trigger if above it): when the
    * oldest L0 table has been sought by more scans than its allowance (one per 16 KiB of it,
    * at least 100: LevelDB's seek compaction, for scans). A point lookup skips an L0 table by
    * its filter, a scan seeks every one; so writes get the larger trigger (less rewriting of
@@ -958,11 +958,15 @@ export class Engine {
     return this.options.l0Trigger;
   }
 
-  /** Counts a scan; when it uses up the oldest L0 table's allowance, L0 may be due now. */
+  /**
+   * Counts a scan; once the oldest L0 table's allowance is used up, L0 is due at
+   * l0ScanTrigger tables: start the compaction loop unless it runs (then it picks the job
+   * next). Not only on the scan that crosses: that one may come while the loop is ending.
+   */
   private countScan(): void {
     this.scans++;
     const l0 = this.levels[0];
-    if (l0.length >= this.options.l0ScanTrigger && this.scans - (l0[0].scansAtAdd ?? 0) === scanAllowance(l0[0])) this.kick();
+    if (!this.compacting && l0.length >= this.options.l0ScanTrigger && this.scans - (l0[0].scansAtAdd ?? 0) >= scanAllowance(l0[0])) this.kick();
   }
 
   private wake(): void {

@@ -291,7 +291,18 @@ describe('the L0 trigger and scans', () => {
     for (const deadline = Date.now() + 5000; db.stats.tablesPerLevel[0] > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
     expect(db.stats.tablesPerLevel[0]).toBe(0);
     expect(db.stats.tablesPerLevel[1]).toBeGreaterThan(0);
-    expect((await db.scan(Buffer.from(''))).length).toBe(60); // 60 distinct keys, none lost
+    // Tables flushed now start with a fresh allowance: L0 waits again for 100 scans.
+    for (let t = 0; t < 2; t++) {
+      for (let j = 0; j < 20; j++, n++) await db.put(Buffer.from(`k${String((n * 37) % 1000).padStart(4, '0')}`), Buffer.alloc(200, n & 0xff));
+      await db.flush();
+    }
+    for (let s = 0; s < 98; s++) await db.scan(Buffer.from('k0500'), { limit: 3 }); // the 100th is the second below
+    await db.flush();
+    expect(db.stats.tablesPerLevel[0]).toBe(2);
+    for (let s = 0; s < 2; s++) await db.scan(Buffer.from('k0500'), { limit: 3 });
+    for (const deadline = Date.now() + 5000; db.stats.tablesPerLevel[0] > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
+    expect(db.stats.tablesPerLevel[0]).toBe(0);
+    expect((await db.scan(Buffer.from(''))).length).toBe(100); // 100 distinct keys, none lost
     await db.close();
   });
 
