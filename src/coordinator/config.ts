@@ -68,7 +68,7 @@ export const DEFAULT_SETTINGS: Settings = {
   memtableBytes: 16 * 1024 * 1024,
   activeMemtables: 1,
   maxMemtables: 2,
-  // Writes rewrite L1 half as often with 8 L0 tables per merge (RW50 +7%, W100 +10%), and
+  // Writes rewrite L1 half as often with 8 L0 tables per merge (60-s runs: RW50 +13%, W100 +11%), and
   // scans, which seek every L0 table, get 4 as soon as they read L0 (bench/README.md).
   l0Trigger: 8,
   l0ScanTrigger: 4,

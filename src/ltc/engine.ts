@@ -953,9 +953,13 @@ export class Engine {
 
   /** l0ScanTrigger once the oldest L0 table has served its allowance of scans, else l0Trigger. */
   private l0TriggerNow(): number {
+    return this.l0ScannedEnough() ? this.options.l0ScanTrigger : this.options.l0Trigger;
+  }
+
+  /** Whether the oldest L0 table (the most scanned) has served its allowance of scans. */
+  private l0ScannedEnough(): boolean {
     const oldest = this.levels[0][0];
-    if (oldest && this.scans - (oldest.scansAtAdd ?? 0) >= scanAllowance(oldest)) return this.options.l0ScanTrigger;
-    return this.options.l0Trigger;
+    return oldest !== undefined && this.scans - (oldest.scansAtAdd ?? 0) >= scanAllowance(oldest);
   }
 
   /**
@@ -965,8 +969,7 @@ export class Engine {
    */
   private countScan(): void {
     this.scans++;
-    const l0 = this.levels[0];
-    if (!this.compacting && l0.length >= this.options.l0ScanTrigger && this.scans - (l0[0].scansAtAdd ?? 0) >= scanAllowance(l0[0])) this.kick();
+    if (!this.compacting && this.levels[0].length >= this.options.l0ScanTrigger && this.l0ScannedEnough()) this.kick();
   }
 
   private wake(): void {

@@ -30,7 +30,6 @@ let nextReaderId = 1;
 
 export class TableReader {
   readonly footer: Footer;
-  private readonly index: Block;
   private readonly filter: Buffer;
   /** Whole tables: which data blocks' checksums were checked (1), by position in the index. */
   private readonly checked: Uint8Array;
@@ -65,9 +64,9 @@ export class TableReader {
         throw new NovaError('CORRUPTION', `${name}: metadata starts at offset ${Math.min(this.footer.index.offset, this.footer.filter.offset)}, before the ${this.base} given`);
       }
     }
-    this.index = new Block(readBlock(bytes, this.shift(this.footer.index), name, 'index'), `${name} index block`);
+    const index = new Block(readBlock(bytes, this.shift(this.footer.index), name, 'index'), `${name} index block`);
     this.filter = readBlock(bytes, this.shift(this.footer.filter), name, 'filter');
-    const it = this.index.iterator(compareInternalKeys);
+    const it = index.iterator(compareInternalKeys);
     let n = 0;
     let keyBytes = 0;
     for (it.first(); it.valid; it.next()) {
@@ -169,7 +168,7 @@ export class TableReader {
       it.seek(target);
       if (!it.valid) continue; // the key sorts after this block: the next one starts with it
       const k = it.key;
-      if (!isInternalKey(k)) checkInternalKey(k, `${this.name} data block at offset ${this.blockOffset[b]}`);
+      this.checkEntry(k, b);
       if (compareBytes(k, 0, k.length - KEY_TRAILER, userKey, 0, userKey.length) !== 0) return undefined;
       return typeOf(k) === ValueType.Put ? { type: 'put', value: Buffer.from(it.value) } : { type: 'delete' };
     }
@@ -224,9 +223,9 @@ export class TableReader {
     return reuse ? reuse.reset(data, this.name, offset) : new Block(data, this.name, offset);
   }
 
-  /** @internal Where data block `b` starts in the table (for errors). */
-  blockOffsetAt(b: number): number {
-    return this.blockOffset[b];
+  /** @internal Throws CORRUPTION, naming the table and data block `b`, unless `key` is an internal key (the name is built only then). */
+  checkEntry(key: Buffer, b: number): void {
+    if (!isInternalKey(key)) checkInternalKey(key, `${this.name} data block at offset ${this.blockOffset[b]}`);
   }
 
   /** The data block at position `b` of the index, for a point lookup (valid until the next one). */
@@ -320,12 +319,7 @@ class TableIterator implements InternalIterator {
     while (this.b < this.table.blockCount && !this.data!.valid) {
       if (this.open(this.b + 1)) this.data!.first();
     }
-    if (this.b < this.table.blockCount) {
-      const k = this.data!.key;
-      if (!isInternalKey(k)) {
-        checkInternalKey(k, `${this.table.name} data block at offset ${this.table.blockOffsetAt(this.b)}`);
-      }
-    }
+    if (this.b < this.table.blockCount) this.table.checkEntry(this.data!.key, this.b);
   }
 }
 

@@ -306,6 +306,14 @@ describe('the L0 trigger and scans', () => {
     await db.close();
   });
 
+  it('refuses triggers that are not positive integers', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
+    dirs.push(dir);
+    for (const o of [{ l0Trigger: 0 }, { l0ScanTrigger: 0 }, { l0ScanTrigger: 1.5 }]) {
+      await expect(Engine.open(dir, { ...o, sync: false })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/l0(Scan)?Trigger/) });
+    }
+  });
+
   it('by default L0 holds up to 8 tables before a compaction when nothing scans', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
     dirs.push(dir);

@@ -188,7 +188,22 @@ describe('table', () => {
           expect(got, `seek in the ${reader.whole ? 'whole' : 'cached'} table`).toEqual(expected);
         }
       }
-      // Two iterators over the whole table, stepped in turn with point lookups between their
+      // A walk that reaches a block the cache lacks throws the miss and is left not valid, never
+    // on the last entry of the block before.
+    const fresh = TableReader.metadataOnly(bytes.subarray(start), start, 'seek.sst', new BlockCache(64 << 20));
+    const ends = whole.dataBlockEnds();
+    fresh.insert({ offset: 0, size: ends[0] - TRAILER_BYTES }, bytes.subarray(0, ends[0]));
+    const walk = fresh.iterator();
+    walk.first();
+    let walked = 0;
+    expect(() => { for (; walk.valid; walk.next()) walked++; }).toThrow(BlockMiss);
+    expect(walked).toBeGreaterThan(0);
+    expect(walk.valid).toBe(false);
+    walk.first(); // on an entry of the cached block, then a seek into one not cached
+    expect(walk.valid).toBe(true);
+    expect(() => walk.seek(list[list.length - 1].key)).toThrow(BlockMiss);
+    expect(walk.valid).toBe(false);
+    // Two iterators over the whole table, stepped in turn with point lookups between their
       // steps: each re-points a Block of its own, and lookups another.
       const its = [whole.iterator(), whole.iterator()];
       const at = [0, Math.floor(list.length / 2)];
