@@ -1007,22 +1007,26 @@ export class Engine {
   }
 
   /** On the flush worker; if the worker died or failed (not the data), here instead. */
-  private async buildOnWorker(mem: Memtable, size: number): Promise<BuiltTable> {
+  private async buildOnWorker(mem: Memtable, size: number, smallestSnapshot: number): Promise<BuiltTable> {
     try {
-      return await buildOnWorker(mem.frozen(), size);
+      return await buildOnWorker(mem.frozen(), size, smallestSnapshot);
     } catch (err) {
       const code = (err as NovaError).code;
       if (code !== 'CLOSED' && code !== 'REMOTE') throw err;
       this.warn(`flush of memtable ${mem.id}: ${(err as Error).message}; building it on this thread`);
-      return buildTableInSlices(mem, size);
+      return buildTableInSlices(mem, size, smallestSnapshot);
     }
   }
 
-  /** Builds and stores the L0 table of `mem`; the caller records it. */
+  /**
+   * Builds and stores the L0 table of `mem`; the caller records it. Versions no reader can see
+   * are left out (flush.ts): a snapshot taken later reads at a sequence above all of `mem`.
+   */
   private async writeL0(mem: Memtable): Promise<LiveTable> {
     const file = this.nextFile++;
     const size = mem.approximateBytes + 4096;
-    const built = this.options.mergeInWorker ? await this.buildOnWorker(mem, size) : await buildTableInSlices(mem, size);
+    const oldest = this.smallestSnapshot();
+    const built = this.options.mergeInWorker ? await this.buildOnWorker(mem, size, oldest) : await buildTableInSlices(mem, size, oldest);
     const fragments = await this.store.writeTable(file, built.bytes);
     const meta: TableMeta = {
       level: 0, file, size: built.bytes.length, entries: built.entries,
@@ -1039,8 +1043,7 @@ export class Engine {
   private async runCompaction(job: CompactionJob): Promise<void> {
     const out = job.level + 1;
     const inputs = [...job.inputs, ...job.overlapping];
-    let smallestSnapshot = this.lastSequence;
-    for (const seq of this.liveSnapshots.keys()) if (seq < smallestSnapshot) smallestSnapshot = seq;
+    const smallestSnapshot = this.smallestSnapshot();
     // Only deeper tables within the job's key span can stop a tombstone from going.
     let smallest = inputs[0].smallest;
     let largest = inputs[0].largest;
@@ -1135,6 +1138,13 @@ export class Engine {
     }
     this.counts.offloaded++;
     return opened;
+  }
+
+  /** The oldest sequence a reader may read at: the oldest live snapshot's, or the present. */
+  private smallestSnapshot(): number {
+    let oldest = this.lastSequence;
+    for (const seq of this.liveSnapshots.keys()) if (seq < oldest) oldest = seq;
+    return oldest;
   }
 
   private tableFor(file: number): TableReader {

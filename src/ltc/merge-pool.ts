@@ -124,10 +124,11 @@ export function mergeOnWorker(job: MergeJob, transfer = false, recycle?: (memory
 }
 
 /**
- * Builds the table of an immutable memtable on the flush worker, reading its memory in place
- * (shared, not copied). The memtable must not change until this settles.
+ * Builds the table of an immutable memtable on the flush worker (flush.ts buildTable),
+ * reading its memory in place (shared, not copied). The memtable must not change until this
+ * settles.
  */
-export async function buildOnWorker(memtable: FrozenMemtable, expectedSize: number): Promise<BuiltTable> {
-  for await (const t of builds.run({ build: { memtable, expectedSize } }, [])) return t;
+export async function buildOnWorker(memtable: FrozenMemtable, expectedSize: number, smallestSnapshot: number): Promise<BuiltTable> {
+  for await (const t of builds.run({ build: { memtable, expectedSize, smallestSnapshot } }, [])) return t;
   return { bytes: Buffer.alloc(0), entries: 0, smallest: undefined, largest: undefined }; // an empty memtable
 }

@@ -12,7 +12,7 @@ import { buildTable } from './flush.js';
 export type WorkerRequest =
   /** `recycle`: the inputs and spares were transferred, and go back with `done` once merged. */
   | { id: number; job: MergeJob; recycle?: boolean; build?: undefined }
-  | { id: number; build: { memtable: FrozenMemtable; expectedSize: number }; job?: undefined; recycle?: undefined };
+  | { id: number; build: { memtable: FrozenMemtable; expectedSize: number; smallestSnapshot: number }; job?: undefined; recycle?: undefined };
 export type WorkerReply =
   | { id: number; kind: 'output'; bytes: Uint8Array; entries: number; smallest: Uint8Array; largest: Uint8Array }
   | { id: number; kind: 'done'; returned?: ArrayBuffer[] }
@@ -37,7 +37,8 @@ function* outputs(request: WorkerRequest): Generator<MergedTable> {
     yield* mergeTables(request.job);
     return;
   }
-  const built = buildTable(new Memtable(0, 0, request.build.memtable), request.build.expectedSize);
+  const { memtable, expectedSize, smallestSnapshot } = request.build;
+  const built = buildTable(new Memtable(0, 0, memtable), expectedSize, smallestSnapshot);
   if (built.entries > 0) yield { bytes: built.bytes, entries: built.entries, smallest: built.smallest!, largest: built.largest! };
 }
 

@@ -101,17 +101,19 @@ describe('memtable', () => {
 });
 
 describe('flush builds', () => {
+  const r = rng(7);
+  const m = new Memtable(3, 64 * 1024); // small: it grows (and moves its shared memory) several times
+  const keys = new Set<string>();
+  for (let seq = 1; seq <= 20_000; seq++) {
+    const k = `user${String(Math.floor(r() * 5000)).padStart(12, '0')}`;
+    keys.add(k);
+    m.add(seq, r() < 0.1 ? ValueType.Delete : ValueType.Put, Buffer.from(k), Buffer.alloc(Math.floor(r() * 300), seq & 0xff));
+  }
+
   it('build the same table in the thread, in slices, and on the flush worker from the memtable shared in place', async () => {
-    const r = rng(7);
-    const m = new Memtable(3, 64 * 1024); // small: it grows (and moves its shared memory) several times
-    for (let seq = 1; seq <= 20_000; seq++) {
-      const k = Buffer.from(`user${String(Math.floor(r() * 5000)).padStart(12, '0')}`);
-      m.add(seq, r() < 0.1 ? ValueType.Delete : ValueType.Put, k, Buffer.alloc(Math.floor(r() * 300), seq & 0xff));
-    }
-    const here = buildTable(m, m.approximateBytes);
-    expect(here.entries).toBe(20_000);
-    expect((await buildTableInSlices(m, 4096)).bytes.equals(here.bytes)).toBe(true);
-    const onWorker = await buildOnWorker(m.frozen(), m.approximateBytes);
+    const here = buildTable(m, m.approximateBytes, 12_345);
+    expect((await buildTableInSlices(m, 4096, 12_345)).bytes.equals(here.bytes)).toBe(true);
+    const onWorker = await buildOnWorker(m.frozen(), m.approximateBytes, 12_345);
     expect(onWorker.bytes.equals(here.bytes)).toBe(true);
     expect([onWorker.entries, onWorker.smallest, onWorker.largest]).toEqual([here.entries, here.smallest, here.largest]);
     // The memtable still serves reads after sharing its memory.
@@ -119,6 +121,32 @@ describe('flush builds', () => {
     it.first();
     expect(m.get(userKeyOf(it.key), 1 << 30)).toBeDefined();
     // An empty memtable builds an empty table, wherever it is built.
-    expect((await buildOnWorker(new Memtable(4).frozen(), 4096)).entries).toBe(0);
+    expect((await buildOnWorker(new Memtable(4).frozen(), 4096, 0)).entries).toBe(0);
+  });
+
+  it('leave out only versions no reader at or after the oldest snapshot can see, tombstones kept', () => {
+    const seen = (table: TableReader, key: Buffer, seq: number): string => {
+      const got = table.get(key, seq);
+      return got === undefined ? 'none' : got.type === 'delete' ? 'delete' : got.value.toString('hex');
+    };
+    const inMemtable = (key: Buffer, seq: number): string => {
+      const got = m.get(key, seq);
+      return got === undefined ? 'none' : got.type === 'delete' ? 'delete' : got.value.toString('hex');
+    };
+    let previous = 0;
+    for (const oldest of [20_000, 10_000, 1]) {
+      const built = buildTable(m, m.approximateBytes, oldest);
+      const table = new TableReader(built.bytes, 'flushed');
+      // More entries the older the oldest snapshot; the present alone leaves one per key.
+      expect(built.entries).toBeGreaterThan(previous);
+      previous = built.entries;
+      if (oldest === 20_000) expect(built.entries).toBe(keys.size);
+      for (const k of keys) {
+        const key = Buffer.from(k);
+        for (const seq of [oldest, oldest + 777, 20_000]) expect(seen(table, key, seq)).toBe(inMemtable(key, seq));
+      }
+    }
+    // With the oldest snapshot before every write, nothing goes.
+    expect(previous).toBe(20_000);
   });
 });
