@@ -38,6 +38,8 @@ export interface ScanOptions {
 /** A manual full compaction merges every table of a range: minutes for tens of GiB. */
 const COMPACT_TIMEOUT_MS = 60 * 60_000;
 const RETRY_FIRST_MS = 20;
+/** Requests an LTC commits in groups (one log append per group): they do not cut a frame early. */
+const GROUPED_OPS = ['put', 'del', 'write'];
 const RETRY_MAX_MS = 500;
 
 /** Puts and deletes applied atomically; all keys must fall in one range. */
@@ -193,7 +195,7 @@ export class NovaClient {
   private ltc(address: string): Promise<TcpRpcClient> {
     const known = this.ltcs.get(address);
     if (known) return known;
-    const c = TcpRpcClient.connect(address, { timeoutMs: 5_000 });
+    const c = TcpRpcClient.connect(address, { timeoutMs: 5_000, grouped: GROUPED_OPS });
     this.ltcs.set(address, c);
     const drop = (): void => {
       if (this.ltcs.get(address) === c) this.ltcs.delete(address);

@@ -152,6 +152,24 @@ describe('TCP RPC', () => {
     await server.close();
   });
 
+  it('lets grouped requests ride to the end of the turn: they do not cut a frame early', async () => {
+    const server = await TcpRpcServer.listen({ name: 'test', handlers: { echo: (a) => a[0], put: (a) => a[0] } });
+    const c = await TcpRpcClient.connect(`127.0.0.1:${server.port}`, { grouped: ['put'] });
+    let frames = 0;
+    const socket = (c as unknown as { socket: import('node:net').Socket }).socket;
+    const write = socket.write.bind(socket);
+    socket.write = ((b: Buffer) => { frames++; return write(b); }) as typeof socket.write;
+    // 100 grouped requests in one turn: one frame.
+    expect(await Promise.all(Array.from({ length: 100 }, (_, i) => c.call('put', [i])))).toHaveLength(100);
+    expect(frames).toBe(1);
+    // Mixed: only the 40 that cut count toward the early cut (16, 16, then the rest with the turn).
+    frames = 0;
+    await Promise.all(Array.from({ length: 80 }, (_, i) => c.call(i % 2 === 0 ? 'echo' : 'put', [i])));
+    expect(frames).toBe(3);
+    c.close();
+    await server.close();
+  });
+
   it('keeps what it read intact: bytes a handler holds on to are not overwritten by later reads', async () => {
     const held: Buffer[] = [];
     const server = await TcpRpcServer.listen({
