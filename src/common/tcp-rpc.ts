@@ -38,7 +38,7 @@ type Message = unknown[];
  * other works. A message that does not cut (`push(m, false)`) rides along to the turn's end:
  * a request the peer handles in groups anyway (an LTC commits the writes that arrive together
  * as one group, one log append to every replica) gains nothing from leaving early, and a
- * group cut in two costs a second append. Measured: W100 +10%, RW50 +4% (bench/README.md).
+ * group cut in two costs a second append. Measured: W100 +4–10%, RW50 unchanged (bench/README.md).
  *
  * A frame never exceeds `maxFrame` (the peer would close the connection, failing every call
  * on it): a batch that packs larger is cut in halves, in order; a single message that is
