@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
 import { FRAME_HEADER, FrameReader, encodeFrame, packFrame } from '../../src/common/frames.js';
-import { TcpRpcClient, TcpRpcServer } from '../../src/common/tcp-rpc.js';
+import { TcpRpcClient, TcpRpcServer, localSocketOf } from '../../src/common/tcp-rpc.js';
+import { createConnection } from 'node:net';
 import { benchSplits, configFromJson, configToJson, makeRanges, rangeOf, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
 import { place, sample } from '../../src/ltc/placement.js';
@@ -167,6 +168,33 @@ describe('TCP RPC', () => {
     await Promise.all(Array.from({ length: 80 }, (_, i) => c.call(i % 2 === 0 ? 'echo' : 'put', [i])));
     expect(frames).toBe(3);
     c.close();
+    await server.close();
+  });
+
+  it('uses the server\'s local socket on the same machine, and TCP where none answers', async () => {
+    const peers: string[] = [];
+    const server = await TcpRpcServer.listen({ name: 'test', handlers: { echo: (a, peer) => (peers.push(peer), a[0]) } });
+    const address = `127.0.0.1:${server.port}`;
+    const near = await TcpRpcClient.connect(address);
+    expect(near.local).toBe(true);
+    expect(await Promise.all(Array.from({ length: 40 }, (_, i) => near.call('echo', [Buffer.alloc(i * 100, i)]))))
+      .toEqual(Array.from({ length: 40 }, (_, i) => Buffer.alloc(i * 100, i)));
+    expect(new Set(peers)).toEqual(new Set(['a local client']));
+    // Garbage on the local socket closes that connection only, as on TCP.
+    const raw = createConnection({ path: localSocketOf(address)! });
+    await new Promise((r) => raw.once('connect', r));
+    raw.write(Buffer.alloc(32, 0xee));
+    await new Promise((r) => raw.once('close', r));
+    expect(server.malformed).toBe(1);
+    expect(await near.call('echo', ['still'])).toBe('still');
+    near.close();
+    // Without the local listener (a server elsewhere), a client connects over TCP.
+    await new Promise((r) => (server as unknown as { local: import('node:net').Server }).local.close(r));
+    const far = await TcpRpcClient.connect(address);
+    expect(far.local).toBe(false);
+    expect(await far.call('echo', [5])).toBe(5);
+    expect(peers.at(-1)).toMatch(/^127\.0\.0\.1:\d+$/);
+    far.close();
     await server.close();
   });
 
