@@ -118,14 +118,20 @@ export class TcpRpcServer {
     const s = new TcpRpcServer(server, options);
     server.on('connection', (socket) => s.accept(socket));
     await listening(server, (done) => server.listen(options.port ?? 0, host, done));
-    await s.listenLocally(`${host}:${s.port}`);
+    try {
+      await s.listenLocally(`${host}:${s.port}`);
+    } catch (err) {
+      await s.close();
+      throw err;
+    }
     return s;
   }
 
   /**
-   * The local socket: a convenience, so a failure leaves clients on TCP, logged. The name is
-   * free while this server holds the TCP port it is named for (the kernel frees both when a
-   * process dies).
+   * The local socket. The name is free while this server holds the TCP port it is named for
+   * (the kernel frees both when a process dies), so a name already taken means another
+   * process would receive this server's local clients: that refuses to start. Any other
+   * failure (a name too long) leaves clients on TCP, logged.
    */
   private async listenLocally(address: string): Promise<void> {
     const path = localSocketOf(address);
@@ -136,7 +142,11 @@ export class TcpRpcServer {
       await listening(local, (done) => local.listen(path, done));
       this.local = local;
     } catch (err) {
-      this.options.onLog?.(`${this.options.name}: no local socket for ${address} (${(err as Error).message}); clients on this machine use TCP`);
+      const why = (err as Error).message;
+      if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+        throw new NovaError('UNAVAILABLE', `${this.options.name}: the local socket for ${address} is held by another process, which would receive this server's clients on this machine; find it with \`ss -xlp | grep nova-rpc\` and stop it`);
+      }
+      this.options.onLog?.(`${this.options.name}: no local socket for ${address} (${why}); clients on this machine use TCP`);
     }
   }
 

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
 import { FRAME_HEADER, FrameReader, encodeFrame, packFrame } from '../../src/common/frames.js';
 import { TcpRpcClient, TcpRpcServer, localSocketOf } from '../../src/common/tcp-rpc.js';
-import { createConnection } from 'node:net';
+import { createConnection, createServer } from 'node:net';
 import { benchSplits, configFromJson, configToJson, makeRanges, rangeOf, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
 import { place, sample } from '../../src/ltc/placement.js';
@@ -195,6 +195,27 @@ describe('TCP RPC', () => {
     expect(await far.call('echo', [5])).toBe(5);
     expect(peers.at(-1)).toMatch(/^127\.0\.0\.1:\d+$/);
     far.close();
+    await server.close();
+  });
+
+  it('refuses to start when another process holds its local socket name', async () => {
+    const probe = await TcpRpcServer.listen({ name: 'probe', handlers: {} });
+    const port = probe.port;
+    await probe.close();
+    const squatter = createServer();
+    await new Promise<void>((r) => squatter.listen(localSocketOf(`127.0.0.1:${port}`)!, r));
+    try {
+      await expect(TcpRpcServer.listen({ name: 'test', port, handlers: {} }))
+        .rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('held by another process') });
+    } finally {
+      await new Promise((r) => squatter.close(r));
+    }
+    // Once the name is free, the same port serves (so the refused server let go of it).
+    const server = await TcpRpcServer.listen({ name: 'test', port, handlers: { echo: (a) => a[0] } });
+    const c = await TcpRpcClient.connect(`127.0.0.1:${port}`);
+    expect(c.local).toBe(true);
+    expect(await c.call('echo', [1])).toBe(1);
+    c.close();
     await server.close();
   });
 
