@@ -17,15 +17,20 @@
  * client tries that first: the same frames, but a write costs a copy into the peer's queue
  * instead of a trip through loopback TCP. Measured through a cluster (1 M records, 20 s
  * cells, 3 alternating pairs): RW50 zipfian +6%, W100 zipfian +7% (bench/README.md). A client
- * on another machine finds no such socket and uses TCP.
+ * tries it only for an address this machine owns, under the exact address string the server
+ * listens at (reaching 0.0.0.0:P as 127.0.0.1:P stays on TCP); elsewhere it uses TCP.
  */
 import { createConnection, createServer, type NetConnectOpts, type Server, type Socket } from 'node:net';
 import { Packr } from 'msgpackr';
+import { createHash } from 'node:crypto';
+import { networkInterfaces } from 'node:os';
 import { NovaError, RemoteError } from './errors.js';
 import { DEFAULT_MAX_FRAME, FRAME_HEADER, FrameReader, packFrame } from './frames.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 const SWEEP_MS = 25;
+/** Bytes of a Unix socket name: sun_path holds 108; one is kept spare for a terminator. */
+const MAX_SOCKET_NAME = 107;
 /**
  * Messages after which a frame leaves at once (Outbox). Measured, workload C through a
  * cluster, 64 outstanding, paired runs: one frame per turn 23k and 34k ops/s; 16, 39k and 52k;
@@ -108,6 +113,7 @@ export interface ServerOptions {
 export class TcpRpcServer {
   private readonly sockets = new Set<Socket>();
   private local: Server | undefined;
+  private localClients = 0;
   malformed = 0;
 
   private constructor(private readonly server: Server, private readonly options: ServerOptions) {}
@@ -116,7 +122,7 @@ export class TcpRpcServer {
     const host = options.host ?? '127.0.0.1';
     const server = createServer({ noDelay: true });
     const s = new TcpRpcServer(server, options);
-    server.on('connection', (socket) => s.accept(socket));
+    server.on('connection', (socket) => s.accept(socket, `${socket.remoteAddress}:${socket.remotePort}`));
     await listening(server, (done) => server.listen(options.port ?? 0, host, done));
     try {
       await s.listenLocally(`${host}:${s.port}`);
@@ -137,14 +143,14 @@ export class TcpRpcServer {
     const path = localSocketOf(address);
     if (path === undefined) return;
     const local = createServer();
-    local.on('connection', (socket) => this.accept(socket));
+    local.on('connection', (socket) => this.accept(socket, `local client ${++this.localClients}`));
     try {
       await listening(local, (done) => local.listen(path, done));
       this.local = local;
     } catch (err) {
       const why = (err as Error).message;
       if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-        throw new NovaError('UNAVAILABLE', `${this.options.name}: the local socket for ${address} is held by another process, which would receive this server's clients on this machine; find it with \`ss -xlp | grep nova-rpc\` and stop it`);
+        throw new NovaError('BUSY', `${this.options.name}: the local socket for ${address} is held by another process, which would receive this server's clients on this machine; find it with \`ss -xlp | grep nova-rpc\` and stop it`);
       }
       this.options.onLog?.(`${this.options.name}: no local socket for ${address} (${why}); clients on this machine use TCP`);
     }
@@ -161,9 +167,8 @@ export class TcpRpcServer {
     return Promise.all(closing).then(() => undefined);
   }
 
-  private accept(socket: Socket): void {
+  private accept(socket: Socket, peer: string): void {
     this.sockets.add(socket);
-    const peer = socket.remoteAddress === undefined ? 'a local client' : `${socket.remoteAddress}:${socket.remotePort}`;
     const reader = new FrameReader(`${this.options.name} connection from ${peer}`, this.options.maxFrame ?? DEFAULT_MAX_FRAME);
     const out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
       this.options.onLog?.(`${this.options.name}: a response of ${bytes} bytes to ${peer} exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit; answered BAD_ARGUMENT`);
@@ -290,7 +295,7 @@ export class TcpRpcClient {
     const timeoutMs = options.timeoutMs ?? 10_000;
     const grouped = new Set(options.grouped);
     const deadline = Date.now() + timeoutMs;
-    const path = localSocketOf(address);
+    const path = ownAddress(host) ? localSocketOf(address) : undefined;
     if (path !== undefined) {
       // Refused at once when the server is on another machine (or predates local sockets).
       const socket = await open({ path }, address, timeoutMs).catch(() => undefined);
@@ -367,11 +372,26 @@ export class TcpRpcClient {
 
 /**
  * The local socket of a server at `address` (HOST:PORT as it listens and is advertised): a
- * name in Linux's abstract namespace, so no file is left behind and no path can be too long.
+ * name in Linux's abstract namespace, so no file is left behind. An address too long for a
+ * socket name (108 bytes, which the kernel would cut, not refuse) is named by its hash.
  * Undefined where there is no such namespace.
  */
 export function localSocketOf(address: string): string | undefined {
-  return process.platform === 'linux' ? `\0nova-rpc/${address}` : undefined;
+  if (process.platform !== 'linux') return undefined;
+  const name = `\0nova-rpc/${address}`;
+  return Buffer.byteLength(name) <= MAX_SOCKET_NAME ? name : `\0nova-rpc/sha256:${createHash('sha256').update(address).digest('hex')}`;
+}
+
+/**
+ * Whether a client may try the local socket of a server at `host`: only an address this
+ * machine owns (loopback or one of its interfaces). Anyone on a machine can bind an abstract
+ * name, but only the machine's own addresses can they bind over TCP too; trying the name of
+ * another machine's server would hand its traffic to whoever took that name here.
+ */
+function ownAddress(host: string): boolean {
+  const h = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  if (h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h)) return true;
+  return Object.values(networkInterfaces()).some((list) => list?.some((i) => i.address === h));
 }
 
 function listening(server: Server, listen: (done: () => void) => void): Promise<void> {

@@ -179,9 +179,10 @@ describe('TCP RPC', () => {
     expect(near.local).toBe(true);
     expect(await Promise.all(Array.from({ length: 40 }, (_, i) => near.call('echo', [Buffer.alloc(i * 100, i)]))))
       .toEqual(Array.from({ length: 40 }, (_, i) => Buffer.alloc(i * 100, i)));
-    expect(new Set(peers)).toEqual(new Set(['a local client']));
+    expect(new Set(peers)).toEqual(new Set(['local client 1']));
     // Garbage on the local socket closes that connection only, as on TCP.
     const raw = createConnection({ path: localSocketOf(address)! });
+    raw.on('error', () => undefined); // a reset after the garbage is as good as a close
     await new Promise((r) => raw.once('connect', r));
     raw.write(Buffer.alloc(32, 0xee));
     await new Promise((r) => raw.once('close', r));
@@ -198,6 +199,29 @@ describe('TCP RPC', () => {
     await server.close();
   });
 
+  it('names local sockets within the kernel\'s limit, and tries them only for this machine\'s addresses', async () => {
+    // Names the kernel would cut to one 108-byte prefix stay distinct.
+    const host = 'h'.repeat(120);
+    const a = localSocketOf(`${host}:7001`)!;
+    const b = localSocketOf(`${host}:7002`)!;
+    expect(a).not.toBe(b);
+    expect(Buffer.byteLength(a)).toBeLessThanOrEqual(107);
+    expect(localSocketOf('127.0.0.1:7001')).toBe('\0nova-rpc/127.0.0.1:7001');
+    // A name bound here for an address of another machine is never tried: the client goes to
+    // that address over TCP (here: nothing listens, so the connect fails) and not to the squatter.
+    const elsewhere = '192.0.2.1:7070'; // TEST-NET-1, never this machine's
+    const squatter = createServer((sock) => sock.destroy());
+    await new Promise<void>((r) => squatter.listen(localSocketOf(elsewhere)!, r));
+    let squatted = 0;
+    squatter.on('connection', () => squatted++);
+    try {
+      await expect(TcpRpcClient.connect(elsewhere, { timeoutMs: 200 })).rejects.toMatchObject({ code: expect.stringMatching(/PEER_LOST|DEADLINE_EXCEEDED/) });
+      expect(squatted).toBe(0);
+    } finally {
+      await new Promise((r) => squatter.close(r));
+    }
+  });
+
   it('refuses to start when another process holds its local socket name', async () => {
     const probe = await TcpRpcServer.listen({ name: 'probe', handlers: {} });
     const port = probe.port;
@@ -206,7 +230,7 @@ describe('TCP RPC', () => {
     await new Promise<void>((r) => squatter.listen(localSocketOf(`127.0.0.1:${port}`)!, r));
     try {
       await expect(TcpRpcServer.listen({ name: 'test', port, handlers: {} }))
-        .rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('held by another process') });
+        .rejects.toMatchObject({ code: 'BUSY', message: expect.stringContaining('held by another process') });
     } finally {
       await new Promise((r) => squatter.close(r));
     }
