@@ -128,8 +128,8 @@ const nova: EngineAdapter = {
         return 'memtables flushed and every range compacted into its deepest level';
       },
       report: async () => {
-        const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; offloadedCompactions: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number }>;
-        return rows.map((r) => `range ${r.range}: ${r.flushes} flushes, ${r.compactions} compactions (${r.offloadedCompactions} on StoCs); ` +
+        const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; offloadedCompactions: number; idleCompactions?: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number }>;
+        return rows.map((r) => `range ${r.range}: ${r.flushes} flushes, ${r.compactions} compactions (${r.offloadedCompactions} on StoCs, ${r.idleCompactions ?? 0} of L0 begun when writes paused); ` +
           `${r.tablesToStocs} SSTables from the LTC to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
           `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms; ${r.l0Stalls ?? 0} on L0, the rest on a flush)`).join('; ');
       },

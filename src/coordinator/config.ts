@@ -47,6 +47,8 @@ export interface Settings {
   l0Trigger: number;
   /** L0 tables that start a compaction once scans read L0 (EngineOptions.l0ScanTrigger). */
   l0ScanTrigger: number;
+  /** Milliseconds without a write after which L0 is merged whatever its size (EngineOptions.idleCompactionMs). */
+  idleCompactionMs: number;
   sync: boolean;
   compaction: CompactionSite;
   /** Bytes of data blocks each range's LTC caches; the LTC then holds only tables' metadata. 0: whole tables. */
@@ -72,6 +74,7 @@ export const DEFAULT_SETTINGS: Settings = {
   // scans, which seek every L0 table, get 4 as soon as they read L0 (bench/README.md).
   l0Trigger: 8,
   l0ScanTrigger: 4,
+  idleCompactionMs: 250,
   sync: false,
   compaction: 'stoc',
   // Whole tables by default: while a range's data fits in the LTC's memory, a read never

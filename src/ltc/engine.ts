@@ -84,6 +84,15 @@ export interface EngineOptions {
   l0ScanTrigger?: number;
   /** L0 tables at which writes wait for compaction (default 3 × l0Trigger). */
   l0StopTrigger?: number;
+  /**
+   * Once no write has arrived for this many milliseconds, L0 is due at one table (default 250;
+   * 0: never). The triggers above size merges for a steady stream of writes; when writes
+   * pause, the CPU they left is spent merging L0 into L1, so reads stop probing L0 tables and
+   * the next burst of writes starts with an empty L0 instead of a merge of eight tables coming
+   * due in its first second. The price: a pause with few L0 tables rewrites the L1 they meet
+   * for less new data than a full trigger would. The active memtable is left as it is.
+   */
+  idleCompactionMs?: number;
   /** Size target of L1 in bytes (default 10 memtables); each deeper level ×10. */
   l1Bytes?: number;
   /**
@@ -158,6 +167,8 @@ export interface EngineStats {
   compactions: number;
   /** Compactions whose merge ran on the Compactor (a StoC) rather than here. */
   offloadedCompactions: number;
+  /** Compactions of L0 begun below its trigger because writes had paused (idleCompactionMs). */
+  idleCompactions: number;
   /** Stalls that began with L0 at its stop trigger (the others waited for a flush). */
   l0Stalls: number;
   /** MANIFESTs moved to a new file because the live one had lost replicas. */
@@ -214,7 +225,7 @@ export class Engine {
   private levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   private readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   private readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
-  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0 };
+  private counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, idle: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0 };
   private writeChain: Promise<unknown> = Promise.resolve();
   private queued: PendingWrite[] = [];
   private roundScheduled = false;
@@ -235,6 +246,9 @@ export class Engine {
   private readonly inFlight = { rounds: 0, bytes: 0 }; // rounds appended, not yet applied
   private cache: BlockCache | undefined; // set: tables are held as metadata, data blocks cached
   private readonly loading = new Map<string, Promise<void>>(); // block loads under way, by table:offset
+  private lastWriteAt = 0; // Date.now() of the last commit round
+  private idleDue = false; // writes have paused for idleCompactionMs: L0 is due at one table
+  private idleTimer: NodeJS.Timeout | undefined;
 
   private constructor(private readonly dir: string, options: EngineOptions) {
     const active = options.activeMemtables ?? 1;
@@ -248,6 +262,7 @@ export class Engine {
       l0Trigger,
       l0ScanTrigger: Math.min(options.l0ScanTrigger ?? 4, l0Trigger),
       l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
+      idleCompactionMs: options.idleCompactionMs ?? 250,
       l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
@@ -263,6 +278,7 @@ export class Engine {
     }
     if (!(Number.isInteger(o.l0Trigger) && o.l0Trigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0Trigger must be an integer >= 1, not ${o.l0Trigger}`);
     if (!(Number.isInteger(o.l0ScanTrigger) && o.l0ScanTrigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0ScanTrigger must be an integer >= 1, not ${o.l0ScanTrigger}`);
+    if (!(Number.isInteger(o.idleCompactionMs) && o.idleCompactionMs >= 0)) throw new NovaError('BAD_ARGUMENT', `idleCompactionMs must be an integer >= 0, not ${o.idleCompactionMs}`);
     if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
     this.env = options.env ?? localEnv(dir);
     this.store = this.env.store;
@@ -282,6 +298,8 @@ export class Engine {
       throw err;
     }
     e.kick(); // recovery may leave L0 over its trigger
+    e.lastWriteAt = Date.now();
+    e.armIdle(e.options.idleCompactionMs); // and below it, with no writes coming
     return e;
   }
 
@@ -497,6 +515,7 @@ export class Engine {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.idleTimer);
     // Pending writes may need the background to make room, and a round that hit its size
     // cap chains another behind itself: wait until the chain stops growing.
     for (let chain = this.writeChain; ; chain = this.writeChain) {
@@ -622,7 +641,7 @@ export class Engine {
       tablesPerLevel: this.levels.map((l) => l.length),
       memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
       memtables: mems.length, dranges: this.memtables.dranges, lastSequence: this.lastSequence,
-      stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, manifestRolls: c.manifestRolls,
+      stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       blockCacheBytes: this.cache?.bytes ?? 0, blockCacheHits: this.cache?.counters.hits ?? 0, blockCacheMisses: this.cache?.counters.misses ?? 0,
     };
@@ -641,6 +660,9 @@ export class Engine {
    * drains, so a memtable never retires with a round still to be applied to it.
    */
   private async commitRound(): Promise<void> {
+    this.lastWriteAt = Date.now();
+    this.idleDue = false;
+    this.armIdle(this.options.idleCompactionMs);
     if (this.inFlight.rounds > 0 && (this.flushNeedsActives || this.inFlight.rounds >= PIPELINE_DEPTH ||
         this.memtables.fullDrange(this.options.memtableBytes - this.inFlight.bytes) >= 0)) {
       await this.applied;
@@ -947,13 +969,37 @@ export class Engine {
     const levels = { l0Trigger: this.l0TriggerNow(), l1Bytes: this.options.l1Bytes };
     const job = pickCompaction(this.levels.map((l) => l.map((t) => t.meta)), levels, this.compactCursor);
     if (!job) return false;
+    if (job.level === 0 && this.idleDue && job.inputs.length < this.options.l0Trigger) this.counts.idle++;
     await this.runCompaction(job);
     return true;
   }
 
-  /** l0ScanTrigger once the oldest L0 table has served its allowance of scans, else l0Trigger. */
+  /**
+   * 1 while writes have paused (idleCompactionMs); else l0ScanTrigger once the oldest L0
+   * table has served its allowance of scans; else l0Trigger.
+   */
   private l0TriggerNow(): number {
+    if (this.idleDue) return 1;
     return this.l0ScannedEnough() ? this.options.l0ScanTrigger : this.options.l0Trigger;
+  }
+
+  /**
+   * Checks for a pause in writes `ms` from now. One timer at a time: a commit round only
+   * arms it when none is set, and the check re-arms it for the rest of the pause when writes
+   * came meanwhile, so a busy write path costs a Date.now() per round, not a timer.
+   */
+  private armIdle(ms: number): void {
+    if (this.idleTimer || this.options.idleCompactionMs === 0 || this.closed) return;
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = undefined;
+      const left = this.lastWriteAt + this.options.idleCompactionMs - Date.now();
+      if (left > 0) return this.armIdle(left);
+      // Until the next write. The compaction loop takes L0 now, or next if it is running;
+      // a memtable whose flush ends during the pause kicks it again (flushStep).
+      this.idleDue = true;
+      if (this.levels[0].length > 0) this.kick();
+    }, ms);
+    this.idleTimer.unref();
   }
 
   /** Whether the oldest L0 table (the most scanned) has served its allowance of scans. */

@@ -170,7 +170,8 @@ export class LtcServer {
         ? new StocCompactor(this.pool, s.info.id, settings.scatter, (line) => this.log(line)) : undefined;
       const engine = await Engine.open(dir, {
         memtableBytes: settings.memtableBytes, activeMemtables: settings.activeMemtables, maxMemtables: settings.maxMemtables,
-        l0Trigger: settings.l0Trigger, l0ScanTrigger: settings.l0ScanTrigger, sync: settings.sync, blockCacheBytes: settings.blockCacheBytes,
+        l0Trigger: settings.l0Trigger, l0ScanTrigger: settings.l0ScanTrigger,
+        idleCompactionMs: settings.idleCompactionMs, sync: settings.sync, blockCacheBytes: settings.blockCacheBytes,
         env: {
           store,
           logs: this.logStore(s.info.id, since + STRICT_LOG_READ_MS),

@@ -216,6 +216,24 @@ describe('nova cluster', () => {
     expect(await missing(c, acked)).toEqual([]);
   });
 
+  it('once writes pause, the LTC merges L0 below its trigger on a StoC (--idle-compaction-ms)', async () => {
+    cluster = await startCluster({ args: ['--memtable-bytes', String(64 * 1024), '--l0-trigger', '8', '--idle-compaction-ms', '300'] });
+    const c = cluster.client;
+    const acked = await writeKeys(c, 0, 3000, 32);
+    await c.flush();
+    type Stats = { tablesPerLevel: number[]; idleCompactions: number; offloadedCompactions: number; compactions: number };
+    const stats = async (): Promise<Stats> => ((await c.stats()) as Stats[])[0];
+    const before = await stats();
+    expect(before.tablesPerLevel[0]).toBeGreaterThan(0);
+    expect(before.tablesPerLevel[0]).toBeLessThan(8);
+    for (const deadline = Date.now() + 20_000; (await stats()).tablesPerLevel[0] > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50));
+    const after = await stats();
+    expect(after.tablesPerLevel[0]).toBe(0);
+    expect(after.idleCompactions).toBeGreaterThanOrEqual(1);
+    expect(after.offloadedCompactions).toBe(after.compactions);
+    expect(await missing(c, acked)).toEqual([]);
+  });
+
   it('a scan longer than one LTC page (10,000 rows or 4 MiB) goes on to the next page', async () => {
     cluster = await startCluster({ stocs: 1, args: ['--log-replicas', '1'] });
     const acked = await writeKeys(cluster.client, 0, 10_050, 64);

@@ -191,7 +191,8 @@ describe('manual full compaction (compactAll)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
     dirs.push(dir);
     const key = (i: number) => Buffer.from(`k${String((i * 7919) % 4000).padStart(5, '0')}`); // scattered order
-    const o = { memtableBytes: 8 * 1024, l1Bytes: 32 * 1024, l0Trigger: 4, sync: false };
+    // No idle compactions: the tree's shape is compared across a reopen.
+    const o = { memtableBytes: 8 * 1024, l1Bytes: 32 * 1024, l0Trigger: 4, sync: false, idleCompactionMs: 0 };
     const db = await Engine.open(dir, o);
     for (let i = 0; i < 4000; i++) await db.put(key(i), Buffer.alloc(100, i & 0xff));
     for (let i = 0; i < 4000; i += 5) await db.put(key(i), Buffer.from(`new ${i}`));
@@ -277,7 +278,7 @@ describe('the L0 trigger and scans', () => {
   it('L0 waits for l0Trigger tables while nothing scans, and is compacted at l0ScanTrigger once scans use up the oldest table\'s allowance', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
     dirs.push(dir);
-    const db = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, l0ScanTrigger: 2, sync: false, mergeInWorker: false });
+    const db = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, l0ScanTrigger: 2, sync: false, mergeInWorker: false, idleCompactionMs: 0 });
     let n = 0;
     for (let t = 0; t < 3; t++) { // three L0 tables, each a memtable of 20 puts flushed
       for (let j = 0; j < 20; j++, n++) await db.put(Buffer.from(`k${String((n * 37) % 1000).padStart(4, '0')}`), Buffer.alloc(200, n & 0xff));
@@ -312,12 +313,16 @@ describe('the L0 trigger and scans', () => {
     for (const o of [{ l0Trigger: 0 }, { l0ScanTrigger: 0 }, { l0ScanTrigger: 1.5 }]) {
       await expect(Engine.open(dir, { ...o, sync: false })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/l0(Scan)?Trigger/) });
     }
+    for (const idleCompactionMs of [-1, 1.5]) {
+      await expect(Engine.open(dir, { idleCompactionMs, sync: false })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/idleCompactionMs/) });
+    }
   });
 
   it('by default L0 holds up to 8 tables before a compaction when nothing scans', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
     dirs.push(dir);
-    const db = await Engine.open(dir, { memtableBytes: 8 * 1024, sync: false, mergeInWorker: false });
+    // Idle compactions off: a slow flush here would look like a pause in writes.
+    const db = await Engine.open(dir, { memtableBytes: 8 * 1024, sync: false, mergeInWorker: false, idleCompactionMs: 0 });
     for (let t = 0; t < 7; t++) {
       await db.put(Buffer.from(`k${t}`), Buffer.alloc(200, t));
       await db.flush();
@@ -327,5 +332,59 @@ describe('the L0 trigger and scans', () => {
     await db.flush();
     expect(db.stats.tablesPerLevel[0]).toBe(0);
     await db.close();
+  });
+});
+
+describe('idle compaction (idleCompactionMs)', () => {
+  const value = Buffer.alloc(200, 7);
+  /** Three L0 tables, each one put and a flush; the keys of all three span the same range. */
+  async function threeTables(db: Engine, round: number): Promise<void> {
+    for (let t = 0; t < 3; t++) {
+      await db.put(Buffer.from(`a${round}${t}`), value);
+      await db.put(Buffer.from(`z${round}${t}`), value);
+      await db.flush();
+    }
+  }
+  const until = async (db: Engine, test: () => boolean, ms = 10_000): Promise<void> => {
+    for (const deadline = Date.now() + ms; !test() && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
+  };
+
+  it('merges L0 into L1 below its trigger once writes pause, not while they go on', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-idle-'));
+    dirs.push(dir);
+    const db = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, sync: false, mergeInWorker: false, idleCompactionMs: 1000 });
+    await threeTables(db, 0);
+    expect(db.stats.tablesPerLevel[0]).toBe(3);
+    // Small writes every 20 ms for 2.5 s: never a second without one, and the memtable never fills.
+    for (const end = Date.now() + 2500; Date.now() < end;) {
+      await db.put(Buffer.from('m'), Buffer.from(String(Date.now())));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(db.stats.tablesPerLevel[0]).toBe(3);
+    expect(db.stats.idleCompactions).toBe(0);
+    await until(db, () => db.stats.tablesPerLevel[0] === 0);
+    expect(db.stats.tablesPerLevel[0]).toBe(0);
+    expect(db.stats.tablesPerLevel[1]).toBeGreaterThan(0);
+    expect(db.stats.idleCompactions).toBe(1);
+    for (let t = 0; t < 3; t++) expect((await db.get(Buffer.from(`z0${t}`)))?.equals(value)).toBe(true);
+    expect(await db.get(Buffer.from('m'))).toBeDefined(); // the memtable was left as it was
+    expect(db.stats.memtables).toBeGreaterThan(0);
+    await db.close();
+  });
+
+  it('after a reopen, merges the L0 it recovered when no writes come; with 0, never', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-idle-'));
+    dirs.push(dir);
+    const off = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, sync: false, mergeInWorker: false, idleCompactionMs: 0 });
+    await threeTables(off, 0);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(off.stats.tablesPerLevel[0]).toBe(3);
+    await off.close();
+    const on = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, sync: false, mergeInWorker: false, idleCompactionMs: 50 });
+    await until(on, () => on.stats.tablesPerLevel[0] === 0);
+    expect(on.stats.tablesPerLevel[0]).toBe(0);
+    expect(on.stats.idleCompactions).toBe(1);
+    for (let t = 0; t < 3; t++) expect((await on.get(Buffer.from(`a0${t}`)))?.equals(value)).toBe(true);
+    await on.close();
   });
 });
