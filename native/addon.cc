@@ -14,6 +14,7 @@
 #include <string>
 
 #include "fabric.h"
+#include "xxh32.h"
 
 namespace {
 
@@ -372,10 +373,20 @@ Napi::Value Version(const Napi::CallbackInfo& info) {
                                            std::to_string(release));
 }
 
+// checksum32(bytes: Uint8Array): XXH32 with seed 0, as an unsigned 32-bit number.
+Napi::Value Checksum32(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsTypedArray()) throw Napi::TypeError::New(info.Env(), "checksum32(Uint8Array)");
+  Napi::TypedArray t = info[0].As<Napi::TypedArray>();
+  if (t.TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(info.Env(), "checksum32(Uint8Array)");
+  Napi::Uint8Array bytes = t.As<Napi::Uint8Array>();
+  return Napi::Number::New(info.Env(), nova::Xxh32(bytes.Data(), bytes.ByteLength()));
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeFabric", FabricWrap::Define(env));
   exports.Set("detach", Napi::Function::New(env, Detach));
   exports.Set("ucxVersion", Napi::Function::New(env, Version));
+  exports.Set("checksum32", Napi::Function::New(env, Checksum32));
   return exports;
 }
 

@@ -60,6 +60,8 @@ export interface NativeAddon {
   ) => NativeFabric;
   detach(memory: ArrayBuffer): void;
   ucxVersion(): string;
+  /** XXH32, seed 0 (native/xxh32.h); src/common/checksum.ts is its caller. */
+  checksum32(bytes: Uint8Array): number;
 }
 
 function findRoot(): string {

@@ -2,6 +2,33 @@ import { describe, expect, it } from 'vitest';
 import { checksum32 } from '../../src/common/checksum.js';
 import { ByteBuilder, readU32, readU64, readVarint } from '../../src/common/coding.js';
 import { xxh32 } from '../../src/common/xxh32.js';
+import xxhash from 'xxhash-addon';
+
+describe('checksum32 (native XXH32)', () => {
+  const reference = (b: Uint8Array): number => xxhash.XXHash32.hash(Buffer.from(b.buffer, b.byteOffset, b.byteLength)).readUInt32BE(0);
+  it('equals the xxHash package for every length up to 300, at offsets, and for long inputs', () => {
+    for (let n = 0; n <= 300; n++) {
+      const b = Buffer.alloc(n + 5);
+      for (let i = 0; i < b.length; i++) b[i] = (i * 131 + n * 7) & 0xff;
+      expect(checksum32(b.subarray(0, n))).toBe(reference(b.subarray(0, n)));
+      expect(checksum32(b.subarray(5, n + 5))).toBe(reference(b.subarray(5, n + 5)));
+      expect(checksum32(new Uint8Array(b.buffer, b.byteOffset + 1, n))).toBe(reference(b.subarray(1, n + 1)));
+    }
+    let seed = 12345;
+    for (const n of [4096, 65_537, 1 << 20]) {
+      const b = Buffer.alloc(n);
+      for (let i = 0; i < n; i++) b[i] = (seed = (Math.imul(seed, 1103515245) + 12345) | 0) >>> 24;
+      expect(checksum32(b)).toBe(reference(b));
+    }
+    expect(checksum32(Buffer.from('abc'))).toBe(0x32d153ff); // the reference value
+  });
+
+  it('refuses what is not a Uint8Array with a TypeError', () => {
+    for (const bad of ['abc', 42, undefined, new Uint16Array(4), new DataView(new ArrayBuffer(4))]) {
+      expect(() => checksum32(bad as unknown as Uint8Array)).toThrow(TypeError);
+    }
+  });
+});
 
 describe('xxh32 in JS', () => {
   it('equals the native XXH32 for every length up to 300 and at offsets', () => {
