@@ -16,7 +16,7 @@ const DEFAULT_DIR = 'nova-data';
 /** The cluster-wide knobs (DESIGN.md §9), as flags of `nova up` and `nova coordinator`. */
 interface KnobFlags {
   ranges: number; splitKeys?: string; benchRecords: number; memtableBytes: number; activeMemtables: number;
-  maxMemtables?: number; l0Trigger: number; l0ScanTrigger: number; idleCompactionMs: number; scatter: number; placement: Settings['placement']; logMode: Settings['logMode'];
+  maxMemtables?: number; l0Trigger: number; l0ScanTrigger: number; idleCompactionMs: number; sessionTimeoutMs: number; scatter: number; placement: Settings['placement']; logMode: Settings['logMode'];
   logReplicas: number; sync: boolean; compaction: Settings['compaction']; blockCacheBytes: number;
 }
 
@@ -32,6 +32,7 @@ function knobs(cmd: Command): Command {
     .option('--l0-trigger <n>', 'L0 tables that start a compaction into L1 while nothing scans', positiveInt, d.l0Trigger)
     .option('--l0-scan-trigger <n>', 'L0 tables that start one once scans have read L0 (each L0 table allows one scan per 16 KiB of it); lowered to --l0-trigger if above it', positiveInt, d.l0ScanTrigger)
     .option('--idle-compaction-ms <ms>', 'once no write has come for this long, merge L0 into L1 whatever its size (0: never)', nonNegativeInt, d.idleCompactionMs)
+    .option('--session-timeout-ms <ms>', 'a client session that sent a range no write for this long (the range\'s running time) expires there; the client starts a new one. Clients give up on a write within half of it', positiveInt, d.sessionTimeoutMs)
     .option('--scatter <n>', 'ρ: StoCs one SSTable\'s data blocks are cut over (its filter and index go to one more)', positiveInt, d.scatter)
     .addOption(new Option('--placement <p>', 'how those StoCs are picked').choices(['power-of-d', 'random', 'round-robin']).default(d.placement))
     .addOption(new Option('--log-mode <m>', 'LogC: where memtable logs live: disk (StoC files), memory (StoC memory), memory+disk, none (README: what each survives)').choices(['disk', 'memory', 'memory+disk', 'none']).default(d.logMode))
@@ -45,7 +46,7 @@ function knobs(cmd: Command): Command {
 function knobArgs(k: KnobFlags): string[] {
   const out = ['--ranges', String(k.ranges), '--bench-records', String(k.benchRecords), '--memtable-bytes', String(k.memtableBytes),
     '--active-memtables', String(k.activeMemtables), '--l0-trigger', String(k.l0Trigger),
-    '--l0-scan-trigger', String(k.l0ScanTrigger), '--idle-compaction-ms', String(k.idleCompactionMs), '--scatter', String(k.scatter),
+    '--l0-scan-trigger', String(k.l0ScanTrigger), '--idle-compaction-ms', String(k.idleCompactionMs), '--session-timeout-ms', String(k.sessionTimeoutMs), '--scatter', String(k.scatter),
     '--placement', k.placement, '--log-mode', k.logMode, '--log-replicas', String(k.logReplicas),
     '--compaction', k.compaction, '--block-cache-bytes', String(k.blockCacheBytes)];
   if (k.maxMemtables !== undefined) out.push('--max-memtables', String(k.maxMemtables));
@@ -57,7 +58,7 @@ function knobArgs(k: KnobFlags): string[] {
 function settingsOf(k: KnobFlags): Partial<Settings> {
   return {
     memtableBytes: k.memtableBytes, activeMemtables: k.activeMemtables, maxMemtables: k.maxMemtables ?? 2 * k.activeMemtables,
-    l0Trigger: k.l0Trigger, l0ScanTrigger: k.l0ScanTrigger, idleCompactionMs: k.idleCompactionMs, scatter: k.scatter, placement: k.placement, logMode: k.logMode, logReplicas: k.logReplicas, sync: k.sync,
+    l0Trigger: k.l0Trigger, l0ScanTrigger: k.l0ScanTrigger, idleCompactionMs: k.idleCompactionMs, sessionTimeoutMs: k.sessionTimeoutMs, scatter: k.scatter, placement: k.placement, logMode: k.logMode, logReplicas: k.logReplicas, sync: k.sync,
     compaction: k.compaction, blockCacheBytes: k.blockCacheBytes,
   };
 }

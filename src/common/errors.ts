@@ -17,14 +17,20 @@ export type ErrorCode =
   | 'CORRUPTION' // bytes that fail a checksum or a length check
   | 'BUSY' // a resource another process (or another open) holds
   | 'STALE_CONFIG' // the request named an old configuration, or a range this LTC does not serve
-  | 'UNAVAILABLE'; // a component is starting or recovering; retry shortly
+  | 'UNAVAILABLE' // a component is starting or recovering; retry shortly
+  | 'SESSION_EXPIRED' // an LTC no longer knows the client's session (idle too long): the write was not applied
+  | 'FAILED' // a client's write that was certainly not applied (`reason` says why)
+  | 'UNKNOWN_OUTCOME'; // a client's write that may or may not have been applied (`reason` says why)
 
 export class NovaError extends Error {
   readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  /** FAILED and UNKNOWN_OUTCOME: the code of the failure behind them (BAD_ARGUMENT, DEADLINE_EXCEEDED…). */
+  readonly reason?: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; reason?: ErrorCode }) {
     super(message, options);
     this.name = 'NovaError';
     this.code = code;
+    if (options?.reason !== undefined) this.reason = options.reason;
   }
 }
 
@@ -41,6 +47,7 @@ export class RemoteError extends NovaError {
 const CODES: ReadonlySet<string> = new Set<ErrorCode>([
   'PEER_LOST', 'OUT_OF_BOUNDS', 'BAD_REMOTE_KEY', 'CLOSED', 'BAD_ARGUMENT', 'TRANSPORT',
   'TIMEOUT', 'DEADLINE_EXCEEDED', 'UNKNOWN_METHOD', 'REMOTE', 'CORRUPTION', 'BUSY', 'STALE_CONFIG', 'UNAVAILABLE',
+  'SESSION_EXPIRED', 'FAILED', 'UNKNOWN_OUTCOME',
 ]);
 
 export function isErrorCode(code: string): code is ErrorCode {

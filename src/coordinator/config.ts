@@ -49,6 +49,8 @@ export interface Settings {
   l0ScanTrigger: number;
   /** Milliseconds without a write after which L0 is merged whatever its size (EngineOptions.idleCompactionMs). */
   idleCompactionMs: number;
+  /** A client session that sent a range no write for this long expires there (EngineOptions.sessionTimeoutMs). */
+  sessionTimeoutMs: number;
   sync: boolean;
   compaction: CompactionSite;
   /** Bytes of data blocks each range's LTC caches; the LTC then holds only tables' metadata. 0: whole tables. */
@@ -75,6 +77,7 @@ export const DEFAULT_SETTINGS: Settings = {
   l0Trigger: 8,
   l0ScanTrigger: 4,
   idleCompactionMs: 250,
+  sessionTimeoutMs: 300_000,
   sync: false,
   compaction: 'stoc',
   // Whole tables by default: while a range's data fits in the LTC's memory, a read never

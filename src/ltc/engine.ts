@@ -11,6 +11,10 @@
  * MANIFEST. (Reorganizing them by load is a later issue.) A batch spanning Dranges is one
  * record in one memtable's log, and the memtables it touched are flushed together.
  *
+ * Exactly once: a write a client numbered (WriteOptions.session) is applied at most once;
+ * its retries are answered from the range's session table (sessions.ts), which its log
+ * records rebuild at recovery and each flush's MANIFEST edit keeps once the logs go.
+ *
  * Durability: with `sync: true` (the default) a write is acknowledged only after its log
  * record is fdatasync'd (one fdatasync per log per group commit), so it survives kill -9
  * and power loss. With `sync: false` it survives kill -9 of this process (the bytes are in
@@ -44,6 +48,7 @@ import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
 import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
+import { MAX_SESSIONS, MAX_WINDOW, SessionTable, type SessionRef, type SessionStats } from './sessions.js';
 import { LEVELS, jobFor, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 import { mergeTables, type MergeJob } from './merge.js';
 import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
@@ -58,6 +63,9 @@ const MANIFEST_ROLL_INTERVAL_MS = 10_000;
 
 /** Commit rounds whose log appends may be in flight at once (commitRound). */
 const PIPELINE_DEPTH = 4;
+
+/** How often the session table's clock moves (and idle sessions expire). */
+const SESSION_TICK_MS = 1_000;
 
 export interface EngineOptions {
   /** Retire a memtable once it holds this many bytes (τ). */
@@ -93,6 +101,13 @@ export interface EngineOptions {
    * for less new data than a full trigger would. The active memtable is left as it is.
    */
   idleCompactionMs?: number;
+  /**
+   * A client session that has sent this range no write for this long (the range's running
+   * time) expires (default 300 000: 5 minutes); the client must start a new one, and is told
+   * so (SESSION_EXPIRED). It bounds the session table. Clients must give up on a write well
+   * within it (NovaClient: under half), or a retry could outlive the record of its original.
+   */
+  sessionTimeoutMs?: number;
   /** Size target of L1 in bytes (default 10 memtables); each deeper level ×10. */
   l1Bytes?: number;
   /**
@@ -131,6 +146,13 @@ export interface EngineEnv {
 /** The local-directory environment. */
 export function localEnv(dir: string): EngineEnv {
   return { store: new LocalBlockStore(dir), logs: new LocalLogStore(dir), manifests: new LocalManifestStore(dir) };
+}
+
+export interface WriteOptions {
+  /** fdatasync the log record before acknowledging (default: the engine's `sync`). */
+  sync?: boolean;
+  /** The client's numbering of this write: applied at most once (sessions.ts). */
+  session?: SessionRef;
 }
 
 export interface ReadOptions {
@@ -182,11 +204,14 @@ export interface EngineStats {
   blockCacheBytes: number;
   blockCacheHits: number;
   blockCacheMisses: number;
+  /** Client sessions known, applied writes they hold, retries answered from them, sessions expired. */
+  sessions: SessionStats;
 }
 
 interface PendingWrite {
   batch: WriteBatch;
   sync: boolean;
+  session: SessionRef | undefined;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -249,6 +274,8 @@ export class Engine {
   private lastWriteAt = 0; // Date.now() of the last commit round
   private idleDue = false; // writes have paused for idleCompactionMs: L0 is due at one table
   private idleTimer: NodeJS.Timeout | undefined;
+  private readonly sessions: SessionTable;
+  private sessionTimer: NodeJS.Timeout | undefined;
 
   private constructor(private readonly dir: string, options: EngineOptions) {
     const active = options.activeMemtables ?? 1;
@@ -263,6 +290,7 @@ export class Engine {
       l0ScanTrigger: Math.min(options.l0ScanTrigger ?? 4, l0Trigger),
       l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
       idleCompactionMs: options.idleCompactionMs ?? 250,
+      sessionTimeoutMs: options.sessionTimeoutMs ?? 300_000,
       l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
@@ -279,6 +307,8 @@ export class Engine {
     if (!(Number.isInteger(o.l0Trigger) && o.l0Trigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0Trigger must be an integer >= 1, not ${o.l0Trigger}`);
     if (!(Number.isInteger(o.l0ScanTrigger) && o.l0ScanTrigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0ScanTrigger must be an integer >= 1, not ${o.l0ScanTrigger}`);
     if (!(Number.isInteger(o.idleCompactionMs) && o.idleCompactionMs >= 0)) throw new NovaError('BAD_ARGUMENT', `idleCompactionMs must be an integer >= 0, not ${o.idleCompactionMs}`);
+    if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
+    this.sessions = new SessionTable({ timeoutMs: o.sessionTimeoutMs, maxSessions: MAX_SESSIONS, maxWindow: MAX_WINDOW });
     if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
     this.env = options.env ?? localEnv(dir);
     this.store = this.env.store;
@@ -300,6 +330,13 @@ export class Engine {
     e.kick(); // recovery may leave L0 over its trigger
     e.lastWriteAt = Date.now();
     e.armIdle(e.options.idleCompactionMs); // and below it, with no writes coming
+    let last = performance.now();
+    e.sessionTimer = setInterval(() => {
+      const now = performance.now();
+      e.sessions.advance(now - last);
+      last = now;
+    }, SESSION_TICK_MS);
+    e.sessionTimer.unref();
     return e;
   }
 
@@ -307,18 +344,18 @@ export class Engine {
     return new WriteBatch(this.options.limits);
   }
 
-  put(key: Uint8Array, value: Uint8Array): Promise<void> {
+  put(key: Uint8Array, value: Uint8Array, options: WriteOptions = {}): Promise<void> {
     try {
       // Sized exactly, and the engine's own: no copy of it is needed.
-      return this.enqueue(new WriteBatch(this.options.limits, WriteBatch.putBytes(key, value)).put(key, value), this.options.sync);
+      return this.enqueue(new WriteBatch(this.options.limits, WriteBatch.putBytes(key, value)).put(key, value), options);
     } catch (err) {
       return Promise.reject(err); // an oversize key or value: a rejection, like every failure here
     }
   }
 
-  delete(key: Uint8Array): Promise<void> {
+  delete(key: Uint8Array, options: WriteOptions = {}): Promise<void> {
     try {
-      return this.enqueue(new WriteBatch(this.options.limits, key.length + 8).delete(key), this.options.sync);
+      return this.enqueue(new WriteBatch(this.options.limits, key.length + 8).delete(key), options);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -329,22 +366,40 @@ export class Engine {
    * Writes that arrive while a commit is under way are committed together (group commit):
    * their records are appended back to back and made durable by one fdatasync per log.
    */
-  write(batch: WriteBatch, options: { sync?: boolean } = {}): Promise<void> {
+  write(batch: WriteBatch, options: WriteOptions = {}): Promise<void> {
     // Snapshot the batch now: the caller may reuse it before this write commits.
-    return this.enqueue(batch.clone(), options.sync ?? this.options.sync);
+    return this.enqueue(batch.clone(), options);
   }
 
-  /** Queues a batch the engine owns from here on (commitRound writes its header). */
-  private enqueue(batch: WriteBatch, sync: boolean): Promise<void> {
+  /**
+   * Queues a batch the engine owns from here on (commitRound writes its header). A write a
+   * client numbered is answered from the session table instead when it is applied already
+   * or in flight.
+   */
+  private enqueue(batch: WriteBatch, options: WriteOptions): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
     if (this.failed) return Promise.reject(this.failed);
-    return new Promise<void>((resolve, reject) => {
-      this.queued.push({ batch, sync, resolve, reject });
+    const session = options.session;
+    if (session) {
+      let admission;
+      try {
+        admission = this.sessions.admit(session);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      if (admission === 'applied') return Promise.resolve();
+      if (admission !== 'apply') return admission;
+    }
+    const sync = options.sync ?? this.options.sync;
+    const outcome = new Promise<void>((resolve, reject) => {
+      this.queued.push({ batch, sync, session, resolve, reject });
       if (!this.roundScheduled) {
         this.roundScheduled = true;
         this.writeChain = this.writeChain.then(() => this.commitRound()).catch(() => undefined);
       }
     });
+    if (session) this.sessions.begin(session, outcome);
+    return outcome;
   }
 
   snapshot(): Snapshot {
@@ -516,6 +571,7 @@ export class Engine {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.idleTimer);
+    clearInterval(this.sessionTimer);
     // Pending writes may need the background to make room, and a round that hit its size
     // cap chains another behind itself: wait until the chain stops growing.
     for (let chain = this.writeChain; ; chain = this.writeChain) {
@@ -644,6 +700,7 @@ export class Engine {
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       blockCacheBytes: this.cache?.bytes ?? 0, blockCacheHits: this.cache?.counters.hits ?? 0, blockCacheMisses: this.cache?.counters.misses ?? 0,
+      sessions: this.sessions.stats,
     };
   }
 
@@ -701,7 +758,7 @@ export class Engine {
         const log = this.logs.get(home.id)!;
         let records = perLog.get(log);
         if (!records) perLog.set(log, records = []);
-        records.push(w.batch.encode(home.id, next));
+        records.push(w.batch.encode(home.id, next, w.session));
         toApply.push({ batch: w.batch, first: next, home });
         next += w.batch.count;
       }
@@ -744,19 +801,25 @@ export class Engine {
       this.lastSequence = next - 1;
       this.counts.writes += group.length;
       this.counts.rounds++;
-      for (const w of group) w.resolve();
+      for (const w of group) {
+        if (w.session) this.sessions.applied(w.session);
+        w.resolve();
+      }
     })();
   }
 
   private rejectGroup(group: PendingWrite[], err: Error): void {
-    for (const w of group) w.reject(err);
+    for (const w of group) {
+      if (w.session) this.sessions.failed(w.session);
+      w.reject(err);
+    }
   }
 
   private rejectQueued(err: Error): void {
     this.roundScheduled = false;
     const group = this.queued;
     this.queued = [];
-    for (const w of group) w.reject(err);
+    this.rejectGroup(group, err);
   }
 
   /**
@@ -1045,6 +1108,8 @@ export class Engine {
     edit.added.push(...added.map((t) => t.meta));
     edit.nextFile = this.nextFile;
     edit.lastSequence = this.lastSequence;
+    // The released logs' records named client writes: the table keeps what they said.
+    edit.sessions = this.sessions.encode();
     await this.logEdit(edit);
     this.levels[0].push(...added);
     this.memtables.flushed(group);
@@ -1213,6 +1278,7 @@ export class Engine {
     }
     this.nextFile = Math.max(this.nextFile, state.nextFile);
     this.lastSequence = Math.max(this.lastSequence, state.lastSequence);
+    if (state.sessions) this.sessions.load(state.sessions, `${current!.name}: sessions`);
     const { tables, logs, bounds } = state;
     for (const meta of [...tables.values()].sort((a, b) => a.file - b.file)) {
       this.levels[meta.level].push({ meta, reader: await this.openTable(meta) });
@@ -1236,6 +1302,7 @@ export class Engine {
       contents.records.forEach((r, i) => {
         const b = decodeBatch(r, `${path} record ${i}`);
         b.entries.forEach((e, j) => replays[drangeOf(bounds, e.key)].add(b.firstSequence + j, e.type, e.key, e.value));
+        if (b.session) this.sessions.replay(b.session);
         this.lastSequence = Math.max(this.lastSequence, b.firstSequence + b.entries.length - 1);
       });
     }
@@ -1252,6 +1319,7 @@ export class Engine {
     const replayed = replays.some((m) => m.entries > 0);
     if (replayed) for (const [memtable, log] of logs) snapshot.boundLogs.push({ memtable, log });
     if (bounds.length > 0) snapshot.dranges = bounds;
+    snapshot.sessions = this.sessions.encode();
     snapshot.nextFile = this.nextFile;
     snapshot.lastSequence = this.lastSequence;
     await this.logEdit(snapshot);

@@ -26,6 +26,7 @@ import { NoLogStore } from '../logc/no-log-store.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
+import { CLIENT_ID_BYTES, type SessionRef } from './sessions.js';
 import { LocalManifestStore, type LogStore } from './local-store.js';
 import { StocBlockStore } from './stoc-block-store.js';
 import { StocCompactor } from './stoc-compactor.js';
@@ -171,7 +172,7 @@ export class LtcServer {
       const engine = await Engine.open(dir, {
         memtableBytes: settings.memtableBytes, activeMemtables: settings.activeMemtables, maxMemtables: settings.maxMemtables,
         l0Trigger: settings.l0Trigger, l0ScanTrigger: settings.l0ScanTrigger,
-        idleCompactionMs: settings.idleCompactionMs, sync: settings.sync, blockCacheBytes: settings.blockCacheBytes,
+        idleCompactionMs: settings.idleCompactionMs, sessionTimeoutMs: settings.sessionTimeoutMs, sync: settings.sync, blockCacheBytes: settings.blockCacheBytes,
         env: {
           store,
           logs: this.logStore(s.info.id, since + STRICT_LOG_READ_MS),
@@ -263,15 +264,15 @@ export class LtcServer {
         const t = this.engineFor(id, key);
         return t.engine.get(t.key);
       },
-      put: ([id, key, value]) => {
+      put: ([id, key, value, session]) => {
         const t = this.engineFor(id, key);
-        return t.engine.put(t.key, asValue(value));
+        return t.engine.put(t.key, asValue(value), { session: asSession(session) });
       },
-      del: ([id, key]) => {
+      del: ([id, key, session]) => {
         const t = this.engineFor(id, key);
-        return t.engine.delete(t.key);
+        return t.engine.delete(t.key, { session: asSession(session) });
       },
-      write: ([id, ops]) => this.write(id, ops),
+      write: ([id, ops, session]) => this.write(id, ops, session),
       scan: ([id, start, end, limit]) => {
         const t = this.engineFor(id, start);
         const n = typeof limit === 'number' && limit > 0 ? Math.min(limit, MAX_SCAN) : MAX_SCAN;
@@ -297,7 +298,7 @@ export class LtcServer {
   }
 
   /** A batch: [[0, key, value] put | [1, key] delete, ...], all in one range (atomic there). */
-  private write(id: unknown, ops: unknown): Promise<void> {
+  private write(id: unknown, ops: unknown, session: unknown): Promise<void> {
     if (!Array.isArray(ops) || ops.length === 0 || !ops.every((op) => Array.isArray(op))) {
       throw new NovaError('BAD_ARGUMENT', 'write takes a non-empty list of [0, key, value] or [1, key]');
     }
@@ -312,13 +313,31 @@ export class LtcServer {
       else if (op[0] === 1) b.delete(keys[i]);
       else throw new NovaError('BAD_ARGUMENT', `unknown write op ${String(op[0])}`);
     });
-    return engine.write(b);
+    return engine.write(b, { session: asSession(session) });
   }
 }
 
 function asKey(x: unknown): Buffer {
   if (!(x instanceof Uint8Array)) throw new NovaError('BAD_ARGUMENT', 'keys are byte strings');
   return Buffer.isBuffer(x) ? x : Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+}
+
+/**
+ * A write's session (doc/format/wire.md): [client id (16 bytes), write number, floor, open (0|1)],
+ * or nil for a write no client numbered.
+ */
+function asSession(x: unknown): SessionRef | undefined {
+  if (x === undefined || x === null) return undefined;
+  const bad = (why: string): never => {
+    throw new NovaError('BAD_ARGUMENT', `a write's session is [client id of ${CLIENT_ID_BYTES} bytes, write number >= 1, floor in 1..number, open 0 or 1]: ${why}`);
+  };
+  if (!Array.isArray(x) || x.length !== 4) return bad('not a list of four');
+  const [client, seq, floor, open] = x as unknown[];
+  if (!(client instanceof Uint8Array) || client.length !== CLIENT_ID_BYTES) return bad('bad client id');
+  if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) return bad(`write number ${String(seq)}`);
+  if (typeof floor !== 'number' || !Number.isSafeInteger(floor) || floor < 1 || floor > seq) return bad(`floor ${String(floor)} for write ${seq}`);
+  if (open !== 0 && open !== 1) return bad(`open ${String(open)}`);
+  return { client: Buffer.from(client.buffer, client.byteOffset, client.byteLength), seq, floor, open: open === 1 };
 }
 
 function asValue(x: unknown): Buffer {

@@ -2,16 +2,22 @@
  * Version edits: the MANIFEST's records (doc/format/manifest.md). Each edit says what
  * changed in a range's tree: tables added (with level, size, key span and where its bytes
  * live) or removed, memtables bound to or released from their log files, the next file
- * number, the last sequence, and the Drange boundaries when they change. Replaying edits
- * in order rebuilds the tree exactly.
+ * number, the last sequence, the Drange boundaries when they change, and the range's client
+ * sessions (sessions.ts) when a flush releases logs. Replaying edits in order rebuilds the
+ * tree exactly.
  *
- *   edit  = u8 version (1) | field*
+ *   edit  = u8 version (2) | field*
  *   field = u8 tag | fields of that tag        (tags never renumber)
  */
 import { ByteBuilder, readVarint } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
 
-const EDIT_VERSION = 1;
+/**
+ * Edit versions. Never renumber.
+ * 1: tags 1–7.
+ * 2: tag 8, the client session table.
+ */
+const EDIT_VERSION = 2;
 const TAG_NEXT_FILE = 1;
 const TAG_LAST_SEQUENCE = 2;
 const TAG_REMOVE_TABLE = 3;
@@ -19,6 +25,7 @@ const TAG_ADD_TABLE = 4;
 const TAG_BIND_LOG = 5;
 const TAG_RELEASE_LOG = 6;
 const TAG_DRANGES = 7;
+const TAG_SESSIONS = 8;
 
 /** Where a piece of a table's bytes lives: a StoC (or 0, a local directory) and a span. */
 export interface Fragment {
@@ -46,6 +53,8 @@ export interface VersionEdit {
   releasedLogs: number[]; // memtable ids
   /** New Drange boundaries (split user keys, ascending), when they change. */
   dranges?: Buffer[];
+  /** The whole client session table (SessionTable.encode), replacing the one before. */
+  sessions?: Buffer;
 }
 
 export function emptyEdit(): VersionEdit {
@@ -60,6 +69,7 @@ export class ManifestState {
   readonly tables = new Map<number, TableMeta>();
   readonly logs = new Map<number, number>(); // memtable -> log file
   bounds: Buffer[] = [];
+  sessions: Buffer | undefined;
   nextFile = 1;
   lastSequence = 0;
 
@@ -71,6 +81,7 @@ export class ManifestState {
     for (const b of e.boundLogs) this.logs.set(b.memtable, b.log);
     for (const m of e.releasedLogs) this.logs.delete(m);
     if (e.dranges !== undefined) this.bounds = e.dranges;
+    if (e.sessions !== undefined) this.sessions = e.sessions;
   }
 
   /** One edit that states the whole tree. */
@@ -79,6 +90,7 @@ export class ManifestState {
     e.added = [...this.tables.values()].sort((a, b) => a.file - b.file);
     e.boundLogs = [...this.logs].map(([memtable, log]) => ({ memtable, log }));
     if (this.bounds.length > 0) e.dranges = this.bounds;
+    if (this.sessions !== undefined) e.sessions = this.sessions;
     e.nextFile = this.nextFile;
     e.lastSequence = this.lastSequence;
     return e;
@@ -105,6 +117,7 @@ export function encodeEdit(e: VersionEdit): Buffer {
     out.u8(TAG_DRANGES); out.varint(e.dranges.length);
     for (const k of e.dranges) { out.varint(k.length); out.bytes(k); }
   }
+  if (e.sessions !== undefined) { out.u8(TAG_SESSIONS); out.varint(e.sessions.length); out.bytes(e.sessions); }
   return out.finish();
 }
 
@@ -128,7 +141,8 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
     return v;
   };
   if (b.length < 1) bad(0, 'is empty');
-  if (b[0] !== EDIT_VERSION) bad(0, `has unsupported version ${b[0]}`);
+  if (b[0] !== 1 && b[0] !== EDIT_VERSION) bad(0, `has unsupported version ${b[0]}`);
+  const version = b[0];
   c.at = 1;
   const e = emptyEdit();
   while (c.at < b.length) {
@@ -166,6 +180,10 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
         for (let i = 0; i < count; i++) e.dranges.push(bytes());
         break;
       }
+      case TAG_SESSIONS:
+        if (version < 2) bad(tagAt, `has tag ${tag}, which version ${version} does not have`);
+        e.sessions = bytes();
+        break;
       default: bad(tagAt, `has unknown tag ${tag}`);
     }
   }

@@ -2,7 +2,8 @@
  * A write batch: puts and deletes applied atomically with consecutive sequence numbers,
  * and its encoding as a log record (doc/format/log.md, "Write batch"):
  *
- *   u8 version (1) | u32 memtableId | u64 firstSequence | u32 count | entry*
+ *   u8 version (2) | u32 memtableId | u64 firstSequence | u32 count | u8 flags | [session] | entry*
+ *   session = 16 bytes client | u64 seq | u64 floor          (flags bit 0; sessions.ts)
  *   entry = u8 type (0 delete, 1 put) | varint keyLength | key | [varint valueLength | value]
  *
  * Limits are checked when an entry is added, so an oversize key or value never reaches
@@ -11,10 +12,20 @@
 import { ByteBuilder, readU32, readU64, readVarint, varintLength } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
 import { ValueType } from '../common/internal-key.js';
+import { CLIENT_ID_BYTES, type SessionRef } from './sessions.js';
 
-/** Batch record versions. 1: memtable id, first sequence, typed entries. Never renumber. */
-const BATCH_VERSION = 1;
-const HEADER = 17;
+/**
+ * Batch record versions. Never renumber.
+ * 1: memtable id, first sequence, typed entries.
+ * 2: a flags byte after the count, and the client's session and write number when flag 1 is set.
+ */
+const BATCH_VERSION = 2;
+const V1_HEADER = 17;
+const V2_HEADER = 18;
+const FLAG_SESSION = 1;
+const SESSION_BYTES = CLIENT_ID_BYTES + 16;
+/** Room reserved before the entries: the longest header. A record starts where its header does. */
+const HEADER = V2_HEADER + SESSION_BYTES;
 
 export interface Limits {
   /** Largest key, bytes. */
@@ -110,16 +121,24 @@ export class WriteBatch {
   }
 
   /**
-   * The log record for this batch, its entries numbered from `firstSequence`: a view of the
-   * batch's own bytes with the header filled in, valid until the batch changes.
+   * The log record for this batch, its entries numbered from `firstSequence`, naming the
+   * client's write when there is one: a view of the batch's own bytes with the header filled
+   * in (it ends where the entries start), valid until the batch changes.
    */
-  encode(memtableId: number, firstSequence: number): Buffer {
-    const out = this.rep.view();
+  encode(memtableId: number, firstSequence: number, session?: SessionRef): Buffer {
+    const rep = this.rep.view();
+    const start = session ? 0 : SESSION_BYTES;
+    const out = rep.subarray(start);
     out[0] = BATCH_VERSION;
     out.writeUInt32LE(memtableId >>> 0, 1);
-    out.writeUInt32LE(firstSequence % 0x1_0000_0000, 5);
-    out.writeUInt32LE(Math.floor(firstSequence / 0x1_0000_0000), 9);
+    writeU64(out, firstSequence, 5);
     out.writeUInt32LE(this.n >>> 0, 13);
+    out[17] = session ? FLAG_SESSION : 0;
+    if (session) {
+      session.client.copy(out, V2_HEADER, 0, CLIENT_ID_BYTES);
+      writeU64(out, session.seq, V2_HEADER + CLIENT_ID_BYTES);
+      writeU64(out, session.floor, V2_HEADER + CLIENT_ID_BYTES + 8);
+    }
     return out;
   }
 
@@ -137,18 +156,42 @@ export interface DecodedBatch {
   memtableId: number;
   firstSequence: number;
   entries: BatchEntry[];
+  /** The client's write it was, if a client numbered it (`open` is not logged: false). */
+  session?: SessionRef;
 }
 
 export function decodeBatch(record: Buffer, where: string): DecodedBatch {
-  if (record.length < HEADER) batchError(where, 0, `of ${record.length} bytes is shorter than its header`);
-  if (record[0] !== BATCH_VERSION) batchError(where, 0, `has unsupported version ${record[0]}`);
+  const version = record.length > 0 ? record[0] : undefined;
+  const header = version === 1 ? V1_HEADER : V2_HEADER;
+  if (record.length < header) batchError(where, 0, `of ${record.length} bytes is shorter than its header`);
+  if (version !== 1 && version !== 2) batchError(where, 0, `has unsupported version ${record[0]}`);
   const memtableId = readU32(record, 1);
   const firstSequence = readU64(record, 5);
   const count = readU32(record, 13);
+  let at = header;
+  let session: SessionRef | undefined;
+  if (version === 2) {
+    const flags = record[17];
+    if ((flags & ~FLAG_SESSION) !== 0) batchError(where, 17, `has unknown flags ${flags}`);
+    if (flags & FLAG_SESSION) {
+      if (record.length < V2_HEADER + SESSION_BYTES) batchError(where, V2_HEADER, 'ends inside its session');
+      const client = Buffer.from(record.subarray(V2_HEADER, V2_HEADER + CLIENT_ID_BYTES));
+      const seq = readU64(record, V2_HEADER + CLIENT_ID_BYTES);
+      const floor = readU64(record, V2_HEADER + CLIENT_ID_BYTES + 8);
+      if (seq < 1 || floor > seq) batchError(where, V2_HEADER + CLIENT_ID_BYTES, `has write ${seq} under floor ${floor}`);
+      session = { client, seq, floor, open: false };
+      at += SESSION_BYTES;
+    }
+  }
   const entries: BatchEntry[] = [];
-  forEachEntry(record, HEADER, where, (type, key, value) => entries.push({ type, key, value }));
+  forEachEntry(record, at, where, (type, key, value) => entries.push({ type, key, value }));
   if (entries.length !== count) batchError(where, 13, `says ${count} entries but holds ${entries.length}`);
-  return { memtableId, firstSequence, entries };
+  return session ? { memtableId, firstSequence, entries, session } : { memtableId, firstSequence, entries };
+}
+
+function writeU64(out: Buffer, v: number, at: number): void {
+  out.writeUInt32LE(v % 0x1_0000_0000, at);
+  out.writeUInt32LE(Math.floor(v / 0x1_0000_0000), at + 4);
 }
 
 const EMPTY: Buffer = Buffer.alloc(0);

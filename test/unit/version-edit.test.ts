@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
-import { decodeEdit, emptyEdit, encodeEdit, type VersionEdit } from '../../src/ltc/version-edit.js';
+import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type VersionEdit } from '../../src/ltc/version-edit.js';
 
 function sample(): VersionEdit {
   const e = emptyEdit();
@@ -16,6 +16,7 @@ function sample(): VersionEdit {
   e.boundLogs.push({ memtable: 4, log: 11 });
   e.releasedLogs.push(2, 3);
   e.dranges = [Buffer.from('g'), Buffer.alloc(0), Buffer.from('user\xff')];
+  e.sessions = Buffer.from([1, 0]);
   return e;
 }
 
@@ -42,6 +43,21 @@ describe('version edit', () => {
     const badTag = Buffer.from(bytes);
     badTag[1] = 99;
     expect(() => decodeEdit(badTag, 'M')).toThrow(/unknown tag 99 at offset 1/);
-    expect(() => decodeEdit(Buffer.from([2]), 'M')).toThrow(/unsupported version 2/);
+    expect(() => decodeEdit(Buffer.from([3]), 'M')).toThrow(/unsupported version 3/);
+  });
+
+  it('reads version 1 edits, which have no session table, and refuses one that claims it', () => {
+    const v1 = Buffer.from([1, 1, 5, 2, 9]); // nextFile 5, lastSequence 9
+    expect(decodeEdit(v1, 'M')).toEqual({ ...emptyEdit(), nextFile: 5, lastSequence: 9 });
+    expect(() => decodeEdit(Buffer.from([1, 8, 2, 1, 0]), 'M')).toThrow(/tag 8, which version 1 does not have at offset 1/);
+  });
+
+  it('a MANIFEST\'s state keeps the last session table and states it in a snapshot', () => {
+    const state = new ManifestState();
+    state.apply({ ...emptyEdit(), sessions: Buffer.from([1, 0]) });
+    state.apply({ ...emptyEdit(), nextFile: 3 });
+    expect(state.snapshot().sessions).toEqual(Buffer.from([1, 0]));
+    state.apply({ ...emptyEdit(), sessions: Buffer.from([1, 0, 0]) });
+    expect(decodeEdit(encodeEdit(state.snapshot()), 'M').sessions).toEqual(Buffer.from([1, 0, 0]));
   });
 });

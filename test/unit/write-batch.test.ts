@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValueType } from '../../src/common/internal-key.js';
 import { WriteBatch, decodeBatch } from '../../src/ltc/write-batch.js';
+import type { SessionRef } from '../../src/ltc/sessions.js';
 
 describe('write batch', () => {
   it('round-trips puts and deletes with the memtable id and first sequence', () => {
@@ -33,11 +34,14 @@ describe('write batch', () => {
       expect(() => decodeBatch(rec.subarray(0, n), 'w.log@100'), `cut at ${n}`).toThrow(/w\.log@100: write batch .* at offset \d+/);
     }
     const badType = Buffer.from(rec);
-    badType[17] = 7;
-    expect(() => decodeBatch(badType, 'w')).toThrow(/unknown entry type 7 at offset 17/);
+    badType[18] = 7;
+    expect(() => decodeBatch(badType, 'w')).toThrow(/unknown entry type 7 at offset 18/);
     const badVersion = Buffer.from(rec);
-    badVersion[0] = 2;
-    expect(() => decodeBatch(badVersion, 'w')).toThrow(/unsupported version 2/);
+    badVersion[0] = 3;
+    expect(() => decodeBatch(badVersion, 'w')).toThrow(/unsupported version 3/);
+    const badFlags = Buffer.from(rec);
+    badFlags[17] = 2;
+    expect(() => decodeBatch(badFlags, 'w')).toThrow(/unknown flags 2 at offset 17/);
     const badCount = Buffer.from(rec);
     badCount[13] = 3;
     expect(() => decodeBatch(badCount, 'w')).toThrow(/says 3 entries but holds 2/);
@@ -62,5 +66,29 @@ describe('write batch', () => {
     expect(decodeBatch(c.encode(1, 1), 'clone').entries.map((e) => e.key.toString())).toEqual(['a', 'b']);
     expect(b.firstKey()?.toString()).toBe('z');
     expect(decodeBatch(b.encode(1, 1), 'cleared').entries).toHaveLength(1);
+  });
+
+  it('carries the client\'s write (session, number, floor) when there is one, and reads version 1 records', () => {
+    const session: SessionRef = { client: Buffer.alloc(16, 0xab), seq: 2 ** 40 + 7, floor: 2 ** 40, open: true };
+    const b = new WriteBatch().put(Buffer.from('k'), Buffer.from('v'));
+    const withSession = Buffer.from(b.encode(5, 77, session));
+    expect(withSession.length).toBe(b.encode(5, 77).length + 32);
+    const d = decodeBatch(withSession, 'w');
+    expect(d.session).toEqual({ ...session, open: false }); // `open` is an admission flag, not logged
+    expect(d.entries.map((e) => e.key.toString())).toEqual(['k']);
+    expect(decodeBatch(b.encode(5, 77), 'w').session).toBeUndefined();
+    // Every cut of a record with a session is corruption with where and offset.
+    for (let n = 0; n < withSession.length; n++) {
+      expect(() => decodeBatch(withSession.subarray(0, n), 'w.log'), `cut at ${n}`).toThrow(/w\.log: write batch .* at offset \d+/);
+    }
+    const under = Buffer.from(withSession);
+    under.writeUInt32LE(5, 18 + 16);
+    under.writeUInt32LE(0, 18 + 20); // write 5, floor 2^40
+    expect(() => decodeBatch(under, 'w')).toThrow(/under floor/);
+    // Version 1: no flags byte (logs written before sessions replay as they are).
+    const v1 = Buffer.concat([Buffer.from([1]), Buffer.alloc(4), Buffer.alloc(8), Buffer.from([1, 0, 0, 0]), b.encode(0, 0).subarray(18)]);
+    v1.writeUInt32LE(9, 1);
+    v1.writeUInt32LE(42, 5);
+    expect(decodeBatch(v1, 'old.log')).toEqual({ memtableId: 9, firstSequence: 42, entries: [{ type: ValueType.Put, key: Buffer.from('k'), value: Buffer.from('v') }] });
   });
 });

@@ -1,0 +1,136 @@
+/**
+ * The session table (src/ltc/sessions.ts): what it answers a write, floors, expiry on the
+ * range's own clock, its bounds, and its snapshot format.
+ */
+import { describe, expect, it } from 'vitest';
+import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, type SessionRef } from '../../src/ltc/sessions.js';
+
+const A = Buffer.alloc(16, 0xaa);
+const B = Buffer.alloc(16, 0xbb);
+const limits = { timeoutMs: 10_000, maxSessions: 100, maxWindow: 1000 };
+
+function ref(client: Buffer, seq: number, floor = 1, open = true): SessionRef {
+  return { client, seq, floor, open };
+}
+
+/** Admits and applies `r` (as the engine does for a write that commits). */
+function apply(t: SessionTable, r: SessionRef): void {
+  expect(t.admit(r)).toBe('apply');
+  t.begin(r, Promise.resolve());
+  t.applied(r);
+}
+
+describe('session table', () => {
+  it('answers a retry of an applied write from the table, and one in flight with its original', async () => {
+    const t = new SessionTable(limits);
+    apply(t, ref(A, 1));
+    expect(t.admit(ref(A, 1))).toBe('applied');
+    expect(t.admit(ref(A, 2, 1, false))).toBe('apply'); // the session is known: `open` no longer matters
+    let settle!: () => void;
+    const original = new Promise<void>((resolve) => { settle = resolve; });
+    t.begin(ref(A, 2), original);
+    expect(t.admit(ref(A, 2))).toBe(original);
+    settle();
+    t.applied(ref(A, 2));
+    expect(t.admit(ref(A, 2))).toBe('applied');
+    // A write that failed may be sent again (the engine refuses work until a reopen rebuilds the table).
+    expect(t.admit(ref(A, 3))).toBe('apply');
+    t.begin(ref(A, 3), Promise.resolve());
+    t.failed(ref(A, 3));
+    expect(t.admit(ref(A, 3))).toBe('apply');
+    expect(t.admit(ref(B, 1))).toBe('apply'); // clients are apart
+    expect(t.stats).toMatchObject({ sessions: 2, entries: 2, duplicates: 3 });
+  });
+
+  it('forgets what is below a client\'s floor and refuses a write there', () => {
+    const t = new SessionTable(limits);
+    for (let i = 1; i <= 5; i++) apply(t, ref(A, i));
+    apply(t, ref(A, 7, 4));
+    expect(t.admit(ref(A, 4, 4))).toBe('applied');
+    expect(() => t.admit(ref(A, 3, 4))).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/write 3 .* below its floor 4/) }));
+    // An older floor (a frame that waited) lowers nothing.
+    expect(t.admit(ref(A, 5, 2))).toBe('applied');
+    expect(() => t.admit(ref(A, 2, 2))).toThrow(/below its floor 4/);
+    expect(t.stats.entries).toBe(3); // 4, 5, 7
+  });
+
+  it('a client it does not know must be opening a session; else its session expired and it is told so', () => {
+    const t = new SessionTable(limits);
+    expect(() => t.admit(ref(A, 9, 9, false))).toThrow(expect.objectContaining({ code: 'SESSION_EXPIRED' }));
+    expect(t.stats.sessions).toBe(0);
+    expect(t.admit(ref(A, 9, 9, true))).toBe('apply');
+  });
+
+  it('expires a session idle for the timeout on its own clock, not one with a write in flight; a pause is not idleness', () => {
+    const t = new SessionTable(limits);
+    apply(t, ref(A, 1));
+    apply(t, ref(B, 1));
+    t.begin(ref(B, 2), new Promise(() => undefined)); // in flight
+    for (let ms = 0; ms < 9_000; ms += 1000) t.advance(1000);
+    apply(t, ref(A, 2, 1, false)); // A is busy again
+    t.advance(600_000); // a SIGSTOP of ten minutes moves the clock one step
+    expect(t.stats.sessions).toBe(2);
+    for (let ms = 0; ms < 10_000; ms += MAX_CLOCK_STEP_MS) t.advance(MAX_CLOCK_STEP_MS);
+    expect(t.stats).toMatchObject({ sessions: 1, expired: 1 }); // A expired; B still has a write in flight
+    expect(() => t.admit(ref(A, 3, 3, false))).toThrow(expect.objectContaining({ code: 'SESSION_EXPIRED' }));
+    t.failed(ref(B, 2));
+    t.advance(1);
+    expect(t.stats).toMatchObject({ sessions: 0, expired: 2 });
+  });
+
+  it('is bounded: sessions, and applied writes per session (those below the floor are dropped first)', () => {
+    const t = new SessionTable({ timeoutMs: 10_000, maxSessions: 3, maxWindow: 4 });
+    for (let c = 0; c < 3; c++) apply(t, ref(Buffer.alloc(16, c), 1));
+    expect(() => t.admit(ref(A, 1))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/3 client sessions/) }));
+    const c0 = Buffer.alloc(16, 0);
+    for (let i = 2; i <= 4; i++) apply(t, ref(c0, i));
+    expect(() => t.admit(ref(c0, 5))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/finish that one first/) }));
+    expect(t.admit(ref(c0, 5, 3))).toBe('apply'); // 1 and 2 finished: room again
+  });
+
+  it('round-trips its snapshot; loading merges floors, applied writes and idle times', () => {
+    const t = new SessionTable(limits);
+    for (const i of [3, 4, 9, 2 ** 40]) apply(t, ref(A, i, 3));
+    apply(t, ref(B, 1));
+    t.advance(1500);
+    const bytes = t.encode();
+    expect(decodeSessions(bytes, 'M').map((s) => ({ ...s, client: s.client[0] }))).toEqual([
+      { client: 0xaa, floor: 3, idleMs: 1500, applied: [3, 4, 9, 2 ** 40] },
+      { client: 0xbb, floor: 1, idleMs: 1500, applied: [1] },
+    ]);
+    const u = new SessionTable(limits);
+    u.replay(ref(A, 11, 4, false)); // a record in a log, newer than the snapshot
+    u.load(bytes, 'M');
+    expect(u.admit(ref(A, 9, 4, false))).toBe('applied');
+    expect(u.admit(ref(A, 11, 4, false))).toBe('applied');
+    expect(() => u.admit(ref(A, 3, 4, false))).toThrow(/below its floor 4/);
+    expect(u.admit(ref(B, 1, 1, false))).toBe('applied');
+    // B was idle 1.5 s when saved; it expires 8.5 s later, not 10.
+    const v = new SessionTable(limits);
+    v.load(bytes, 'M');
+    for (let i = 0; i < 9; i++) v.advance(1000);
+    expect(v.stats.sessions).toBe(0);
+  });
+
+  it('reports every cut and bad field of a snapshot as corruption with where and offset', () => {
+    const t = new SessionTable(limits);
+    apply(t, ref(A, 5, 2));
+    apply(t, ref(A, 7, 2));
+    const bytes = t.encode();
+    for (let n = 0; n < bytes.length; n++) {
+      expect(() => decodeSessions(bytes.subarray(0, n), 'MANIFEST-9 record 2'), `cut at ${n}`).toThrow(/MANIFEST-9 record 2: session table .* at offset \d+/);
+    }
+    expect(() => decodeSessions(Buffer.concat([bytes, Buffer.from([0])]), 'M')).toThrow(/1 bytes after its last session/);
+    expect(() => decodeSessions(Buffer.from([2, 0]), 'M')).toThrow(/unsupported version 2 at offset 0/);
+    const dup = Buffer.from(bytes);
+    dup[dup.length - 1] = 0; // the second applied number equals the first
+    expect(() => decodeSessions(dup, 'M')).toThrow(/out of order/);
+  });
+
+  it('encodes the example of doc/format/manifest.md', () => {
+    const t = new SessionTable(limits);
+    for (const q of [3, 4, 9]) apply(t, ref(Buffer.alloc(16, 0xaa), q, 3));
+    t.advance(1500);
+    expect(t.encode().toString('hex')).toBe(`0101${'aa'.repeat(16)}03dc0b03000105`);
+  });
+});
