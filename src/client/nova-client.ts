@@ -7,9 +7,24 @@
  * configuration and retry; UNAVAILABLE (a range recovering) and a lost connection (an LTC
  * restarting) are retried with backoff. Every call has an overall deadline.
  *
- * Retried writes are safe: a put or delete applied twice leaves the same state.
+ * Writes are applied exactly once (doc/decisions/exactly-once-writes.md): the client has a
+ * session (a random 128-bit id) and numbers every put, delete and batch in it; the number
+ * travels with each attempt, and the LTC answers a retry of a write it applied from its
+ * session table instead of applying it again. So a write is retried after any failure that
+ * may have left it applied (a lost connection, an LTC that died mid-commit), and a retry
+ * inside the deadline is always safe. A write that fails in the end says which it was: FAILED
+ * (certainly not applied) or UNKNOWN_OUTCOME (it may have been, or may yet be, applied).
+ * An LTC that no longer knows the session (idle past the cluster's sessionTimeoutMs) answers
+ * SESSION_EXPIRED, which applies nothing; the client then starts a new session and sends the
+ * write again under it.
+ *
+ * With each write to a range the client sends its floor there: the lowest number among its
+ * writes to that range still unfinished (sent and neither answered nor given up). The LTC
+ * forgets numbers below it. A range's window (newest number minus floor) is kept under
+ * SESSION_WINDOW: a new write to a range whose oldest write is stuck waits for it.
  */
-import { NovaError } from '../common/errors.js';
+import { randomBytes } from 'node:crypto';
+import { NovaError, type ErrorCode } from '../common/errors.js';
 import { TcpRpcClient, TcpRemoteError } from '../common/tcp-rpc.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../coordinator/config.js';
 import { CoordinatorLocator } from '../coordinator/locator.js';
@@ -41,6 +56,82 @@ const RETRY_FIRST_MS = 20;
 /** Requests an LTC commits in groups (one log append per group): they do not cut a frame early. */
 const GROUPED_OPS = ['put', 'del', 'write'];
 const RETRY_MAX_MS = 500;
+/** A range's window of write numbers (newest minus floor) at most; the LTC keeps up to MAX_WINDOW (sessions.ts). */
+const SESSION_WINDOW = 32_768;
+const CLIENT_ID_BYTES = 16;
+/**
+ * Errors an LTC answers before a write enters its range's commit queue, so an attempt
+ * answered with one certainly did not apply the write (ltc-server.ts: routing, argument and
+ * session checks; Engine.enqueue).
+ */
+const NOT_APPLIED: ReadonlySet<string> = new Set<ErrorCode>(['STALE_CONFIG', 'UNAVAILABLE', 'BAD_ARGUMENT', 'SESSION_EXPIRED', 'BUSY', 'UNKNOWN_METHOD', 'CLOSED']);
+/** Errors a retry cannot mend: the call fails at once. */
+const FINAL: ReadonlySet<string> = new Set<ErrorCode>(['BAD_ARGUMENT', 'UNKNOWN_METHOD', 'CORRUPTION']);
+
+/**
+ * A session: the client's id and the numbering of its writes. Per range, the numbers sent
+ * there and not yet finished (ascending; the first is the floor) and whether the range has
+ * acknowledged one of them (then its LTC holds a record of the session).
+ */
+class Session {
+  readonly id = randomBytes(CLIENT_ID_BYTES);
+  private next = 1;
+  private readonly windows = new Map<number, Window>();
+
+  take(): number {
+    return this.next++;
+  }
+
+  window(range: number): Window {
+    let w = this.windows.get(range);
+    if (!w) this.windows.set(range, w = new Window());
+    return w;
+  }
+}
+
+class Window {
+  acked = false;
+  private readonly open: number[] = [];
+  private waiters: Array<() => void> = [];
+
+  get floor(): number | undefined {
+    return this.open[0];
+  }
+
+  /** Resolves once `seq` may be sent without the window exceeding SESSION_WINDOW. */
+  async room(seq: number): Promise<void> {
+    while (this.open.length > 0 && seq - this.open[0] >= SESSION_WINDOW) {
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+
+  add(seq: number): void {
+    let i = this.open.length;
+    while (i > 0 && this.open[i - 1] > seq) i--; // a write re-routed here may be older than the newest
+    this.open.splice(i, 0, seq);
+  }
+
+  finish(seq: number): void {
+    const i = this.open.indexOf(seq);
+    if (i < 0) return;
+    this.open.splice(i, 1);
+    if (i === 0 && this.waiters.length > 0) {
+      const w = this.waiters;
+      this.waiters = [];
+      for (const resolve of w) resolve();
+    }
+  }
+}
+
+/** One write's progress over its attempts. */
+interface WriteState {
+  session: Session;
+  seq: number;
+  /** The range its last attempt went to, if one did. */
+  range: number | undefined;
+  /** An attempt may have applied it. */
+  maybeApplied: boolean;
+}
 
 /** Puts and deletes applied atomically; all keys must fall in one range. */
 export class ClientBatch {
@@ -62,6 +153,8 @@ export class NovaClient {
   private closed = false;
   private readonly timeoutMs: number;
   private readonly coordinator: CoordinatorLocator;
+  private session = new Session();
+  private sessionsStarted = 1;
 
   private constructor(o: NovaClientOptions) {
     this.coordinator = o.coordinator !== undefined ? new CoordinatorLocator(o.coordinator) : CoordinatorLocator.ofDir(o.dir ?? 'nova-data');
@@ -71,7 +164,17 @@ export class NovaClient {
   static async connect(o: NovaClientOptions = {}): Promise<NovaClient> {
     const c = new NovaClient(o);
     await c.refresh();
+    const expiry = c.config.settings.sessionTimeoutMs;
+    if (c.timeoutMs * 2 > expiry) {
+      c.close();
+      throw new NovaError('BAD_ARGUMENT', `timeoutMs ${c.timeoutMs} must be under half the cluster's sessionTimeoutMs (${expiry}): a retry must not outlive the LTC's record of its write`);
+    }
     return c;
+  }
+
+  /** This client's session id (hex) and how many sessions it has started (one more per expiry). */
+  get sessionInfo(): { id: string; started: number } {
+    return { id: this.session.id.toString('hex'), started: this.sessionsStarted };
   }
 
   /** The configuration this client routes by. */
@@ -84,27 +187,37 @@ export class NovaClient {
     return v === null ? undefined : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
   }
 
+  /** Writes `key`. An error is FAILED (not applied) or UNKNOWN_OUTCOME, with a `reason`. */
   async put(key: Uint8Array, value: Uint8Array): Promise<void> {
-    await this.call('put', key, (id) => [id, Buffer.from(key), Buffer.from(value)]);
+    const k = Buffer.from(key);
+    const v = Buffer.from(value);
+    await this.write1('put', k, (id, session) => [id, k, v, session]);
   }
 
+  /** Deletes `key`. An error is FAILED (not applied) or UNKNOWN_OUTCOME, with a `reason`. */
   async delete(key: Uint8Array): Promise<void> {
-    await this.call('del', key, (id) => [id, Buffer.from(key)]);
+    const k = Buffer.from(key);
+    await this.write1('del', k, (id, session) => [id, k, session]);
   }
 
   batch(): ClientBatch {
     return new ClientBatch();
   }
 
-  /** Applies `batch` atomically. Its keys must all be in one range (else BAD_ARGUMENT). */
+  /**
+   * Applies `batch` atomically. Its keys must all be in one range (else FAILED, reason
+   * BAD_ARGUMENT). An error is FAILED or UNKNOWN_OUTCOME, as for put.
+   */
   async write(batch: ClientBatch): Promise<void> {
     if (batch.ops.length === 0) return;
     const first = rangeOf(this.config, batch.ops[0][1]).id;
     const other = batch.ops.find((op) => rangeOf(this.config, op[1]).id !== first);
     if (other) {
-      throw new NovaError('BAD_ARGUMENT', `a batch spans ranges ${first} and ${rangeOf(this.config, other[1]).id}: batches are atomic within one range only; split it`);
+      const why = `a batch spans ranges ${first} and ${rangeOf(this.config, other[1]).id}: batches are atomic within one range only; split it`;
+      throw new NovaError('FAILED', `write: not applied: ${why}`, { reason: 'BAD_ARGUMENT' });
     }
-    await this.call('write', batch.ops[0][1], (id) => [id, batch.ops]);
+    const ops = batch.ops.slice();
+    await this.write1('write', ops[0][1], (id, session) => [id, ops, session]);
   }
 
   /** Entries with start <= key < end in key order, continuing across ranges. */
@@ -159,8 +272,43 @@ export class NovaClient {
     this.ltcs.clear();
   }
 
-  /** Sends `op` for `key` to its LTC, retrying as the configuration and the LTCs change. */
-  private async call<T>(op: string, key: Uint8Array, args: (configId: number) => unknown[]): Promise<T> {
+  /** Sends a read `op` for `key` to its LTC, retrying as the configuration and the LTCs change. */
+  private call<T>(op: string, key: Uint8Array, args: (configId: number) => unknown[]): Promise<T> {
+    return this.attempt<T>(op, key, (id) => args(id), undefined);
+  }
+
+  /** A numbered write: once, under this client's session; its errors say FAILED or UNKNOWN_OUTCOME. */
+  private async write1(op: string, key: Buffer, args: (configId: number, session: unknown[]) => unknown[]): Promise<void> {
+    const session = this.session;
+    const w: WriteState = { session, seq: session.take(), range: undefined, maybeApplied: false };
+    try {
+      await this.attempt(op, key, (id, range) => {
+        const window = w.session.window(range);
+        if (w.range !== range) {
+          if (w.range !== undefined) w.session.window(w.range).finish(w.seq);
+          window.add(w.seq);
+          w.range = range;
+        }
+        return args(id, [w.session.id, w.seq, window.floor!, window.acked ? 0 : 1]);
+      }, w);
+      w.session.window(w.range!).acked = true;
+    } catch (err) {
+      const e = err as NovaError;
+      const reason = e.code === 'FAILED' || e.code === 'UNKNOWN_OUTCOME' ? e.reason : e.code;
+      const outcome = w.maybeApplied ? 'UNKNOWN_OUTCOME' : 'FAILED';
+      throw new NovaError(outcome, `${op}: ${w.maybeApplied ? 'may have been applied' : 'not applied'}: ${e.message}`, { cause: e, reason });
+    } finally {
+      if (w.range !== undefined) w.session.window(w.range).finish(w.seq);
+    }
+  }
+
+  /**
+   * Sends `op` for `key` to its LTC until it is answered, retrying as the configuration and
+   * the LTCs change, until the deadline. A write (`w`) is also retried after failures that may
+   * have applied it (its number makes the retry safe), moves to a new session on
+   * SESSION_EXPIRED, and waits for room in its range's window before it is sent.
+   */
+  private async attempt<T>(op: string, key: Uint8Array, args: (configId: number, range: number) => unknown[], w: WriteState | undefined): Promise<T> {
     const deadline = Date.now() + this.timeoutMs;
     let wait = RETRY_FIRST_MS;
     for (let attempt = 1; ; attempt++) {
@@ -168,17 +316,28 @@ export class NovaClient {
       const range = rangeOf(this.config, key);
       const ltc = memberOf(this.config, 'ltc', range.ltc);
       let error: NovaError;
+      let sent = false;
       if (!ltc) {
         error = new NovaError('UNAVAILABLE', `LTC ${range.ltc} (range ${range.id}) has not registered yet`);
       } else {
         try {
+          if (w && w.range === undefined) await this.roomFor(w, range.id, deadline);
           const link = await this.ltc(ltc.address);
-          return await link.call<T>(op, args(this.config.id), Math.max(1, deadline - Date.now()));
+          const request = args(this.config.id, range.id);
+          sent = !link.closed;
+          return await link.call<T>(op, request, Math.max(1, deadline - Date.now()));
         } catch (err) {
           error = err as NovaError;
         }
       }
-      const retry = error.code === 'STALE_CONFIG' || error.code === 'UNAVAILABLE' || error.code === 'PEER_LOST';
+      if (w && sent && !(error instanceof TcpRemoteError && NOT_APPLIED.has(error.code))) w.maybeApplied = true;
+      if (w && error.code === 'SESSION_EXPIRED') {
+        this.renewSession(w);
+        continue; // nothing was applied: send it again at once, under the new session
+      }
+      // A write is retried unless a retry cannot help; a read only when the cluster is moving.
+      const retry = w ? !FINAL.has(error.code) && !(error.code === 'CLOSED' && this.closed)
+        : error.code === 'STALE_CONFIG' || error.code === 'UNAVAILABLE' || error.code === 'PEER_LOST';
       if (!retry || Date.now() + wait > deadline) {
         if (retry) throw new NovaError('DEADLINE_EXCEEDED', `${op}: gave up after ${this.timeoutMs} ms; last error: ${error.message}`);
         throw error;
@@ -190,6 +349,37 @@ export class NovaClient {
       const newer = error instanceof TcpRemoteError && typeof error.detail === 'number' ? error.detail : undefined;
       if (newer === undefined || newer > this.config.id) await this.refresh().catch(() => undefined);
     }
+  }
+
+  /** Waits until `w`'s number fits range `range`'s window; DEADLINE_EXCEEDED (nothing sent) past the deadline. */
+  private async roomFor(w: WriteState, range: number, deadline: number): Promise<void> {
+    const window = w.session.window(range);
+    if (window.floor === undefined || w.seq - window.floor < SESSION_WINDOW) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', `range ${range}'s oldest write (${window.floor}) is unfinished and ${SESSION_WINDOW} newer ones wait for it`)), Math.max(1, deadline - Date.now()));
+    });
+    try {
+      await Promise.race([window.room(w.seq), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * The LTC no longer knows `w`'s session: it expired there (the client sent that range no
+   * write for sessionTimeoutMs). Nothing of `w` was applied under it. Start a new session
+   * (unless another write already did) and renumber `w` in it.
+   */
+  private renewSession(w: WriteState): void {
+    if (w.range !== undefined) w.session.window(w.range).finish(w.seq);
+    if (this.session === w.session) {
+      this.session = new Session();
+      this.sessionsStarted++;
+    }
+    w.session = this.session;
+    w.seq = this.session.take();
+    w.range = undefined;
   }
 
   private ltc(address: string): Promise<TcpRpcClient> {

@@ -18,13 +18,15 @@ export interface TestCluster {
   up(): Promise<void>;
   /** SIGKILLs a component and waits until it is gone. */
   kill(role: ComponentRole, id: number): Promise<void>;
+  /** SIGSTOPs (true) or SIGCONTs (false) a component. */
+  pause(role: ComponentRole, id: number, stopped: boolean): void;
   pid(role: ComponentRole, id: number): number;
   down(): Promise<void>;
   /** Kills everything left and removes the directory. */
   destroy(): Promise<void>;
 }
 
-export async function startCluster(o: { ltcs?: number; stocs?: number; args?: string[] } = {}): Promise<TestCluster> {
+export async function startCluster(o: { ltcs?: number; stocs?: number; args?: string[]; clientTimeoutMs?: number } = {}): Promise<TestCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'nova-cluster-'));
   const start = () => up({ dir, ltcs: o.ltcs, stocs: o.stocs, host: '127.0.0.1', bin: BIN, coordinatorArgs: o.args ?? [], timeoutMs: 60_000 });
   try {
@@ -33,7 +35,7 @@ export async function startCluster(o: { ltcs?: number; stocs?: number; args?: st
     killAll(dir);
     throw err;
   }
-  const client = await NovaClient.connect({ dir, timeoutMs: 30_000 });
+  const client = await NovaClient.connect({ dir, timeoutMs: o.clientTimeoutMs ?? 30_000 });
   const pid = (role: ComponentRole, id: number): number => {
     const c = readClusterFile(dir)!.components.find((x) => x.role === role && x.id === id);
     if (!c) throw new Error(`no ${role} ${id}`);
@@ -49,6 +51,7 @@ export async function startCluster(o: { ltcs?: number; stocs?: number; args?: st
       process.kill(p, 'SIGKILL');
       for (let i = 0; i < 500 && isRunning(p, componentDir(dir, role, id)); i++) await new Promise((r) => setTimeout(r, 10));
     },
+    pause: (role, id, stopped) => { process.kill(pid(role, id), stopped ? 'SIGSTOP' : 'SIGCONT'); },
     down: async () => { await down(dir); },
     destroy: async () => {
       client.close();

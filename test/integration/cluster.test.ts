@@ -47,7 +47,7 @@ describe('nova cluster', () => {
     // A batch is atomic within a range and refused across ranges.
     await c.write(c.batch().put(key(1), Buffer.from('b1')).put(key(2), Buffer.from('b2')));
     expect((await c.get(key(2)))!.toString()).toBe('b2');
-    await expect(c.write(c.batch().put(key(1), Buffer.from('x')).put(key(1999), Buffer.from('y')))).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(c.write(c.batch().put(key(1), Buffer.from('x')).put(key(1999), Buffer.from('y')))).rejects.toMatchObject({ code: 'FAILED', reason: 'BAD_ARGUMENT' });
 
     const status = await fetchStatus(readClusterFile(cluster.dir)!.coordinator);
     const ltcs = status.members.filter((m) => m.role === 'ltc');

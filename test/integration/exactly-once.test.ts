@@ -1,0 +1,104 @@
+/**
+ * Exactly-once writes through a cluster of real processes: the issue's history (a write whose
+ * log append reached one replica of three when its LTC was killed, retried after another
+ * client's newer write), session expiry, and what a client's failed write says.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { TcpRpcClient } from '../../src/common/tcp-rpc.js';
+import { NovaClient } from '../../src/client/nova-client.js';
+import { fetchStatus, readClusterFile } from '../../src/cli/cluster-control.js';
+import { startCluster, type TestCluster } from '../helpers/cluster.js';
+
+let cluster: TestCluster | undefined;
+const clients: NovaClient[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  await cluster?.destroy();
+  cluster = undefined;
+});
+
+async function ltcAddress(c: TestCluster): Promise<string> {
+  const status = await fetchStatus(readClusterFile(c.dir)!.coordinator);
+  return status.members.find((m) => m.role === 'ltc')!.address;
+}
+
+describe('exactly-once writes in a cluster', () => {
+  it('a put whose append reached one StoC when the LTC died is replayed once; its retry after a newer write is answered, not applied', async () => {
+    cluster = await startCluster();
+    const k = Buffer.from('the-key');
+    const b = cluster.client;
+    await b.put(k, Buffer.from('before'));
+    // Client A speaks the wire itself, so its retry comes exactly when the test says.
+    const session = [randomBytes(16), 1, 1, 1];
+    const a = await TcpRpcClient.connect(await ltcAddress(cluster), { timeoutMs: 60_000 });
+    // Two of three StoCs stopped: the append of X reaches one replica and waits for a majority.
+    cluster.pause('stoc', 2, true);
+    cluster.pause('stoc', 3, true);
+    const first = a.call('put', [b.configuration.id, k, Buffer.from('X'), session]).catch((err: Error) => err);
+    await new Promise((r) => setTimeout(r, 500));
+    await cluster.kill('ltc', 1);
+    expect(await first).toMatchObject({ code: 'PEER_LOST' });
+    cluster.pause('stoc', 2, false);
+    cluster.pause('stoc', 3, false);
+    await cluster.up();
+    expect((await b.get(k))?.toString()).toBe('X'); // replayed from the replica it reached
+    await b.put(k, Buffer.from('Y'));
+    expect((await b.get(k))?.toString()).toBe('Y');
+    // A's retry: the same session and number. Applying it again would bring X back.
+    const retry = await TcpRpcClient.connect(await ltcAddress(cluster), { timeoutMs: 10_000 });
+    await expect(retry.call('put', [b.configuration.id, k, Buffer.from('X'), session])).resolves.toBeNull();
+    expect((await b.get(k))?.toString()).toBe('Y');
+    type Stats = { sessions: { duplicates: number; sessions: number } };
+    const [stats] = (await b.stats()) as Stats[];
+    expect(stats.sessions.duplicates).toBe(1);
+    expect(stats.sessions.sessions).toBe(2);
+    // A bad session is refused, naming its shape, and applies nothing.
+    for (const bad of [[Buffer.alloc(15), 1, 1, 1], [randomBytes(16), 0, 0, 1], [randomBytes(16), 3, 4, 1], [randomBytes(16), 1, 1, 2], 'x']) {
+      await expect(retry.call('put', [b.configuration.id, k, Buffer.from('Z'), bad])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('a write\'s session is') });
+    }
+    expect((await b.get(k))?.toString()).toBe('Y');
+    a.close();
+    retry.close();
+  });
+
+  it('a client idle past the cluster\'s session timeout is told so by the LTC and goes on in a new session', async () => {
+    cluster = await startCluster({ args: ['--session-timeout-ms', '4000'], clientTimeoutMs: 2000 });
+    const c = cluster.client;
+    await c.put(Buffer.from('a'), Buffer.from('1'));
+    const before = c.sessionInfo;
+    type Stats = { sessions: { sessions: number; expired: number } };
+    const stats = async (): Promise<Stats> => ((await c.stats()) as Stats[])[0];
+    for (const until = Date.now() + 20_000; (await stats()).sessions.expired === 0 && Date.now() < until;) await new Promise((r) => setTimeout(r, 250));
+    expect(await stats()).toMatchObject({ sessions: { sessions: 0, expired: 1 } });
+    await c.put(Buffer.from('a'), Buffer.from('2'));
+    expect(c.sessionInfo.started).toBe(2);
+    expect(c.sessionInfo.id).not.toBe(before.id);
+    expect((await c.get(Buffer.from('a')))?.toString()).toBe('2');
+    // A client whose deadline is not well inside the timeout is refused: its retry could outlive the record.
+    await expect(NovaClient.connect({ dir: cluster.dir, timeoutMs: 3000 })).rejects.toThrow(/must be under half the cluster's sessionTimeoutMs \(4000\)/);
+  });
+
+  it('a failed write says FAILED when it was never sent and UNKNOWN_OUTCOME when it was; the latter may land later', async () => {
+    cluster = await startCluster();
+    const c = await NovaClient.connect({ dir: cluster.dir, timeoutMs: 1500 });
+    clients.push(c);
+    await c.put(Buffer.from('k'), Buffer.from('v0'));
+    // The LTC stopped: the put is sent and never answered by its deadline.
+    cluster.pause('ltc', 1, true);
+    await expect(c.put(Buffer.from('k'), Buffer.from('v1'))).rejects.toMatchObject({ code: 'UNKNOWN_OUTCOME', reason: 'DEADLINE_EXCEEDED' });
+    cluster.pause('ltc', 1, false);
+    // It was in the LTC's socket: it is applied once the LTC runs again.
+    const until = Date.now() + 10_000;
+    while ((await c.get(Buffer.from('k')))?.toString() !== 'v1' && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    expect((await c.get(Buffer.from('k')))?.toString()).toBe('v1');
+    // The LTC dead: no attempt reaches it (a new client: the old one's connection may not know yet).
+    await cluster.kill('ltc', 1);
+    const fresh = await NovaClient.connect({ dir: cluster.dir, timeoutMs: 1500 });
+    clients.push(fresh);
+    await expect(fresh.put(Buffer.from('k'), Buffer.from('v2'))).rejects.toMatchObject({ code: 'FAILED', reason: 'DEADLINE_EXCEEDED' });
+    await cluster.up();
+    expect((await c.get(Buffer.from('k')))?.toString()).toBe('v1');
+    await expect(c.put(Buffer.alloc(5000), Buffer.from('v'))).rejects.toMatchObject({ code: 'FAILED', reason: 'BAD_ARGUMENT' });
+  });
+});
