@@ -2,7 +2,7 @@
  * `nova`: the program's one command. Subcommands are added here as the components land.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportReports } from '../../bench/transport.js';
@@ -16,6 +16,8 @@ import { compareTable, runTable, sessionHtml } from '../../bench/ycsb/report.js'
 import { compareRows, runSession } from '../../bench/ycsb/session.js';
 import { WORKLOADS, parseWorkload } from '../../bench/ycsb/workload.js';
 import { checkFile, dumpFile, printable, type FileKind } from '../tools/inspect.js';
+import { FAULT_KINDS, runFaults, type FaultKind } from '../../bench/faults/runner.js';
+import { faultHtml, faultSummary } from '../../bench/faults/report.js';
 import { addClusterCommands } from './cluster-commands.js';
 import { intList, nonNegativeInt, positiveInt, positiveNumber } from './args.js';
 
@@ -71,6 +73,31 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     }
     process.exitCode = 1;
   }
+}
+
+/** Writes `lines` to `file`, a line each, without holding them all. */
+function writeLines(file: string, lines: Iterable<string>): void {
+  const fd = openSync(file, 'w');
+  try {
+    let chunk: string[] = [];
+    for (const line of lines) {
+      chunk.push(line);
+      if (chunk.length === 10_000) {
+        writeSync(fd, chunk.join('\n') + '\n');
+        chunk = [];
+      }
+    }
+    if (chunk.length > 0) writeSync(fd, chunk.join('\n') + '\n');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** "LO-HI" milliseconds. */
+function span(text: string, flag: string): [number, number] {
+  const m = /^(\d+)-(\d+)$/.exec(text.trim());
+  if (!m || Number(m[1]) > Number(m[2])) throw new InvalidArgumentError(`${flag} takes LO-HI in milliseconds (such as 3000-6000), not "${text}"`);
+  return [Number(m[1]), Number(m[2])];
 }
 
 export function buildProgram(): Command {
@@ -225,6 +252,45 @@ export function buildProgram(): Command {
       const baseline = opts.baseline ?? engines[0];
       if (!engines.includes(baseline)) throw new Error(`baseline ${baseline} is not among the engines`);
       await ycsbSession(opts, engines, opts.workloads.split(','), opts.dists.split(','), baseline, opts.rounds);
+    });
+
+  bench.command('faults')
+    .description('clients on a few keys under injected faults (SIGKILL and SIGSTOP of LTC, StoCs, coordinator); every operation recorded and the history checked for linearizability; exit 1 on a violation')
+    .option('--duration <s>', 'seconds of faults', positiveNumber, 60)
+    .option('--seed <n>', 'seed of the fault schedule and the clients\' choices (printed; a replay takes the same steps)', nonNegativeInt)
+    .option('--clients <n>', 'client sessions', positiveInt, 8)
+    .option('--keys <n>', 'keys they share', positiveInt, 20)
+    .option('--depth <n>', 'requests outstanding per client in its pipelined phases', positiveInt, 64)
+    .option('--pipelined <share>', 'share of the time a client is in a pipelined phase (phases last 5 s)', positiveNumber, 0.5)
+    .option('--faults <list>', `fault kinds, comma-separated: ${FAULT_KINDS.join(', ')}`, FAULT_KINDS.join(','))
+    .option('--fault-every <lo-hi>', 'milliseconds between faults', '3000-6000')
+    .option('--stop-for <lo-hi>', 'milliseconds a SIGSTOP lasts', '2000-15000')
+    .option('--dir <path>', 'where the cluster runs (kept); default: a temporary directory, removed after')
+    .option('--history <file>', 'also write every operation as JSON lines to <file>')
+    .option('--json <file>', 'also write the figures as JSON to <file>')
+    .option('--html <file>', 'also write an HTML report (operations per second, faults) to <file>')
+    .action(async (opts: { duration: number; seed?: number; clients: number; keys: number; depth: number; pipelined: number; faults: string;
+      faultEvery: string; stopFor: string; dir?: string; history?: string; json?: string; html?: string }) => {
+      const kinds = opts.faults.split(',').map((f) => f.trim()).filter(Boolean);
+      for (const k of kinds) if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new InvalidArgumentError(`unknown fault "${k}": use ${FAULT_KINDS.join(', ')}`);
+      const seed = opts.seed ?? Math.floor(Math.random() * 1_000_000);
+      console.log(`seed ${seed} (replay: --seed ${seed})`);
+      const result = await runFaults({
+        seed, durationMs: opts.duration * 1000, clients: opts.clients, keys: opts.keys, depth: opts.depth, pipelinedShare: Math.min(1, opts.pipelined),
+        faults: kinds as FaultKind[], faultEveryMs: span(opts.faultEvery, '--fault-every'), stopMs: span(opts.stopFor, '--stop-for'), dir: opts.dir,
+        keep: opts.dir !== undefined, onHistory: opts.history ? (lines) => writeLines(opts.history!, lines) : undefined,
+        progress: (line) => process.stderr.write(`${line}\n`),
+      });
+      for (const line of faultSummary(result)) console.log(line);
+      if (opts.json) {
+        writeFileSync(opts.json, JSON.stringify(result, null, 2));
+        console.log(`results written to ${opts.json}`);
+      }
+      if (opts.html) {
+        writeFileSync(opts.html, faultHtml(result));
+        console.log(`report written to ${opts.html}`);
+      }
+      if (result.check.violations.length > 0 || result.check.undecided.length > 0) process.exitCode = 1;
     });
 
   bench.command('micro')
