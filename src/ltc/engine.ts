@@ -48,7 +48,7 @@ import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
 import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
-import { MAX_SESSIONS, MAX_WINDOW, SessionTable, type SessionRef, type SessionStats } from './sessions.js';
+import { MAX_ENTRIES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type SessionRef, type SessionStats } from './sessions.js';
 import { LEVELS, jobFor, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 import { mergeTables, type MergeJob } from './merge.js';
 import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
@@ -108,6 +108,12 @@ export interface EngineOptions {
    * within it (NovaClient: under half), or a retry could outlive the record of its original.
    */
   sessionTimeoutMs?: number;
+  /**
+   * A MANIFEST that has grown past this many bytes (default 16 MiB), and past twice the edit
+   * that states the whole tree, moves to a new file that starts with that edit: every flush
+   * appends the session table, and recovery reads the whole file (Pebble's MaxManifestFileSize).
+   */
+  maxManifestBytes?: number;
   /** Size target of L1 in bytes (default 10 memtables); each deeper level ×10. */
   l1Bytes?: number;
   /**
@@ -242,6 +248,8 @@ export class Engine {
   private manifestFailure: Error | undefined; // an append failed: no edit may follow
   private manifestState = new ManifestState(); // what the live MANIFEST's edits say
   private lastManifestRoll = 0;
+  private manifestBytes = 0; // appended to the live MANIFEST
+  private manifestBaseBytes = 0; // of its first edit, the whole tree
   private manifestInstalled = false; // open installed its MANIFEST: it may move on (rollManifest)
   private nextFile = 1;
   private lastSequence = 0;
@@ -291,6 +299,7 @@ export class Engine {
       l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
       idleCompactionMs: options.idleCompactionMs ?? 250,
       sessionTimeoutMs: options.sessionTimeoutMs ?? 300_000,
+      maxManifestBytes: options.maxManifestBytes ?? 16 * 1024 * 1024,
       l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
       limits: options.limits ?? DEFAULT_LIMITS,
       onWarning: options.onWarning,
@@ -307,8 +316,9 @@ export class Engine {
     if (!(Number.isInteger(o.l0Trigger) && o.l0Trigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0Trigger must be an integer >= 1, not ${o.l0Trigger}`);
     if (!(Number.isInteger(o.l0ScanTrigger) && o.l0ScanTrigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0ScanTrigger must be an integer >= 1, not ${o.l0ScanTrigger}`);
     if (!(Number.isInteger(o.idleCompactionMs) && o.idleCompactionMs >= 0)) throw new NovaError('BAD_ARGUMENT', `idleCompactionMs must be an integer >= 0, not ${o.idleCompactionMs}`);
+    if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
     if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
-    this.sessions = new SessionTable({ timeoutMs: o.sessionTimeoutMs, maxSessions: MAX_SESSIONS, maxWindow: MAX_WINDOW });
+    this.sessions = new SessionTable({ timeoutMs: o.sessionTimeoutMs, maxSessions: MAX_SESSIONS, maxWindow: MAX_WINDOW, maxEntries: MAX_ENTRIES });
     if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
     this.env = options.env ?? localEnv(dir);
     this.store = this.env.store;
@@ -927,25 +937,29 @@ export class Engine {
       // fdatasync): an edit after it could be dropped by recovery along with the tear, while
       // what it allowed (deleting a compaction's inputs) has happened. So none follows.
       if (this.manifestFailure) throw this.manifestFailure;
-      await this.manifest.append([encodeEdit(edit)], true);
+      const record = encodeEdit(edit);
+      await this.manifest.append([record], true);
+      if (this.manifestBytes === 0) this.manifestBaseBytes = record.length;
+      this.manifestBytes += record.length;
       this.manifestState.apply(edit);
-      if (this.manifestInstalled && this.manifest.degraded && Date.now() - this.lastManifestRoll >= MANIFEST_ROLL_INTERVAL_MS) {
-        await this.rollManifest();
-      }
+      if (!this.manifestInstalled) return;
+      if (this.manifest.degraded && Date.now() - this.lastManifestRoll >= MANIFEST_ROLL_INTERVAL_MS) await this.rollManifest('replicas');
+      else if (this.manifestBytes >= Math.max(this.options.maxManifestBytes, 2 * this.manifestBaseBytes)) await this.rollManifest('size');
     });
     this.manifestChain = run.catch((err: unknown) => { this.manifestFailure ??= err as Error; });
     await run;
   }
 
   /**
-   * Moves the MANIFEST to a new file stating the whole tree, on StoCs that answer, when the
-   * current one lost replicas (a StoC died): otherwise the next StoC lost could take the
-   * range's last MANIFEST with it. Runs in the MANIFEST chain, so the state it states is
-   * exactly what the edits so far say. If the new file cannot be made, the current one goes
-   * on; once its first edit may be whole, the new file may be chosen at recovery (it is the
-   * highest-numbered), so from there only the new one is written, or nothing more.
+   * Moves the MANIFEST to a new file stating the whole tree, on StoCs that answer: when the
+   * current one lost replicas (a StoC died; otherwise the next StoC lost could take the
+   * range's last MANIFEST with it), or grew past maxManifestBytes. Runs in the MANIFEST
+   * chain, so the state it states is exactly what the edits so far say. If the new file
+   * cannot be made, the current one goes on; once its first edit may be whole, the new file
+   * may be chosen at recovery (it is the highest-numbered), so from there only the new one is
+   * written, or nothing more.
    */
-  private async rollManifest(): Promise<void> {
+  private async rollManifest(why: 'replicas' | 'size'): Promise<void> {
     this.lastManifestRoll = Date.now();
     const file = this.nextFile++;
     let next: LogWriter;
@@ -955,21 +969,26 @@ export class Engine {
       this.warn(`MANIFEST ${file} not started (${(err as Error).message}); the current one goes on with fewer replicas`);
       return;
     }
-    if ((next.replicaCount ?? 0) <= (this.manifest.replicaCount ?? 0)) {
-      // No more StoCs answered than before (a dead one still looks healthy for a while): keep
-      // the current one. The new file holds no record, so no recovery ever chooses it.
+    const [now, then] = [next.replicaCount ?? 0, this.manifest.replicaCount ?? 0];
+    if (why === 'replicas' ? now <= then : now < then) {
+      // No more StoCs answered than before (a dead one still looks healthy for a while), or
+      // fewer than the current one has: keep the current one. The new file holds no record,
+      // so no recovery ever chooses it.
       await next.close();
       return;
     }
     const snapshot = this.manifestState.snapshot();
     snapshot.nextFile = Math.max(snapshot.nextFile ?? 0, this.nextFile);
-    await next.append([encodeEdit(snapshot)], true); // a failure here ends the chain (the caller records it)
+    const record = encodeEdit(snapshot);
+    await next.append([record], true); // a failure here ends the chain (the caller records it)
+    this.manifestBytes = this.manifestBaseBytes = record.length;
     this.manifestState.apply(snapshot);
     const old = this.manifest;
     this.manifest = next;
     await old.close();
     this.counts.manifestRolls++;
-    this.warn(`MANIFEST moved to ${file}: the previous one had lost replicas`);
+    if (why === 'replicas') this.warn(`MANIFEST moved to ${file}: the previous one had lost replicas`);
+    else this.options.onNote?.(`MANIFEST moved to ${file}: the previous one passed ${this.options.maxManifestBytes} bytes`);
     await this.env.manifests.install(file).catch((err: Error) => this.warn(`older MANIFESTs not all removed: ${err.message}`));
   }
 

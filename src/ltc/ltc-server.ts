@@ -26,7 +26,7 @@ import { NoLogStore } from '../logc/no-log-store.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
-import { CLIENT_ID_BYTES, type SessionRef } from './sessions.js';
+import { checkSessionRef, type SessionRef } from './sessions.js';
 import { LocalManifestStore, type LogStore } from './local-store.js';
 import { StocBlockStore } from './stoc-block-store.js';
 import { StocCompactor } from './stoc-compactor.js';
@@ -324,20 +324,17 @@ function asKey(x: unknown): Buffer {
 
 /**
  * A write's session (doc/format/wire.md): [client id (16 bytes), write number, floor, open (0|1)],
- * or nil for a write no client numbered.
+ * or nil for a write no client numbered. Its values are checked where it is used (SessionTable).
  */
 function asSession(x: unknown): SessionRef | undefined {
   if (x === undefined || x === null) return undefined;
-  const bad = (why: string): never => {
-    throw new NovaError('BAD_ARGUMENT', `a write's session is [client id of ${CLIENT_ID_BYTES} bytes, write number >= 1, floor in 1..number, open 0 or 1]: ${why}`);
-  };
-  if (!Array.isArray(x) || x.length !== 4) return bad('not a list of four');
-  const [client, seq, floor, open] = x as unknown[];
-  if (!(client instanceof Uint8Array) || client.length !== CLIENT_ID_BYTES) return bad('bad client id');
-  if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) return bad(`write number ${String(seq)}`);
-  if (typeof floor !== 'number' || !Number.isSafeInteger(floor) || floor < 1 || floor > seq) return bad(`floor ${String(floor)} for write ${seq}`);
-  if (open !== 0 && open !== 1) return bad(`open ${String(open)}`);
-  return { client: Buffer.from(client.buffer, client.byteOffset, client.byteLength), seq, floor, open: open === 1 };
+  const [client, seq, floor, open] = Array.isArray(x) && x.length === 4 ? x as unknown[] : [];
+  const ref = {
+    client: client instanceof Uint8Array ? Buffer.from(client.buffer, client.byteOffset, client.byteLength) : client,
+    seq, floor, open: open === 1 ? true : open === 0 ? false : open,
+  } as SessionRef;
+  checkSessionRef(ref);
+  return ref;
 }
 
 function asValue(x: unknown): Buffer {

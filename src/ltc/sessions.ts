@@ -13,8 +13,8 @@
  * - otherwise: applied, and recorded.
  *
  * Bounds: a session whose client has sent this range no write for `timeoutMs` of the
- * table's clock expires; at most `maxSessions` sessions and `maxWindow` applied numbers per
- * session. A write of a client the table does not know is accepted only if the client says
+ * table's clock expires; at most `maxSessions` sessions, `maxWindow` applied numbers per
+ * session and `maxEntries` in all (BUSY past them). A write of a client the table does not know is accepted only if the client says
  * it has had no write acknowledged here in this session (`open`); otherwise its session
  * expired here and it is told so (SESSION_EXPIRED), never applied.
  *
@@ -51,12 +51,16 @@ export interface SessionLimits {
   maxSessions: number;
   /** Applied numbers kept per session (at or above its floor). */
   maxWindow: number;
+  /** Applied numbers kept over all sessions. */
+  maxEntries: number;
 }
 
 /** Sessions a range keeps at most; past it new clients are refused (BUSY) until some expire. */
 export const MAX_SESSIONS = 100_000;
 /** Applied numbers kept per session; NovaClient keeps its windows below it (SESSION_WINDOW). */
 export const MAX_WINDOW = 65_536;
+/** Applied numbers a range keeps over all its sessions (a few MiB of memory, and of each flush's edit). */
+export const MAX_ENTRIES = 262_144;
 /** One step of the clock at most: time beyond it between steps was a pause, not idleness. */
 export const MAX_CLOCK_STEP_MS = 2_000;
 
@@ -90,14 +94,14 @@ export interface SessionStats {
 export class SessionTable {
   private readonly sessions = new Map<string, Session>();
   private clock = 0;
+  /** Numbers in every session's `applied`, those below a floor not yet dropped included. */
+  private entries = 0;
   private readonly counts = { duplicates: 0, expired: 0 };
 
   constructor(private readonly limits: SessionLimits) {}
 
   get stats(): SessionStats {
-    let entries = 0;
-    for (const s of this.sessions.values()) entries += prune(s);
-    return { sessions: this.sessions.size, entries, ...this.counts };
+    return { sessions: this.sessions.size, entries: this.entries, ...this.counts };
   }
 
   /**
@@ -106,6 +110,7 @@ export class SessionTable {
    * the floor) or BUSY (a bound); then the write must not be applied.
    */
   admit(ref: SessionRef): Admission {
+    checkSessionRef(ref);
     const id = key(ref.client);
     let s = this.sessions.get(id);
     if (!s) {
@@ -119,7 +124,7 @@ export class SessionTable {
       this.sessions.set(id, s);
     }
     s.lastActive = this.clock;
-    raiseFloor(s, ref.floor);
+    this.raiseFloor(s, ref.floor);
     if (ref.seq < s.floor) {
       throw new NovaError('BAD_ARGUMENT', `write ${ref.seq} of client session ${ref.client.toString('hex')} is below its floor ${s.floor}: the client has finished with it; not applied`);
     }
@@ -132,8 +137,15 @@ export class SessionTable {
       this.counts.duplicates++;
       return original;
     }
-    if (s.applied.size + (s.pending?.size ?? 0) >= this.limits.maxWindow && prune(s) + (s.pending?.size ?? 0) >= this.limits.maxWindow) {
+    const inFlight = s.pending?.size ?? 0;
+    if (s.applied.size + inFlight >= this.limits.maxWindow && this.prune(s) + inFlight >= this.limits.maxWindow) {
       throw new NovaError('BUSY', `client session ${ref.client.toString('hex')} has ${this.limits.maxWindow} writes applied here above its oldest unfinished one (${s.floor}): finish that one first`);
+    }
+    if (this.entries >= this.limits.maxEntries) {
+      for (const other of this.sessions.values()) this.prune(other);
+      if (this.entries >= this.limits.maxEntries) {
+        throw new NovaError('BUSY', `client sessions hold ${this.entries} applied writes here, the most a range keeps; they are released as clients finish writes or go idle`);
+      }
     }
     return 'apply';
   }
@@ -149,21 +161,28 @@ export class SessionTable {
     const s = this.sessions.get(key(ref.client));
     if (!s) return;
     s.pending?.delete(ref.seq);
-    if (ref.seq >= s.floor) s.applied.add(ref.seq);
+    this.add(s, ref.seq);
   }
 
-  /** The write begun for `ref` failed; whether its record is in a log, only a reopen can tell. */
+  /**
+   * The write begun for `ref` was not applied here, or may be in a log but the engine failed
+   * (it refuses work until a reopen rebuilds the table from the logs).
+   */
   failed(ref: SessionRef): void {
     this.sessions.get(key(ref.client))?.pending?.delete(ref.seq);
   }
 
-  /** A write found in a log at recovery: applied. */
+  /**
+   * A write found in a log at recovery: applied, and its session active now (the record is
+   * newer than any idle time a snapshot gave it).
+   */
   replay(ref: SessionRef): void {
     const id = key(ref.client);
     let s = this.sessions.get(id);
     if (!s) this.sessions.set(id, s = newSession(this.clock));
-    raiseFloor(s, ref.floor);
-    if (ref.seq >= s.floor) s.applied.add(ref.seq);
+    s.lastActive = this.clock;
+    this.raiseFloor(s, ref.floor);
+    this.add(s, ref.seq);
   }
 
   /**
@@ -175,6 +194,7 @@ export class SessionTable {
     for (const [id, s] of this.sessions) {
       if (this.clock - s.lastActive >= this.limits.timeoutMs && !s.pending?.size) {
         this.sessions.delete(id);
+        this.entries -= s.applied.size;
         this.counts.expired++;
       }
     }
@@ -213,10 +233,49 @@ export class SessionTable {
       const id = key(d.client);
       let s = this.sessions.get(id);
       if (!s) this.sessions.set(id, s = newSession(this.clock - d.idleMs));
-      raiseFloor(s, d.floor);
-      for (const q of d.applied) if (q >= s.floor) s.applied.add(q);
+      this.raiseFloor(s, d.floor);
+      for (const q of d.applied) this.add(s, q);
     }
   }
+
+  /** Records `seq` as applied in `s` unless it is below the floor. */
+  private add(s: Session, seq: number): void {
+    if (seq < s.floor || s.applied.has(seq)) return;
+    s.applied.add(seq);
+    this.entries++;
+  }
+
+  private raiseFloor(s: Session, floor: number): void {
+    if (floor <= s.floor) return;
+    s.floor = floor;
+    if (s.applied.size >= s.pruneAt) this.prune(s);
+  }
+
+  /** Drops applied numbers below the floor; the count left. */
+  private prune(s: Session): number {
+    for (const q of s.applied) {
+      if (q < s.floor) {
+        s.applied.delete(q);
+        this.entries--;
+      }
+    }
+    s.pruneAt = 2 * s.applied.size + 64;
+    return s.applied.size;
+  }
+}
+
+/**
+ * Checks a SessionRef's shape: BAD_ARGUMENT naming what is wrong (a table keyed by a bad id
+ * would write a snapshot no reader accepts).
+ */
+export function checkSessionRef(ref: SessionRef): void {
+  const bad = (why: string): never => {
+    throw new NovaError('BAD_ARGUMENT', `a write's session is a client id of ${CLIENT_ID_BYTES} bytes, a write number >= 1, a floor in 1..number and an open flag: ${why}`);
+  };
+  if (!Buffer.isBuffer(ref.client) || ref.client.length !== CLIENT_ID_BYTES) bad('bad client id');
+  if (!Number.isSafeInteger(ref.seq) || ref.seq < 1) bad(`write number ${String(ref.seq)}`);
+  if (!Number.isSafeInteger(ref.floor) || ref.floor < 1 || ref.floor > ref.seq) bad(`floor ${String(ref.floor)} for write ${ref.seq}`);
+  if (typeof ref.open !== 'boolean') bad(`open ${String(ref.open)}`);
 }
 
 export interface DecodedSession {
@@ -273,17 +332,4 @@ function key(client: Buffer): string {
 
 function newSession(lastActive: number): Session {
   return { floor: 0, applied: new Set(), pruneAt: 64, pending: undefined, lastActive };
-}
-
-function raiseFloor(s: Session, floor: number): void {
-  if (floor <= s.floor) return;
-  s.floor = floor;
-  if (s.applied.size >= s.pruneAt) prune(s);
-}
-
-/** Drops applied numbers below the floor; the count left. */
-function prune(s: Session): number {
-  for (const q of s.applied) if (q < s.floor) s.applied.delete(q);
-  s.pruneAt = 2 * s.applied.size + 64;
-  return s.applied.size;
 }

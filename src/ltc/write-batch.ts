@@ -25,7 +25,7 @@ const V2_HEADER = 18;
 const FLAG_SESSION = 1;
 const SESSION_BYTES = CLIENT_ID_BYTES + 16;
 /** Room reserved before the entries: the longest header. A record starts where its header does. */
-const HEADER = V2_HEADER + SESSION_BYTES;
+const RESERVED = V2_HEADER + SESSION_BYTES;
 
 export interface Limits {
   /** Largest key, bytes. */
@@ -46,7 +46,7 @@ export type EntryFn = (type: ValueType, key: Buffer, value: Buffer) => void;
 
 export class WriteBatch {
   /**
-   * The log record itself (LevelDB's WriteBatch rep): HEADER bytes, filled in by encode(),
+   * The log record itself (LevelDB's WriteBatch rep): RESERVED bytes, the header filled in by encode(),
    * then the entries. Encoding then copies nothing.
    */
   private readonly rep: ByteBuilder;
@@ -54,8 +54,8 @@ export class WriteBatch {
 
   /** `capacity`: bytes of entries expected (the record grows past it as needed). */
   constructor(private readonly limits: Limits = DEFAULT_LIMITS, capacity = 256) {
-    this.rep = new ByteBuilder(HEADER + capacity);
-    this.rep.zeros(HEADER);
+    this.rep = new ByteBuilder(RESERVED + capacity);
+    this.rep.zeros(RESERVED);
   }
 
   /** Entry bytes for a batch of one put of `key` and `value` (its exact capacity). */
@@ -69,7 +69,7 @@ export class WriteBatch {
 
   /** Bytes of the encoded entries (without the header). */
   get byteSize(): number {
-    return this.rep.length - HEADER;
+    return this.rep.length - RESERVED;
   }
 
   put(key: Uint8Array, value: Uint8Array): this {
@@ -95,14 +95,14 @@ export class WriteBatch {
   /** An independent copy. */
   clone(): WriteBatch {
     const c = new WriteBatch(this.limits, this.byteSize);
-    c.rep.bytes(this.rep.view(), HEADER);
+    c.rep.bytes(this.rep.view(), RESERVED);
     c.n = this.n;
     return c;
   }
 
   clear(): void {
     this.rep.reset();
-    this.rep.zeros(HEADER);
+    this.rep.zeros(RESERVED);
     this.n = 0;
   }
 
@@ -110,14 +110,14 @@ export class WriteBatch {
   firstKey(): Buffer | undefined {
     if (this.n === 0) return undefined;
     const b = this.rep.view();
-    const c = { at: HEADER + 1 }; // after the type byte
+    const c = { at: RESERVED + 1 }; // after the type byte
     const klen = readVarint(b, c, b.length);
     return b.subarray(c.at, c.at + klen);
   }
 
   /** Calls `fn` for each entry in order; keys and values are views into the batch. */
   forEach(fn: EntryFn): void {
-    forEachEntry(this.rep.view(), HEADER, 'write batch', fn);
+    forEachEntry(this.rep.view(), RESERVED, 'write batch', fn);
   }
 
   /**

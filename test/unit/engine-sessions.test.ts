@@ -142,6 +142,27 @@ describe('engine: exactly-once writes', () => {
     expect((await db.get(k))!.toString()).toBe('X');
   });
 
+  it('a MANIFEST grown past maxManifestBytes moves to a new one; the tree and the sessions come back from it', async () => {
+    const dir = tempDir();
+    let db = await openEngine(dir, { memtableBytes: 4096, maxManifestBytes: 1024, l0Trigger: 100 });
+    for (let i = 1; i <= 200; i++) await db.put(Buffer.from(`k${i % 50}`), Buffer.alloc(300, i), { session: ref(A, i, i) });
+    await db.flush();
+    expect(db.stats.manifestRolls).toBeGreaterThan(0);
+    db = await reopen(db, dir, { memtableBytes: 4096, maxManifestBytes: 1024, l0Trigger: 100 });
+    const seq = db.stats.lastSequence;
+    await db.put(Buffer.from('k1'), X, { session: ref(A, 200, 200, false) }); // a retry of the last write
+    expect(db.stats.lastSequence).toBe(seq);
+    expect((await db.get(Buffer.from('k0')))!.equals(Buffer.alloc(300, 200))).toBe(true);
+  });
+
+  it('refuses a malformed session, and goes on', async () => {
+    const db = await openEngine(tempDir());
+    await expect(db.put(k, X, { session: { client: Buffer.alloc(8), seq: 1, floor: 1, open: true } })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(db.put(k, X, { session: ref(A, 2, 3) })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await db.put(k, Y, { session: ref(A, 1) });
+    expect((await db.get(k))!.toString()).toBe('Y');
+  });
+
   it('a session idle for sessionTimeoutMs expires: its client is told, and nothing is applied', async () => {
     const db = await openEngine(tempDir(), { sessionTimeoutMs: 1000 });
     await db.put(k, X, { session: ref(A, 1) });

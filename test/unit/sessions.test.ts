@@ -7,7 +7,7 @@ import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, type SessionRef } from
 
 const A = Buffer.alloc(16, 0xaa);
 const B = Buffer.alloc(16, 0xbb);
-const limits = { timeoutMs: 10_000, maxSessions: 100, maxWindow: 1000 };
+const limits = { timeoutMs: 10_000, maxSessions: 100, maxWindow: 1000, maxEntries: 100_000 };
 
 function ref(client: Buffer, seq: number, floor = 1, open = true): SessionRef {
   return { client, seq, floor, open };
@@ -47,11 +47,10 @@ describe('session table', () => {
     for (let i = 1; i <= 5; i++) apply(t, ref(A, i));
     apply(t, ref(A, 7, 4));
     expect(t.admit(ref(A, 4, 4))).toBe('applied');
-    expect(() => t.admit(ref(A, 3, 4))).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/write 3 .* below its floor 4/) }));
+    expect(() => t.admit(ref(A, 3, 3))).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/write 3 .* below its floor 4/) }));
     // An older floor (a frame that waited) lowers nothing.
     expect(t.admit(ref(A, 5, 2))).toBe('applied');
     expect(() => t.admit(ref(A, 2, 2))).toThrow(/below its floor 4/);
-    expect(t.stats.entries).toBe(3); // 4, 5, 7
   });
 
   it('a client it does not know must be opening a session; else its session expired and it is told so', () => {
@@ -78,14 +77,41 @@ describe('session table', () => {
     expect(t.stats).toMatchObject({ sessions: 0, expired: 2 });
   });
 
-  it('is bounded: sessions, and applied writes per session (those below the floor are dropped first)', () => {
-    const t = new SessionTable({ timeoutMs: 10_000, maxSessions: 3, maxWindow: 4 });
-    for (let c = 0; c < 3; c++) apply(t, ref(Buffer.alloc(16, c), 1));
+  it('is bounded: sessions, applied writes per session and in all (those below a floor are dropped first)', () => {
+    const t = new SessionTable({ timeoutMs: 10_000, maxSessions: 3, maxWindow: 4, maxEntries: 8 });
+    const [c0, c1, c2] = [0, 1, 2].map((c) => Buffer.alloc(16, c));
+    for (const c of [c0, c1, c2]) apply(t, ref(c, 1));
     expect(() => t.admit(ref(A, 1))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/3 client sessions/) }));
-    const c0 = Buffer.alloc(16, 0);
     for (let i = 2; i <= 4; i++) apply(t, ref(c0, i));
     expect(() => t.admit(ref(c0, 5))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/finish that one first/) }));
-    expect(t.admit(ref(c0, 5, 3))).toBe('apply'); // 1 and 2 finished: room again
+    apply(t, ref(c0, 5, 3)); // 1 and 2 finished: room again
+    expect(t.stats.entries).toBe(5); // c0: 3, 4, 5; c1: 1; c2: 1
+    apply(t, ref(c1, 2));
+    apply(t, ref(c1, 3));
+    apply(t, ref(c2, 2));
+    expect(() => t.admit(ref(c2, 3))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/8 applied writes here/) }));
+    apply(t, ref(c1, 4, 3)); // c1's 1 and 2 finished: dropped, room in all
+    expect(t.stats.entries).toBe(7);
+  });
+
+  it('refuses a malformed session, naming what is wrong', () => {
+    const t = new SessionTable(limits);
+    for (const r of [ref(Buffer.alloc(15), 1), ref(A, 0), ref(A, 1.5), ref(A, 3, 4), ref(A, 3, 0), { ...ref(A, 1), open: 1 as unknown as boolean }]) {
+      expect(() => t.admit(r)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringContaining('a write\'s session is') }));
+    }
+    expect(t.stats.sessions).toBe(0);
+  });
+
+  it('a write replayed from a log makes its session active, whatever idle time the snapshot gave it', () => {
+    const t = new SessionTable(limits);
+    apply(t, ref(A, 1));
+    for (let i = 0; i < 9; i++) t.advance(1000); // idle 9 s of 10 when a flush wrote the table
+    const snapshot = t.encode();
+    const u = new SessionTable(limits); // the reopen: the snapshot, then the logs
+    u.load(snapshot, 'M');
+    u.replay(ref(A, 2, 1, false));
+    for (let i = 0; i < 9; i++) u.advance(1000);
+    expect(u.admit(ref(A, 2, 1, false))).toBe('applied'); // the client's retry, 9 s on
   });
 
   it('round-trips its snapshot; loading merges floors, applied writes and idle times', () => {
@@ -103,7 +129,7 @@ describe('session table', () => {
     u.load(bytes, 'M');
     expect(u.admit(ref(A, 9, 4, false))).toBe('applied');
     expect(u.admit(ref(A, 11, 4, false))).toBe('applied');
-    expect(() => u.admit(ref(A, 3, 4, false))).toThrow(/below its floor 4/);
+    expect(() => u.admit(ref(A, 3, 3, false))).toThrow(/below its floor 4/);
     expect(u.admit(ref(B, 1, 1, false))).toBe('applied');
     // B was idle 1.5 s when saved; it expires 8.5 s later, not 10.
     const v = new SessionTable(limits);
