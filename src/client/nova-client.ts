@@ -15,8 +15,9 @@
  * inside the deadline is always safe. A write that fails in the end says which it was: FAILED
  * (certainly not applied) or UNKNOWN_OUTCOME (it may have been, or may yet be, applied).
  * An LTC that no longer knows the session (idle past the cluster's sessionTimeoutMs) answers
- * SESSION_EXPIRED, which applies nothing; the client then starts a new session and sends the
- * write again under it.
+ * SESSION_EXPIRED to that attempt, which applies nothing; the client then starts a new
+ * session and sends the write again under it — unless an earlier attempt may have applied it:
+ * that can no longer be asked, so the write ends UNKNOWN_OUTCOME.
  *
  * With each write to a range the client sends its floor there: the lowest number among its
  * writes to that range still unfinished (sent and neither answered nor given up). The LTC
@@ -60,9 +61,9 @@ const RETRY_MAX_MS = 500;
 const SESSION_WINDOW = 32_768;
 const CLIENT_ID_BYTES = 16;
 /**
- * Errors an LTC answers before a write enters its range's commit queue, so an attempt
- * answered with one certainly did not apply the write (ltc-server.ts: routing, argument and
- * session checks; Engine.enqueue).
+ * Errors an LTC answers only for a write whose log record was never appended, so an attempt
+ * answered with one certainly did not apply it (ltc-server.ts: routing, argument and session
+ * checks; Engine.enqueue and a queue refused before its round appended).
  */
 const NOT_APPLIED: ReadonlySet<string> = new Set<ErrorCode>(['STALE_CONFIG', 'UNAVAILABLE', 'BAD_ARGUMENT', 'SESSION_EXPIRED', 'BUSY', 'UNKNOWN_METHOD', 'CLOSED']);
 /** Errors a retry cannot mend: the call fails at once. */
@@ -123,6 +124,14 @@ class Window {
   }
 }
 
+/** Puts `w`'s number in range `range`'s window (moving it from the last one it was sent to). */
+function track(w: WriteState, range: number): void {
+  if (w.range === range) return;
+  if (w.range !== undefined) w.session.window(w.range).finish(w.seq);
+  w.session.window(range).add(w.seq);
+  w.range = range;
+}
+
 /** One write's progress over its attempts. */
 interface WriteState {
   session: Session;
@@ -165,7 +174,7 @@ export class NovaClient {
     const c = new NovaClient(o);
     await c.refresh();
     const expiry = c.config.settings.sessionTimeoutMs;
-    if (c.timeoutMs * 2 > expiry) {
+    if (c.timeoutMs * 2 >= expiry) {
       c.close();
       throw new NovaError('BAD_ARGUMENT', `timeoutMs ${c.timeoutMs} must be under half the cluster's sessionTimeoutMs (${expiry}): a retry must not outlive the LTC's record of its write`);
     }
@@ -284,11 +293,6 @@ export class NovaClient {
     try {
       await this.attempt(op, key, (id, range) => {
         const window = w.session.window(range);
-        if (w.range !== range) {
-          if (w.range !== undefined) w.session.window(w.range).finish(w.seq);
-          window.add(w.seq);
-          w.range = range;
-        }
         return args(id, [w.session.id, w.seq, window.floor!, window.acked ? 0 : 1]);
       }, w);
       w.session.window(w.range!).acked = true;
@@ -314,6 +318,9 @@ export class NovaClient {
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new NovaError('CLOSED', 'client is closed');
       const range = rangeOf(this.config, key);
+      // The write's number is in its range's window before anything awaits: a later write sent
+      // meanwhile must not carry a floor above it (the LTC would refuse its retry).
+      if (w) track(w, range.id);
       const ltc = memberOf(this.config, 'ltc', range.ltc);
       let error: NovaError;
       let sent = false;
@@ -321,7 +328,7 @@ export class NovaClient {
         error = new NovaError('UNAVAILABLE', `LTC ${range.ltc} (range ${range.id}) has not registered yet`);
       } else {
         try {
-          if (w && w.range === undefined) await this.roomFor(w, range.id, deadline);
+          if (w) await this.roomFor(w, range.id, deadline);
           const link = await this.ltc(ltc.address);
           const request = args(this.config.id, range.id);
           sent = !link.closed;
@@ -332,8 +339,19 @@ export class NovaClient {
       }
       if (w && sent && !(error instanceof TcpRemoteError && NOT_APPLIED.has(error.code))) w.maybeApplied = true;
       if (w && error.code === 'SESSION_EXPIRED') {
-        this.renewSession(w);
-        continue; // nothing was applied: send it again at once, under the new session
+        if (this.session === w.session) {
+          this.session = new Session();
+          this.sessionsStarted++;
+        }
+        // This attempt applied nothing; an earlier one that may have cannot be asked about any
+        // more, so such a write ends here (UNKNOWN_OUTCOME). Else: again at once, renumbered in
+        // the new session.
+        if (w.maybeApplied || Date.now() > deadline) throw error;
+        w.session.window(w.range!).finish(w.seq);
+        w.session = this.session;
+        w.seq = this.session.take();
+        w.range = undefined;
+        continue;
       }
       // A write is retried unless a retry cannot help; a read only when the cluster is moving.
       const retry = w ? !FINAL.has(error.code) && !(error.code === 'CLOSED' && this.closed)
@@ -354,7 +372,7 @@ export class NovaClient {
   /** Waits until `w`'s number fits range `range`'s window; DEADLINE_EXCEEDED (nothing sent) past the deadline. */
   private async roomFor(w: WriteState, range: number, deadline: number): Promise<void> {
     const window = w.session.window(range);
-    if (window.floor === undefined || w.seq - window.floor < SESSION_WINDOW) return;
+    if (w.seq - window.floor! < SESSION_WINDOW) return;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', `range ${range}'s oldest write (${window.floor}) is unfinished and ${SESSION_WINDOW} newer ones wait for it`)), Math.max(1, deadline - Date.now()));
@@ -364,22 +382,6 @@ export class NovaClient {
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  /**
-   * The LTC no longer knows `w`'s session: it expired there (the client sent that range no
-   * write for sessionTimeoutMs). Nothing of `w` was applied under it. Start a new session
-   * (unless another write already did) and renumber `w` in it.
-   */
-  private renewSession(w: WriteState): void {
-    if (w.range !== undefined) w.session.window(w.range).finish(w.seq);
-    if (this.session === w.session) {
-      this.session = new Session();
-      this.sessionsStarted++;
-    }
-    w.session = this.session;
-    w.seq = this.session.take();
-    w.range = undefined;
   }
 
   private ltc(address: string): Promise<TcpRpcClient> {

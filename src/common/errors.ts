@@ -18,7 +18,7 @@ export type ErrorCode =
   | 'BUSY' // a resource another process (or another open) holds
   | 'STALE_CONFIG' // the request named an old configuration, or a range this LTC does not serve
   | 'UNAVAILABLE' // a component is starting or recovering; retry shortly
-  | 'SESSION_EXPIRED' // an LTC no longer knows the client's session (idle too long): the write was not applied
+  | 'SESSION_EXPIRED' // an LTC no longer knows the client's session (idle too long): this attempt applied nothing
   | 'FAILED' // a client's write that was certainly not applied (`reason` says why)
   | 'UNKNOWN_OUTCOME'; // a client's write that may or may not have been applied (`reason` says why)
 
