@@ -16,12 +16,14 @@
  * XOR of per-operation random numbers); a history found not linearizable that way is checked
  * again with exact sets, so a hash collision can never produce a false violation.
  *
- * Before the search, each unknown-outcome write whose value no other write of the key writes
- * is settled (sound because values are then unique): if no read returned its value it is
- * dropped (a linearization with it is one without it), else it must precede the first read
- * that returned it, so it returns when that read did. Histories with unique values (the fault
- * runner writes each value once) then have no open-ended operations, and the search stays
- * near-linear in their length.
+ * Before the search, each unknown-outcome write of a value nothing else gives the register (no
+ * other write, nor the initial value) is settled: if no read returned its value it is dropped
+ * (a linearization with it is one without it), else it must precede the first read that
+ * returned it, so it returns when that read did. In the fault runner's histories (each value
+ * written once) only deletes of unknown outcome then stay open-ended.
+ *
+ * Times that tie count as concurrent (a call at the instant of another operation's return may
+ * precede it): a tie never makes a violation.
  */
 
 /** One completed or unknown-outcome operation on a register. */
@@ -59,7 +61,7 @@ interface Entry {
 
 /** Checks one register's history. */
 export function checkRegister(history: readonly RegisterOp[], options: CheckOptions = {}): Verdict {
-  const ops = settleUnknownWrites(history);
+  const ops = settleUnknownWrites(history, options.initial ?? 0);
   const fast = search(ops, options, false);
   if (fast.result !== 'violation') return fast;
   const exact = search(ops, options, true);
@@ -67,12 +69,13 @@ export function checkRegister(history: readonly RegisterOp[], options: CheckOpti
 }
 
 /**
- * The history with each unknown-outcome write of a value no other write writes settled:
- * dropped if no read returned it, else returning when the first such read returned (if that
- * is after it began; else it is left open and the search reports the read).
+ * The history with each unknown-outcome write of a value nothing else gives the register (no
+ * other write, nor the initial value) settled: dropped if no read returned it, else returning
+ * when the first such read returned (if that is after it began; else it is left open and the
+ * search reports the read).
  */
-export function settleUnknownWrites(history: readonly RegisterOp[]): RegisterOp[] {
-  const writers = new Map<number, number>();
+export function settleUnknownWrites(history: readonly RegisterOp[], initial = 0): RegisterOp[] {
+  const writers = new Map<number, number>([[initial, 1]]);
   for (const o of history) if (o.kind === 'write') writers.set(o.value, (writers.get(o.value) ?? 0) + 1);
   const firstRead = new Map<number, number>();
   for (const o of history) {
@@ -94,7 +97,7 @@ export function settleUnknownWrites(history: readonly RegisterOp[]): RegisterOp[
 function search(ops: readonly RegisterOp[], options: CheckOptions, exact: boolean): Verdict {
   const maxStates = options.maxStates ?? 5_000_000;
   const n = ops.length;
-  // Entries in time order; a call before a return at the same time (concurrent: never a false violation).
+  // Entries in time order; a call before a return at the same time (ties are concurrent).
   const entries: Entry[] = [];
   for (let i = 0; i < n; i++) {
     const call: Entry = { isCall: true, op: i, time: ops[i].invoke, match: undefined, prev: undefined, next: undefined };
@@ -172,8 +175,12 @@ function search(ops: readonly RegisterOp[], options: CheckOptions, exact: boolea
   const readsLeft = new Map<number, number>();
   const bump = (m: Map<number, number>, v: number, by: number): void => { m.set(v, (m.get(v) ?? 0) + by); };
   for (const o of ops) bump(o.kind === 'write' ? writesLeft : readsLeft, o.value, 1);
+  const initial = options.initial ?? 0;
+  /** Only one write gives the register this value, and it is not the initial value. */
+  const unique = (v: number): boolean => writesLeft.get(v) === 1 && v !== initial;
 
-  // A write whose value no other write writes, and which some read returned: those reads must
+  // A write whose value nothing else gives the register (no other write, nor the initial value),
+  // and which some read returned: those reads must
   // follow it before any other write, so everything that must precede the last of them (whatever
   // returned before it was invoked, but those reads) must precede the write. `lastReadAt`: the
   // latest invocation among its reads.
@@ -182,7 +189,7 @@ function search(ops: readonly RegisterOp[], options: CheckOptions, exact: boolea
     const latest = new Map<number, number>();
     for (const o of ops) if (o.kind === 'read') latest.set(o.value, Math.max(latest.get(o.value) ?? -Infinity, o.invoke));
     ops.forEach((o, i) => {
-      if (o.kind === 'write' && writesLeft.get(o.value) === 1) lastReadAt[i] = latest.get(o.value) ?? -Infinity;
+      if (o.kind === 'write' && unique(o.value)) lastReadAt[i] = latest.get(o.value) ?? -Infinity;
     });
   }
   /** Whether write `i` may be linearized now as far as the reads of its value go. */
@@ -204,17 +211,17 @@ function search(ops: readonly RegisterOp[], options: CheckOptions, exact: boolea
   // came between began with a write (no read of the current value fits there), which now
   // overwrites it. So it is forced, like a matching read.
   const unseen = new Uint8Array(n);
-  ops.forEach((o, i) => { if (o.kind === 'write' && writesLeft.get(o.value) === 1 && !readsLeft.get(o.value)) unseen[i] = 1; });
+  ops.forEach((o, i) => { if (o.kind === 'write' && unique(o.value) && !readsLeft.get(o.value)) unseen[i] = 1; });
   const goesAtOnce = (i: number): boolean => {
     if (!unseen[i]) return false;
     const until = ops[i].respond;
-    for (let e = head.next; e && e.time < until; e = e.next) {
+    for (let e = head.next; e && e.time <= until; e = e.next) { // a read invoked as it answers is concurrent with it
       if (e.isCall && ops[e.op].kind === 'read' && ops[e.op].value === state) return false;
     }
     return true;
   };
 
-  let state = options.initial ?? 0;
+  let state = initial;
   // `forced`: a read linearized as soon as it could be. If any order extends the linearized
   // prefix, one with that read next does (it changes nothing, and everything that must precede
   // it is linearized), so when it is undone the prefix itself has failed. Likewise an unseen

@@ -62,6 +62,14 @@ describe('linearizability checker', () => {
   it('settles unique unknown-outcome writes before the search: dropped unless read, else bounded by the first read', () => {
     const h = [w(1, 1, 0, U), w(1, 2, 1, U), r(2, 2, 5, 6), r(2, 2, 3, 4), w(3, 3, 0, U), w(4, 3, 0, U)];
     expect(settleUnknownWrites(h)).toEqual([w(1, 2, 1, 4), r(2, 2, 5, 6), r(2, 2, 3, 4), w(3, 3, 0, U), w(4, 3, 0, U)]);
+    // The initial value is a writer too: a read of it need not follow this delete.
+    expect(settleUnknownWrites([r(1, 0, 0, 1), w(2, 0, 0.5, U)])).toEqual([r(1, 0, 0, 1), w(2, 0, 0.5, U)]);
+  });
+
+  it('counts a read invoked at the instant another operation answers as concurrent with it', () => {
+    expect(verdict([r(1, 0, 0, 1), w(2, 0, 0.5, U), w(3, 5, 2, 3), r(1, 5, 4, 5), r(1, 0, 6, 7)])).toBe('linearizable');
+    expect(verdict([w(1, 1, 0, 10), r(2, 0, 10, 11), w(3, 0, 20, 21)])).toBe('linearizable');
+    expect(verdict([w(1, 1, 0, 10), r(2, 0, 10.5, 11), w(3, 0, 20, 21)])).toBe('violation');
   });
 
   it('gives up with undecided past its state budget', () => {
@@ -75,15 +83,17 @@ describe('linearizability checker', () => {
   it('agrees with a brute-force search on random small histories, linearizable and mutated', () => {
     const rand = rng(23);
     const counts = { linearizable: 0, violation: 0 };
-    for (let trial = 0; trial < 6000; trial++) {
-      const h = randomHistory(rand, 2 + Math.floor(rand() * 8), rand() < 0.3, 2 + Math.floor(rand() * 3));
+    for (let trial = 0; trial < 10_000; trial++) {
+      // Whole-number times half the time (ties), deletes (writes of 0), and other initial values.
+      const initial = rand() < 0.2 ? 1 + Math.floor(rand() * 3) : 0;
+      const h = randomHistory(rand, 2 + Math.floor(rand() * 8), rand() < 0.3, 2 + Math.floor(rand() * 3), { ties: rand() < 0.5, deletes: rand() < 0.5, initial });
       if (rand() < 0.5) mutate(h, rand);
-      const expected = bruteForce(h) ? 'linearizable' : 'violation';
-      expect(checkRegister(h).result, JSON.stringify(h)).toBe(expected);
+      const expected = bruteForce(h, initial) ? 'linearizable' : 'violation';
+      expect(checkRegister(h, { initial }).result, `initial ${initial}: ${JSON.stringify(h)}`).toBe(expected);
       counts[expected]++;
     }
-    expect(counts.linearizable).toBeGreaterThan(1600);
-    expect(counts.violation).toBeGreaterThan(600);
+    expect(counts.linearizable).toBeGreaterThan(3000);
+    expect(counts.violation).toBeGreaterThan(1000);
   });
 
   it('checks a long linearizable history with many concurrent clients quickly', () => {
@@ -100,17 +110,19 @@ describe('linearizability checker', () => {
  * effect at a point inside its interval. Writes write unique values unless `repeatValues`;
  * about one write in eight has an unknown outcome (applied at its point, or never).
  */
-function randomHistory(rand: () => number, n: number, repeatValues: boolean, clients = 3): RegisterOp[] {
+function randomHistory(rand: () => number, n: number, repeatValues: boolean, clients = 3,
+  o: { ties?: boolean; deletes?: boolean; initial?: number } = {}): RegisterOp[] {
   const free = new Array<number>(clients).fill(0);
   const planned: Array<{ op: RegisterOp; at: number; applied: boolean }> = [];
   let nextValue = 1;
+  const time = (t: number): number => (o.ties ? Math.round(t) : t);
   for (let i = 0; i < n; i++) {
     const c = Math.floor(rand() * clients);
-    const invoke = free[c] + rand() * 3;
-    const respond = invoke + 0.1 + rand() * 6;
+    const invoke = time(free[c] + rand() * 3);
+    const respond = Math.max(invoke + (o.ties ? 1 : 0.1), time(invoke + 0.1 + rand() * 6));
     free[c] = respond;
     const write = rand() < 0.5;
-    const value = write ? (repeatValues ? 1 + Math.floor(rand() * 3) : nextValue++) : 0;
+    const value = !write ? 0 : o.deletes && rand() < 0.25 ? 0 : repeatValues ? 1 + Math.floor(rand() * 3) : nextValue++;
     const unknown = write && rand() < 0.125;
     planned.push({
       op: { client: c, kind: write ? 'write' : 'read', value, invoke, respond: unknown ? Infinity : respond },
@@ -118,7 +130,7 @@ function randomHistory(rand: () => number, n: number, repeatValues: boolean, cli
       applied: !unknown || rand() < 0.5,
     });
   }
-  let state = 0;
+  let state = o.initial ?? 0;
   for (const p of [...planned].sort((a, b) => a.at - b.at)) {
     if (p.op.kind === 'write') {
       if (p.applied) state = p.op.value;
@@ -141,7 +153,7 @@ function mutate(h: RegisterOp[], rand: () => number): void {
  * Every order of the operations the real-time order allows (an operation whose response came
  * before another's invocation goes first), unknown-outcome writes included or left out.
  */
-function bruteForce(h: RegisterOp[]): boolean {
+function bruteForce(h: RegisterOp[], initial = 0): boolean {
   const done = new Array<boolean>(h.length).fill(false);
   const go = (state: number, left: number): boolean => {
     if (h.every((o, i) => done[i] || o.respond === Infinity)) return true;
@@ -158,5 +170,5 @@ function bruteForce(h: RegisterOp[]): boolean {
     }
     return false;
   };
-  return go(0, h.length);
+  return go(initial, h.length);
 }
