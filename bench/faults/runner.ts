@@ -48,6 +48,8 @@ export interface FaultRunOptions {
   stocs?: number;
   /** Coordinator flags of the cluster (default: 1 MiB memtables and an L0 trigger of 4, so flushes delete logs often). */
   clusterArgs?: string[];
+  /** Each client's deadline per operation (default 30 000, NovaClient's): shorter ones give writes of unknown outcome under long stops. */
+  clientTimeoutMs?: number;
   /** Bytes of each value (default 100). */
   valueBytes?: number;
   /** Where the cluster runs (default: a new temporary directory, removed at the end unless `keep`). */
@@ -137,7 +139,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   let nextValue = 1;
   let durationMs = 0;
   try {
-    for (let c = 0; c < clients; c++) novas.push(await NovaClient.connect({ dir }));
+    for (let c = 0; c < clients; c++) novas.push(await NovaClient.connect({ dir, timeoutMs: o.clientTimeoutMs }));
     const keyOf = (k: number): Buffer => Buffer.from(`key-${String(k).padStart(4, '0')}`);
     const valueOf = (v: number): Buffer => Buffer.from(`v${v}:`.padEnd(valueBytes, '.'));
     const parse = (b: Buffer | undefined): number => (b === undefined ? 0 : Number(b.toString('latin1', 1, b.indexOf(0x3a))));

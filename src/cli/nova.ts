@@ -265,19 +265,20 @@ export function buildProgram(): Command {
     .option('--faults <list>', `fault kinds, comma-separated: ${FAULT_KINDS.join(', ')}`, FAULT_KINDS.join(','))
     .option('--fault-every <lo-hi>', 'milliseconds between faults', '3000-6000')
     .option('--stop-for <lo-hi>', 'milliseconds a SIGSTOP lasts', '2000-15000')
+    .option('--client-timeout <ms>', 'each client\'s deadline per operation (shorter than a stop: writes of unknown outcome)', positiveInt, 30_000)
     .option('--dir <path>', 'where the cluster runs (kept); default: a temporary directory, removed after')
     .option('--history <file>', 'also write every operation as JSON lines to <file>')
     .option('--json <file>', 'also write the figures as JSON to <file>')
     .option('--html <file>', 'also write an HTML report (operations per second, faults) to <file>')
     .action(async (opts: { duration: number; seed?: number; clients: number; keys: number; depth: number; pipelined: number; faults: string;
-      faultEvery: string; stopFor: string; dir?: string; history?: string; json?: string; html?: string }) => {
+      faultEvery: string; stopFor: string; clientTimeout: number; dir?: string; history?: string; json?: string; html?: string }) => {
       const kinds = opts.faults.split(',').map((f) => f.trim()).filter(Boolean);
       for (const k of kinds) if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new InvalidArgumentError(`unknown fault "${k}": use ${FAULT_KINDS.join(', ')}`);
       const seed = opts.seed ?? Math.floor(Math.random() * 1_000_000);
       console.log(`seed ${seed} (replay: --seed ${seed})`);
       const result = await runFaults({
         seed, durationMs: opts.duration * 1000, clients: opts.clients, keys: opts.keys, depth: opts.depth, pipelinedShare: Math.min(1, opts.pipelined),
-        faults: kinds as FaultKind[], faultEveryMs: span(opts.faultEvery, '--fault-every'), stopMs: span(opts.stopFor, '--stop-for'), dir: opts.dir,
+        faults: kinds as FaultKind[], faultEveryMs: span(opts.faultEvery, '--fault-every'), stopMs: span(opts.stopFor, '--stop-for'), clientTimeoutMs: opts.clientTimeout, dir: opts.dir,
         keep: opts.dir !== undefined, onHistory: opts.history ? (lines) => writeLines(opts.history!, lines) : undefined,
         progress: (line) => process.stderr.write(`${line}\n`),
       });
