@@ -8,7 +8,7 @@
  * restarting) are retried with backoff. Every call has an overall deadline.
  *
  * Writes are applied exactly once (doc/decisions/exactly-once-writes.md): the client has a
- * session (a random 128-bit id) and numbers every put, delete and batch in it; the number
+ * session (a random id: two integers below 2^53) and numbers every put, delete and batch in it; the number
  * travels with each attempt, and the LTC answers a retry of a write it applied from its
  * session table instead of applying it again. So a write is retried after any failure that
  * may have left it applied (a lost connection, an LTC that died mid-commit), and a retry
@@ -59,7 +59,6 @@ const GROUPED_OPS = ['put', 'del', 'write'];
 const RETRY_MAX_MS = 500;
 /** A range's window of write numbers (newest minus floor) at most; the LTC keeps up to MAX_WINDOW (sessions.ts). */
 const SESSION_WINDOW = 32_768;
-const CLIENT_ID_BYTES = 16;
 /**
  * Errors an LTC answers only for a write whose log record was never appended, so an attempt
  * answered with one certainly did not apply it (ltc-server.ts: routing, argument and session
@@ -75,9 +74,17 @@ const FINAL: ReadonlySet<string> = new Set<ErrorCode>(['BAD_ARGUMENT', 'UNKNOWN_
  * acknowledged one of them (then its LTC holds a record of the session).
  */
 class Session {
-  readonly id = randomBytes(CLIENT_ID_BYTES);
+  /** The session id: two random integers below 2^53 (ClientId in sessions.ts). */
+  readonly idHigh: number;
+  readonly idLow: number;
   private next = 1;
   private readonly windows = new Map<number, Window>();
+
+  constructor() {
+    const r = randomBytes(14);
+    this.idHigh = r.readUIntLE(0, 6) + (r[6] & 0x1f) * 2 ** 48;
+    this.idLow = r.readUIntLE(7, 6) + (r[13] & 0x1f) * 2 ** 48;
+  }
 
   take(): number {
     return this.next++;
@@ -108,14 +115,19 @@ class Window {
 
   add(seq: number): void {
     let i = this.open.length;
+    if (i === 0 || this.open[i - 1] < seq) {
+      this.open.push(seq);
+      return;
+    }
     while (i > 0 && this.open[i - 1] > seq) i--; // a write re-routed here may be older than the newest
     this.open.splice(i, 0, seq);
   }
 
   finish(seq: number): void {
-    const i = this.open.indexOf(seq);
+    const i = this.open[0] === seq ? 0 : this.open.indexOf(seq);
     if (i < 0) return;
-    this.open.splice(i, 1);
+    if (i === 0) this.open.shift();
+    else this.open.splice(i, 1);
     if (i === 0 && this.waiters.length > 0) {
       const w = this.waiters;
       this.waiters = [];
@@ -183,7 +195,8 @@ export class NovaClient {
 
   /** This client's session id (hex) and how many sessions it has started (one more per expiry). */
   get sessionInfo(): { id: string; started: number } {
-    return { id: this.session.id.toString('hex'), started: this.sessionsStarted };
+    const { idHigh, idLow } = this.session;
+    return { id: idHigh.toString(16).padStart(14, '0') + idLow.toString(16).padStart(14, '0'), started: this.sessionsStarted };
   }
 
   /** The configuration this client routes by. */
@@ -197,16 +210,16 @@ export class NovaClient {
   }
 
   /** Writes `key`. An error is FAILED (not applied) or UNKNOWN_OUTCOME, with a `reason`. */
-  async put(key: Uint8Array, value: Uint8Array): Promise<void> {
+  put(key: Uint8Array, value: Uint8Array): Promise<void> {
     const k = Buffer.from(key);
     const v = Buffer.from(value);
-    await this.write1('put', k, (id, session) => [id, k, v, session]);
+    return this.write1('put', k, (id) => [id, k, v]);
   }
 
   /** Deletes `key`. An error is FAILED (not applied) or UNKNOWN_OUTCOME, with a `reason`. */
-  async delete(key: Uint8Array): Promise<void> {
+  delete(key: Uint8Array): Promise<void> {
     const k = Buffer.from(key);
-    await this.write1('del', k, (id, session) => [id, k, session]);
+    return this.write1('del', k, (id) => [id, k]);
   }
 
   batch(): ClientBatch {
@@ -226,7 +239,7 @@ export class NovaClient {
       throw new NovaError('FAILED', `write: not applied: ${why}`, { reason: 'BAD_ARGUMENT' });
     }
     const ops = batch.ops.slice();
-    await this.write1('write', ops[0][1], (id, session) => [id, ops, session]);
+    await this.write1('write', ops[0][1], (id) => [id, ops]);
   }
 
   /** Entries with start <= key < end in key order, continuing across ranges. */
@@ -286,14 +299,20 @@ export class NovaClient {
     return this.attempt<T>(op, key, (id) => args(id), undefined);
   }
 
-  /** A numbered write: once, under this client's session; its errors say FAILED or UNKNOWN_OUTCOME. */
-  private async write1(op: string, key: Buffer, args: (configId: number, session: unknown[]) => unknown[]): Promise<void> {
+  /**
+   * A numbered write: once, under this client's session; its errors say FAILED or
+   * UNKNOWN_OUTCOME. `args` gives the request's own arguments; the session's five values
+   * follow them (doc/format/wire.md).
+   */
+  private async write1(op: string, key: Buffer, args: (configId: number) => unknown[]): Promise<void> {
     const session = this.session;
     const w: WriteState = { session, seq: session.take(), range: undefined, maybeApplied: false };
     try {
       await this.attempt(op, key, (id, range) => {
+        const request = args(id);
         const window = w.session.window(range);
-        return args(id, [w.session.id, w.seq, window.floor!, window.acked ? 0 : 1]);
+        request.push(w.session.idHigh, w.session.idLow, w.seq, window.floor!, window.acked ? 0 : 1);
+        return request;
       }, w);
       w.session.window(w.range!).acked = true;
     } catch (err) {
@@ -328,7 +347,7 @@ export class NovaClient {
         error = new NovaError('UNAVAILABLE', `LTC ${range.ltc} (range ${range.id}) has not registered yet`);
       } else {
         try {
-          if (w) await this.roomFor(w, range.id, deadline);
+          if (w && w.seq - w.session.window(range.id).floor! >= SESSION_WINDOW) await this.roomFor(w, range.id, deadline);
           const link = await this.ltc(ltc.address);
           const request = args(this.config.id, range.id);
           sent = !link.closed;
@@ -372,7 +391,6 @@ export class NovaClient {
   /** Waits until `w`'s number fits range `range`'s window; DEADLINE_EXCEEDED (nothing sent) past the deadline. */
   private async roomFor(w: WriteState, range: number, deadline: number): Promise<void> {
     const window = w.session.window(range);
-    if (w.seq - window.floor! < SESSION_WINDOW) return;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', `range ${range}'s oldest write (${window.floor}) is unfinished and ${SESSION_WINDOW} newer ones wait for it`)), Math.max(1, deadline - Date.now()));

@@ -48,7 +48,7 @@ import { Memtable } from './memtable.js';
 import { MemtableSet } from './memtable-set.js';
 import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from './version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from './write-batch.js';
-import { MAX_ENTRIES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type SessionRef, type SessionStats } from './sessions.js';
+import { MAX_ENTRIES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type SessionRef, type SessionStats, type Ticket } from './sessions.js';
 import { LEVELS, jobFor, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
 import { mergeTables, type MergeJob } from './merge.js';
 import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
@@ -217,7 +217,8 @@ export interface EngineStats {
 interface PendingWrite {
   batch: WriteBatch;
   sync: boolean;
-  session: SessionRef | undefined;
+  /** A numbered write's place in the session table. */
+  ticket: Ticket | undefined;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -389,26 +390,27 @@ export class Engine {
   private enqueue(batch: WriteBatch, options: WriteOptions): Promise<void> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', 'engine is closed'));
     if (this.failed) return Promise.reject(this.failed);
-    const session = options.session;
-    if (session) {
+    let ticket: Ticket | undefined;
+    if (options.session) {
       let admission;
       try {
-        admission = this.sessions.admit(session);
+        admission = this.sessions.admit(options.session);
       } catch (err) {
         return Promise.reject(err);
       }
       if (admission === 'applied') return Promise.resolve();
-      if (admission !== 'apply') return admission;
+      if (admission instanceof Promise) return admission;
+      ticket = admission;
     }
     const sync = options.sync ?? this.options.sync;
+    if (ticket) this.sessions.begin(ticket);
     const outcome = new Promise<void>((resolve, reject) => {
-      this.queued.push({ batch, sync, session, resolve, reject });
+      this.queued.push({ batch, sync, ticket, resolve, reject });
       if (!this.roundScheduled) {
         this.roundScheduled = true;
         this.writeChain = this.writeChain.then(() => this.commitRound()).catch(() => undefined);
       }
     });
-    if (session) this.sessions.begin(session, outcome);
     return outcome;
   }
 
@@ -768,7 +770,7 @@ export class Engine {
         const log = this.logs.get(home.id)!;
         let records = perLog.get(log);
         if (!records) perLog.set(log, records = []);
-        records.push(w.batch.encode(home.id, next, w.session));
+        records.push(w.batch.encode(home.id, next, w.ticket?.ref));
         toApply.push({ batch: w.batch, first: next, home });
         next += w.batch.count;
       }
@@ -812,7 +814,7 @@ export class Engine {
       this.counts.writes += group.length;
       this.counts.rounds++;
       for (const w of group) {
-        if (w.session) this.sessions.applied(w.session);
+        if (w.ticket) this.sessions.applied(w.ticket);
         w.resolve();
       }
     })();
@@ -820,7 +822,7 @@ export class Engine {
 
   private rejectGroup(group: PendingWrite[], err: Error): void {
     for (const w of group) {
-      if (w.session) this.sessions.failed(w.session);
+      if (w.ticket) this.sessions.failed(w.ticket, err);
       w.reject(err);
     }
   }

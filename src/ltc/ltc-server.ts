@@ -26,7 +26,7 @@ import { NoLogStore } from '../logc/no-log-store.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
-import { checkSessionRef, type SessionRef } from './sessions.js';
+import type { SessionRef } from './sessions.js';
 import { LocalManifestStore, type LogStore } from './local-store.js';
 import { StocBlockStore } from './stoc-block-store.js';
 import { StocCompactor } from './stoc-compactor.js';
@@ -264,15 +264,15 @@ export class LtcServer {
         const t = this.engineFor(id, key);
         return t.engine.get(t.key);
       },
-      put: ([id, key, value, session]) => {
-        const t = this.engineFor(id, key);
-        return t.engine.put(t.key, asValue(value), { session: asSession(session) });
+      put: (a) => {
+        const t = this.engineFor(a[0], a[1]);
+        return t.engine.put(t.key, asValue(a[2]), { session: sessionAt(a, 3) });
       },
-      del: ([id, key, session]) => {
-        const t = this.engineFor(id, key);
-        return t.engine.delete(t.key, { session: asSession(session) });
+      del: (a) => {
+        const t = this.engineFor(a[0], a[1]);
+        return t.engine.delete(t.key, { session: sessionAt(a, 2) });
       },
-      write: ([id, ops, session]) => this.write(id, ops, session),
+      write: (a) => this.write(a[0], a[1], sessionAt(a, 2)),
       scan: ([id, start, end, limit]) => {
         const t = this.engineFor(id, start);
         const n = typeof limit === 'number' && limit > 0 ? Math.min(limit, MAX_SCAN) : MAX_SCAN;
@@ -298,7 +298,7 @@ export class LtcServer {
   }
 
   /** A batch: [[0, key, value] put | [1, key] delete, ...], all in one range (atomic there). */
-  private write(id: unknown, ops: unknown, session: unknown): Promise<void> {
+  private write(id: unknown, ops: unknown, session: SessionRef | undefined): Promise<void> {
     if (!Array.isArray(ops) || ops.length === 0 || !ops.every((op) => Array.isArray(op))) {
       throw new NovaError('BAD_ARGUMENT', 'write takes a non-empty list of [0, key, value] or [1, key]');
     }
@@ -313,7 +313,7 @@ export class LtcServer {
       else if (op[0] === 1) b.delete(keys[i]);
       else throw new NovaError('BAD_ARGUMENT', `unknown write op ${String(op[0])}`);
     });
-    return engine.write(b, { session: asSession(session) });
+    return engine.write(b, { session });
   }
 }
 
@@ -323,18 +323,15 @@ function asKey(x: unknown): Buffer {
 }
 
 /**
- * A write's session (doc/format/wire.md): [client id (16 bytes), write number, floor, open (0|1)],
- * or nil for a write no client numbered. Its values are checked where it is used (SessionTable).
+ * A write's session (doc/format/wire.md): five values after the request's own arguments, from
+ * `at`: id high, id low, write number, floor, open (0|1); none for a write no client numbered.
+ * The values are checked where they are used (SessionTable.admit).
  */
-function asSession(x: unknown): SessionRef | undefined {
-  if (x === undefined || x === null) return undefined;
-  const [client, seq, floor, open] = Array.isArray(x) && x.length === 4 ? x as unknown[] : [];
-  const ref = {
-    client: client instanceof Uint8Array ? Buffer.from(client.buffer, client.byteOffset, client.byteLength) : client,
-    seq, floor, open: open === 1 ? true : open === 0 ? false : open,
-  } as SessionRef;
-  checkSessionRef(ref);
-  return ref;
+function sessionAt(a: unknown[], at: number): SessionRef | undefined {
+  if (a.length <= at) return undefined;
+  if (a.length !== at + 5) throw new NovaError('BAD_ARGUMENT', `a write's session is five values after its arguments (id high, id low, write number, floor, open), not ${a.length - at}`);
+  const open = a[at + 4];
+  return { idHigh: a[at], idLow: a[at + 1], seq: a[at + 2], floor: a[at + 3], open: open === 1 ? true : open === 0 ? false : open } as SessionRef;
 }
 
 function asValue(x: unknown): Buffer {

@@ -3,7 +3,8 @@
  * write retried after a lost answer is answered, not applied again (exactly once; RIFL's
  * completion records; doc/decisions/exactly-once-writes.md).
  *
- * A client (NovaClient) has a 128-bit id and numbers its writes 1, 2, 3…; with each write to
+ * A client (NovaClient) has a random id (two integers below 2^53: 106 random bits, cheap to
+ * send and to look up) and numbers its writes 1, 2, 3…; with each write to
  * a range it sends its floor there: every write of its to this range numbered below the floor
  * is finished (answered, or given up), so it will never send one again. Per client the table
  * keeps the floor and the numbers at or above it that are applied. A write is then
@@ -31,12 +32,17 @@
 import { ByteBuilder, readVarint } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
 
+/** Bytes of a session id in logs and snapshots: its two halves as u64s. */
 export const CLIENT_ID_BYTES = 16;
 
+/** A client's session id: two random integers below 2^53. */
+export interface ClientId {
+  idHigh: number;
+  idLow: number;
+}
+
 /** A client's write as the client numbered it. */
-export interface SessionRef {
-  /** The client's session id: CLIENT_ID_BYTES random bytes. */
-  client: Buffer;
+export interface SessionRef extends ClientId {
   /** The write's number in the session, >= 1. */
   seq: number;
   /** Every write of this client to this range numbered below it is finished. <= seq. */
@@ -67,20 +73,40 @@ export const MAX_CLOCK_STEP_MS = 2_000;
 /** The snapshot format's version. 1: floor, idle time and applied numbers per client. Never renumber. */
 const SESSIONS_VERSION = 1;
 
-interface Session {
+interface Session extends ClientId {
   floor: number;
-  /** Applied numbers; those below the floor are dropped lazily (prune), so a write costs O(1). */
-  applied: Set<number>;
-  /** The size of `applied` at which numbers below the floor are dropped next. */
+  /**
+   * The numbers it knows: APPLIED or IN_FLIGHT. Small integers, no objects: the table lives
+   * long (old space), and pointers from it to each write's young objects would cost the
+   * garbage collector on every write. Those below the floor are dropped lazily (prune), so a
+   * write costs O(1).
+   */
+  writes: Map<number, typeof APPLIED | typeof IN_FLIGHT>;
+  /** Writes in flight (begun, not yet applied or failed): the session may not expire. */
+  inFlight: number;
+  /** The size of `writes` at which numbers below the floor are dropped next. */
   pruneAt: number;
-  /** Writes admitted and not yet applied or failed: a retry waits for the original. */
-  pending: Map<number, Promise<void>> | undefined;
   /** The table's clock at this session's last write. */
   lastActive: number;
 }
 
-/** A write's verdict: apply it, it is applied already, or wait for its original. */
-export type Admission = 'apply' | 'applied' | Promise<void>;
+const APPLIED = 0;
+const IN_FLIGHT = 1;
+
+/**
+ * A write admitted to be applied: what the engine hands back as the write goes (begin, then
+ * applied or failed), so the table finds its session without another lookup.
+ */
+export interface Ticket {
+  readonly ref: SessionRef;
+}
+
+interface TicketOf extends Ticket {
+  readonly session: Session;
+}
+
+/** A write's verdict: apply it (under this ticket), it is applied already, or wait for its original. */
+export type Admission = Ticket | 'applied' | Promise<void>;
 
 export interface SessionStats {
   sessions: number;
@@ -92,9 +118,11 @@ export interface SessionStats {
 }
 
 export class SessionTable {
-  private readonly sessions = new Map<string, Session>();
+  private readonly sessions = new SessionMap();
+  /** Retries waiting for their original, still in flight, by session id and number (rare). */
+  private readonly waiting = new Map<string, Array<{ resolve: () => void; reject: (err: Error) => void }>>();
   private clock = 0;
-  /** Numbers in every session's `applied`, those below a floor not yet dropped included. */
+  /** Numbers in every session's `writes`, those below a floor not yet dropped included. */
   private entries = 0;
   private readonly counts = { duplicates: 0, expired: 0 };
 
@@ -105,41 +133,35 @@ export class SessionTable {
   }
 
   /**
-   * What to do with a write: 'apply' (then begin(), and applied() or failed() once it is
-   * known), 'applied', or the original's outcome. Throws SESSION_EXPIRED, BAD_ARGUMENT (below
-   * the floor) or BUSY (a bound); then the write must not be applied.
+   * What to do with a write: apply it (a ticket: then begin(), and applied() or failed() once
+   * it is known), 'applied', or the original's outcome. Throws SESSION_EXPIRED, BAD_ARGUMENT
+   * (a malformed ref, or below the floor) or BUSY (a bound); then the write must not be applied.
    */
   admit(ref: SessionRef): Admission {
     checkSessionRef(ref);
-    const id = key(ref.client);
-    let s = this.sessions.get(id);
+    let s = this.sessions.get(ref);
     if (!s) {
       if (!ref.open) {
-        throw new NovaError('SESSION_EXPIRED', `client session ${ref.client.toString('hex')} is not known here: it was idle over ${this.limits.timeoutMs} ms and expired; start a new session`);
+        throw new NovaError('SESSION_EXPIRED', `client session ${idName(ref)} is not known here: it was idle over ${this.limits.timeoutMs} ms and expired; start a new session`);
       }
       if (this.sessions.size >= this.limits.maxSessions) {
         throw new NovaError('BUSY', `${this.sessions.size} client sessions are open here, the most a range keeps; sessions idle ${this.limits.timeoutMs} ms expire`);
       }
-      s = newSession(this.clock);
-      this.sessions.set(id, s);
+      s = newSession(ref, this.clock);
+      this.sessions.add(s);
     }
     s.lastActive = this.clock;
     this.raiseFloor(s, ref.floor);
     if (ref.seq < s.floor) {
-      throw new NovaError('BAD_ARGUMENT', `write ${ref.seq} of client session ${ref.client.toString('hex')} is below its floor ${s.floor}: the client has finished with it; not applied`);
+      throw new NovaError('BAD_ARGUMENT', `write ${ref.seq} of client session ${idName(ref)} is below its floor ${s.floor}: the client has finished with it; not applied`);
     }
-    if (s.applied.has(ref.seq)) {
+    const known = s.writes.get(ref.seq);
+    if (known !== undefined) {
       this.counts.duplicates++;
-      return 'applied';
+      return known === APPLIED ? 'applied' : this.waitFor(ref);
     }
-    const original = s.pending?.get(ref.seq);
-    if (original) {
-      this.counts.duplicates++;
-      return original;
-    }
-    const inFlight = s.pending?.size ?? 0;
-    if (s.applied.size + inFlight >= this.limits.maxWindow && this.prune(s) + inFlight >= this.limits.maxWindow) {
-      throw new NovaError('BUSY', `client session ${ref.client.toString('hex')} has ${this.limits.maxWindow} writes applied here above its oldest unfinished one (${s.floor}): finish that one first`);
+    if (s.writes.size >= this.limits.maxWindow && this.prune(s) >= this.limits.maxWindow) {
+      throw new NovaError('BUSY', `client session ${idName(ref)} has ${this.limits.maxWindow} writes applied here above its oldest unfinished one (${s.floor}): finish that one first`);
     }
     if (this.entries >= this.limits.maxEntries) {
       for (const other of this.sessions.values()) this.prune(other);
@@ -147,29 +169,58 @@ export class SessionTable {
         throw new NovaError('BUSY', `client sessions hold ${this.entries} applied writes here, the most a range keeps; they are released as clients finish writes or go idle`);
       }
     }
-    return 'apply';
+    const ticket: TicketOf = { ref, session: s };
+    return ticket;
   }
 
-  /** REQUIRES: admit(ref) said 'apply'. `outcome` settles when the write is applied or fails. */
-  begin(ref: SessionRef, outcome: Promise<void>): void {
-    const s = this.sessions.get(key(ref.client))!;
-    (s.pending ??= new Map()).set(ref.seq, outcome);
+  /** The write admitted under `ticket` goes to the log: until applied() or failed(), retries wait for it. */
+  begin(ticket: Ticket): void {
+    const s = (ticket as TicketOf).session;
+    s.writes.set(ticket.ref.seq, IN_FLIGHT);
+    s.inFlight++;
+    this.entries++;
   }
 
-  /** The write begun for `ref` is applied (its record is durable and in the memtable). */
-  applied(ref: SessionRef): void {
-    const s = this.sessions.get(key(ref.client));
-    if (!s) return;
-    s.pending?.delete(ref.seq);
-    this.add(s, ref.seq);
+  /** The write begun under `ticket` is applied (its record is durable and in the memtable). */
+  applied(ticket: Ticket): void {
+    const s = (ticket as TicketOf).session;
+    const seq = ticket.ref.seq;
+    s.inFlight--;
+    if (seq >= s.floor) s.writes.set(seq, APPLIED);
+    else if (s.writes.delete(seq)) this.entries--; // the client finished with it meanwhile
+    if (this.waiting.size > 0) this.settle(ticket.ref, undefined);
   }
 
   /**
-   * The write begun for `ref` was not applied here, or may be in a log but the engine failed
-   * (it refuses work until a reopen rebuilds the table from the logs).
+   * The write begun under `ticket` failed with `err`: not applied here, or in a log while the
+   * engine failed (it refuses work until a reopen rebuilds the table from the logs).
    */
-  failed(ref: SessionRef): void {
-    this.sessions.get(key(ref.client))?.pending?.delete(ref.seq);
+  failed(ticket: Ticket, err: Error): void {
+    const s = (ticket as TicketOf).session;
+    s.inFlight--;
+    if (s.writes.get(ticket.ref.seq) !== APPLIED && s.writes.delete(ticket.ref.seq)) this.entries--;
+    if (this.waiting.size > 0) this.settle(ticket.ref, err);
+  }
+
+  /** A promise of the outcome of `ref`'s original, in flight. */
+  private waitFor(ref: SessionRef): Promise<void> {
+    const k = `${idName(ref)}:${ref.seq}`;
+    return new Promise((resolve, reject) => {
+      let list = this.waiting.get(k);
+      if (!list) this.waiting.set(k, list = []);
+      list.push({ resolve, reject });
+    });
+  }
+
+  private settle(ref: SessionRef, err: Error | undefined): void {
+    const k = `${idName(ref)}:${ref.seq}`;
+    const list = this.waiting.get(k);
+    if (!list) return;
+    this.waiting.delete(k);
+    for (const w of list) {
+      if (err) w.reject(err);
+      else w.resolve();
+    }
   }
 
   /**
@@ -177,9 +228,8 @@ export class SessionTable {
    * newer than any idle time a snapshot gave it).
    */
   replay(ref: SessionRef): void {
-    const id = key(ref.client);
-    let s = this.sessions.get(id);
-    if (!s) this.sessions.set(id, s = newSession(this.clock));
+    let s = this.sessions.get(ref);
+    if (!s) this.sessions.add(s = newSession(ref, this.clock));
     s.lastActive = this.clock;
     this.raiseFloor(s, ref.floor);
     this.add(s, ref.seq);
@@ -191,12 +241,14 @@ export class SessionTable {
    */
   advance(elapsedMs: number): void {
     this.clock += Math.min(Math.max(0, elapsedMs), MAX_CLOCK_STEP_MS);
-    for (const [id, s] of this.sessions) {
-      if (this.clock - s.lastActive >= this.limits.timeoutMs && !s.pending?.size) {
-        this.sessions.delete(id);
-        this.entries -= s.applied.size;
-        this.counts.expired++;
-      }
+    const idle: Session[] = [];
+    for (const s of this.sessions.values()) {
+      if (this.clock - s.lastActive >= this.limits.timeoutMs && s.inFlight === 0) idle.push(s);
+    }
+    for (const s of idle) {
+      this.sessions.delete(s);
+      this.entries -= s.writes.size;
+      this.counts.expired++;
     }
   }
 
@@ -208,11 +260,14 @@ export class SessionTable {
     const out = new ByteBuilder(64 + this.sessions.size * 24);
     out.u8(SESSIONS_VERSION);
     out.varint(this.sessions.size);
-    for (const [id, s] of this.sessions) {
-      out.bytes(Buffer.from(id, 'latin1'));
+    for (const s of this.sessions.values()) {
+      out.u64(s.idHigh);
+      out.u64(s.idLow);
       out.varint(s.floor);
       out.varint(Math.max(0, this.clock - s.lastActive));
-      const seqs = [...s.applied].filter((q) => q >= s.floor).sort((a, b) => a - b);
+      const seqs: number[] = [];
+      for (const [q, state] of s.writes) if (state === APPLIED && q >= s.floor) seqs.push(q);
+      seqs.sort((a, b) => a - b);
       out.varint(seqs.length);
       let prev = s.floor;
       for (const q of seqs) {
@@ -230,38 +285,38 @@ export class SessionTable {
    */
   load(bytes: Buffer, where: string): void {
     for (const d of decodeSessions(bytes, where)) {
-      const id = key(d.client);
-      let s = this.sessions.get(id);
-      if (!s) this.sessions.set(id, s = newSession(this.clock - d.idleMs));
+      let s = this.sessions.get(d);
+      if (!s) this.sessions.add(s = newSession(d, this.clock - d.idleMs));
       this.raiseFloor(s, d.floor);
       for (const q of d.applied) this.add(s, q);
     }
   }
 
-  /** Records `seq` as applied in `s` unless it is below the floor. */
+  /** Records `seq` as applied in `s` (a write from a log or a snapshot) unless it is below the floor. */
   private add(s: Session, seq: number): void {
-    if (seq < s.floor || s.applied.has(seq)) return;
-    s.applied.add(seq);
+    if (seq < s.floor || s.writes.has(seq)) return;
+    s.writes.set(seq, APPLIED);
     this.entries++;
   }
 
   private raiseFloor(s: Session, floor: number): void {
     if (floor <= s.floor) return;
     s.floor = floor;
-    if (s.applied.size >= s.pruneAt) this.prune(s);
+    if (s.writes.size >= s.pruneAt) this.prune(s);
   }
 
-  /** Drops applied numbers below the floor; the count left. */
+  /** Drops the numbers below the floor; the count left. */
   private prune(s: Session): number {
-    for (const q of s.applied) {
+    for (const q of s.writes.keys()) {
       if (q < s.floor) {
-        s.applied.delete(q);
+        s.writes.delete(q);
         this.entries--;
       }
     }
-    s.pruneAt = 2 * s.applied.size + 64;
-    return s.applied.size;
+    s.pruneAt = 2 * s.writes.size + 64;
+    return s.writes.size;
   }
+
 }
 
 /**
@@ -270,16 +325,15 @@ export class SessionTable {
  */
 export function checkSessionRef(ref: SessionRef): void {
   const bad = (why: string): never => {
-    throw new NovaError('BAD_ARGUMENT', `a write's session is a client id of ${CLIENT_ID_BYTES} bytes, a write number >= 1, a floor in 1..number and an open flag: ${why}`);
+    throw new NovaError('BAD_ARGUMENT', `a write's session is a client id of two integers in 0..2^53-1, a write number >= 1, a floor in 1..number and an open flag: ${why}`);
   };
-  if (!Buffer.isBuffer(ref.client) || ref.client.length !== CLIENT_ID_BYTES) bad('bad client id');
+  if (!isHalf(ref.idHigh) || !isHalf(ref.idLow)) bad(`client id ${String(ref.idHigh)}, ${String(ref.idLow)}`);
   if (!Number.isSafeInteger(ref.seq) || ref.seq < 1) bad(`write number ${String(ref.seq)}`);
   if (!Number.isSafeInteger(ref.floor) || ref.floor < 1 || ref.floor > ref.seq) bad(`floor ${String(ref.floor)} for write ${ref.seq}`);
   if (typeof ref.open !== 'boolean') bad(`open ${String(ref.open)}`);
 }
 
-export interface DecodedSession {
-  client: Buffer;
+export interface DecodedSession extends ClientId {
   floor: number;
   idleMs: number;
   applied: number[];
@@ -306,7 +360,9 @@ export function decodeSessions(b: Buffer, where: string): DecodedSession[] {
   const out: DecodedSession[] = [];
   for (let i = 0; i < count; i++) {
     if (c.at + CLIENT_ID_BYTES > b.length) bad('ends inside a client id');
-    const client = Buffer.from(b.subarray(c.at, c.at + CLIENT_ID_BYTES));
+    const idHigh = readHalf(b, c.at);
+    const idLow = readHalf(b, c.at + 8);
+    if (idHigh === undefined || idLow === undefined) bad('has a client id half of 2^53 or more');
     c.at += CLIENT_ID_BYTES;
     const floor = num();
     const idleMs = num();
@@ -320,16 +376,63 @@ export function decodeSessions(b: Buffer, where: string): DecodedSession[] {
       applied.push(q);
       prev = q;
     }
-    out.push({ client, floor, idleMs, applied });
+    out.push({ idHigh: idHigh!, idLow: idLow!, floor, idleMs, applied });
   }
   if (c.at !== b.length) bad(`has ${b.length - c.at} bytes after its last session`);
   return out;
 }
 
-function key(client: Buffer): string {
-  return client.toString('latin1');
+/**
+ * Sessions by client id: by the id's high half (a Map of numbers), checked against the low
+ * half; a session whose high half another one has already goes to a second map, by the whole
+ * id (random ids almost never get there).
+ */
+class SessionMap {
+  private readonly byHigh = new Map<number, Session>();
+  private readonly byId = new Map<string, Session>();
+
+  get size(): number {
+    return this.byHigh.size + this.byId.size;
+  }
+
+  get(id: ClientId): Session | undefined {
+    const s = this.byHigh.get(id.idHigh);
+    if (s !== undefined && s.idLow === id.idLow) return s;
+    return this.byId.size === 0 ? undefined : this.byId.get(idName(id));
+  }
+
+  /** REQUIRES: no session of `s`'s id is in the map. */
+  add(s: Session): void {
+    if (!this.byHigh.has(s.idHigh)) this.byHigh.set(s.idHigh, s);
+    else this.byId.set(idName(s), s);
+  }
+
+  delete(s: Session): void {
+    if (this.byHigh.get(s.idHigh) === s) this.byHigh.delete(s.idHigh);
+    else this.byId.delete(idName(s));
+  }
+
+  *values(): IterableIterator<Session> {
+    yield* this.byHigh.values();
+    yield* this.byId.values();
+  }
 }
 
-function newSession(lastActive: number): Session {
-  return { floor: 0, applied: new Set(), pruneAt: 64, pending: undefined, lastActive };
+/** A session id as 28 hex digits, for messages and tools. */
+export function idName(id: ClientId): string {
+  return id.idHigh.toString(16).padStart(14, '0') + id.idLow.toString(16).padStart(14, '0');
+}
+
+function isHalf(x: unknown): x is number {
+  return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+}
+
+/** The u64 at `at` if it is below 2^53. */
+function readHalf(b: Buffer, at: number): number | undefined {
+  const v = b.readUInt32LE(at) + b.readUInt32LE(at + 4) * 0x1_0000_0000;
+  return Number.isSafeInteger(v) ? v : undefined;
+}
+
+function newSession(id: ClientId, lastActive: number): Session {
+  return { idHigh: id.idHigh, idLow: id.idLow, floor: 0, writes: new Map(), inFlight: 0, pruneAt: 64, lastActive };
 }

@@ -3,7 +3,7 @@
  * and its encoding as a log record (doc/format/log.md, "Write batch"):
  *
  *   u8 version (2) | u32 memtableId | u64 firstSequence | u32 count | u8 flags | [session] | entry*
- *   session = 16 bytes client | u64 seq | u64 floor          (flags bit 0; sessions.ts)
+ *   session = u64 idHigh | u64 idLow | u64 seq | u64 floor   (flags bit 0; sessions.ts)
  *   entry = u8 type (0 delete, 1 put) | varint keyLength | key | [varint valueLength | value]
  *
  * Limits are checked when an entry is added, so an oversize key or value never reaches
@@ -135,7 +135,8 @@ export class WriteBatch {
     out.writeUInt32LE(this.n >>> 0, 13);
     out[17] = session ? FLAG_SESSION : 0;
     if (session) {
-      session.client.copy(out, V2_HEADER, 0, CLIENT_ID_BYTES);
+      writeU64(out, session.idHigh, V2_HEADER);
+      writeU64(out, session.idLow, V2_HEADER + 8);
       writeU64(out, session.seq, V2_HEADER + CLIENT_ID_BYTES);
       writeU64(out, session.floor, V2_HEADER + CLIENT_ID_BYTES + 8);
     }
@@ -175,11 +176,12 @@ export function decodeBatch(record: Buffer, where: string): DecodedBatch {
     if ((flags & ~FLAG_SESSION) !== 0) batchError(where, 17, `has unknown flags ${flags}`);
     if (flags & FLAG_SESSION) {
       if (record.length < V2_HEADER + SESSION_BYTES) batchError(where, V2_HEADER, 'ends inside its session');
-      const client = Buffer.from(record.subarray(V2_HEADER, V2_HEADER + CLIENT_ID_BYTES));
+      const idHigh = readU64(record, V2_HEADER);
+      const idLow = readU64(record, V2_HEADER + 8);
       const seq = readU64(record, V2_HEADER + CLIENT_ID_BYTES);
       const floor = readU64(record, V2_HEADER + CLIENT_ID_BYTES + 8);
       if (seq < 1 || floor > seq) batchError(where, V2_HEADER + CLIENT_ID_BYTES, `has write ${seq} under floor ${floor}`);
-      session = { client, seq, floor, open: false };
+      session = { idHigh, idLow, seq, floor, open: false };
       at += SESSION_BYTES;
     }
   }

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { NovaError } from '../common/errors.js';
 import { TRAILER_BYTES, sequenceOf, typeOf } from '../common/internal-key.js';
 import { readLog } from '../logc/log-format.js';
-import { decodeSessions } from '../ltc/sessions.js';
+import { decodeSessions, idName } from '../ltc/sessions.js';
 import { decodeEdit } from '../ltc/version-edit.js';
 import { decodeBatch } from '../ltc/write-batch.js';
 import { TableReader } from '../sstable/table-reader.js';
@@ -46,7 +46,7 @@ export function dumpFile(kind: FileKind, path: string, limit = Infinity): string
   log.records.slice(0, limit).forEach((r, i) => {
     if (kind === 'log') {
       const b = decodeBatch(r, `${path} record ${i}`);
-      const client = b.session ? `, client ${b.session.client.toString('hex')} write ${b.session.seq} (floor ${b.session.floor})` : '';
+      const client = b.session ? `, client ${idName(b.session)} write ${b.session.seq} (floor ${b.session.floor})` : '';
       out.push(`record ${i}: memtable ${b.memtableId}, sequences ${b.firstSequence}..${b.firstSequence + b.entries.length - 1}${client}`);
       for (const e of b.entries) out.push(`  ${e.type === 1 ? 'put' : 'del'} ${printable(e.key)}${e.type === 1 ? ` = ${printable(e.value)}` : ''}`);
     } else {
@@ -61,7 +61,7 @@ export function dumpFile(kind: FileKind, path: string, limit = Infinity): string
       if (e.dranges) parts.push(`dranges ${e.dranges.length + 1}: split at ${e.dranges.map((k) => printable(k)).join(', ')}`);
       if (e.sessions) {
         const sessions = decodeSessions(e.sessions, `${path} record ${i} sessions`);
-        parts.push(`sessions ${sessions.length}: ${sessions.slice(0, 4).map((x) => `${x.client.toString('hex')} floor ${x.floor} applied [${x.applied.join(',')}] idle ${x.idleMs} ms`).join(', ')}${sessions.length > 4 ? ', …' : ''}`);
+        parts.push(`sessions ${sessions.length}: ${sessions.slice(0, 4).map((x) => `${idName(x)} floor ${x.floor} applied [${x.applied.join(',')}] idle ${x.idleMs} ms`).join(', ')}${sessions.length > 4 ? ', …' : ''}`);
       }
       out.push(`edit ${i}: ${parts.join('; ') || '(empty)'}`);
     }

@@ -15,12 +15,12 @@ const file = (re: RegExp) => join(dir, readdirSync(dir).find((n) => re.test(n))!
 
 beforeAll(async () => {
   const db = await Engine.open(dir, { memtableBytes: 4096, sync: false });
-  const client = Buffer.alloc(16, 0xcd); // a client's numbered writes: the log and MANIFEST name them
-  for (let i = 0; i < 100; i++) await db.put(Buffer.from(`key${String(i).padStart(3, '0')}`), Buffer.from(`value ${i}`), { session: { client, seq: i + 1, floor: i + 1, open: i === 0 } });
+  const client = { idHigh: 0xcdcd, idLow: 0xcd }; // a client's numbered writes: the log and MANIFEST name them
+  for (let i = 0; i < 100; i++) await db.put(Buffer.from(`key${String(i).padStart(3, '0')}`), Buffer.from(`value ${i}`), { session: { ...client, seq: i + 1, floor: i + 1, open: i === 0 } });
   await db.delete(Buffer.from('key007'));
   await db.close(); // leaves tables, a MANIFEST and a log
   const again = await Engine.open(dir, { sync: false });
-  await again.put(Buffer.from('after'), Buffer.from('reopen'), { session: { client, seq: 101, floor: 101, open: false } });
+  await again.put(Buffer.from('after'), Buffer.from('reopen'), { session: { ...client, seq: 101, floor: 101, open: false } });
   await again.close();
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -48,12 +48,12 @@ describe('nova tool', () => {
     const log = nova('tool', 'log', 'dump', file(/\.log$/));
     expect(log.status).toBe(0);
     expect(log.stdout).toMatch(/put "after" = "reopen"/);
-    expect(log.stdout).toContain(`client ${'cd'.repeat(16)} write 101 (floor 101)`);
+    expect(log.stdout).toContain(`client ${'cdcd'.padStart(14, '0')}${'cd'.padStart(14, '0')} write 101 (floor 101)`);
     const manifest = nova('tool', 'manifest', 'dump', file(/^MANIFEST-/));
     expect(manifest.status).toBe(0);
     expect(manifest.stdout).toMatch(/edit 0: nextFile \d+; lastSequence \d+; add L\d #\d+/);
     expect(manifest.stdout).toMatch(/bind memtable \d+ -> log \d+/);
-    expect(manifest.stdout).toContain(`sessions 1: ${'cd'.repeat(16)} floor 100 applied [100]`);
+    expect(manifest.stdout).toContain(`sessions 1: ${'cdcd'.padStart(14, '0')}${'cd'.padStart(14, '0')} floor 100 applied [100]`);
   });
 
   it('reports a damaged table with its offset and exits 1', () => {

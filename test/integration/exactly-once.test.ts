@@ -30,12 +30,12 @@ describe('exactly-once writes in a cluster', () => {
     const b = cluster.client;
     await b.put(k, Buffer.from('before'));
     // Client A speaks the wire itself, so its retry comes exactly when the test says.
-    const session = [randomBytes(16), 1, 1, 1];
+    const session = [randomBytes(6).readUIntLE(0, 6), 42, 1, 1, 1];
     const a = await TcpRpcClient.connect(await ltcAddress(cluster), { timeoutMs: 60_000 });
     // Two of three StoCs stopped: the append of X reaches one replica and waits for a majority.
     cluster.pause('stoc', 2, true);
     cluster.pause('stoc', 3, true);
-    const first = a.call('put', [b.configuration.id, k, Buffer.from('X'), session]).catch((err: Error) => err);
+    const first = a.call('put', [b.configuration.id, k, Buffer.from('X'), ...session]).catch((err: Error) => err);
     await new Promise((r) => setTimeout(r, 500));
     await cluster.kill('ltc', 1);
     expect(await first).toMatchObject({ code: 'PEER_LOST' });
@@ -47,15 +47,15 @@ describe('exactly-once writes in a cluster', () => {
     expect((await b.get(k))?.toString()).toBe('Y');
     // A's retry: the same session and number. Applying it again would bring X back.
     const retry = await TcpRpcClient.connect(await ltcAddress(cluster), { timeoutMs: 10_000 });
-    await expect(retry.call('put', [b.configuration.id, k, Buffer.from('X'), session])).resolves.toBeNull();
+    await expect(retry.call('put', [b.configuration.id, k, Buffer.from('X'), ...session])).resolves.toBeNull();
     expect((await b.get(k))?.toString()).toBe('Y');
     type Stats = { sessions: { duplicates: number; sessions: number } };
     const [stats] = (await b.stats()) as Stats[];
     expect(stats.sessions.duplicates).toBe(1);
     expect(stats.sessions.sessions).toBe(2);
     // A bad session is refused, naming its shape, and applies nothing.
-    for (const bad of [[Buffer.alloc(15), 1, 1, 1], [randomBytes(16), 0, 0, 1], [randomBytes(16), 3, 4, 1], [randomBytes(16), 1, 1, 2], 'x']) {
-      await expect(retry.call('put', [b.configuration.id, k, Buffer.from('Z'), bad])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('a write\'s session is') });
+    for (const bad of [[-1, 0, 1, 1, 1], [2 ** 53, 0, 1, 1, 1], [1, 2, 0, 0, 1], [1, 2, 3, 4, 1], [1, 2, 1, 1, 2], [1, 2, 1, 1], ['x']]) {
+      await expect(retry.call('put', [b.configuration.id, k, Buffer.from('Z'), ...bad])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('a write\'s session is') });
     }
     expect((await b.get(k))?.toString()).toBe('Y');
     a.close();

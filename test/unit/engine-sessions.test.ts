@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Engine, localEnv, type EngineEnv, type EngineOptions } from '../../src/ltc/engine.js';
-import type { SessionRef } from '../../src/ltc/sessions.js';
+import type { ClientId, SessionRef } from '../../src/ltc/sessions.js';
 
 const dirs: string[] = [];
 const open: Engine[] = [];
@@ -35,14 +35,14 @@ async function reopen(e: Engine, dir: string, o: EngineOptions = {}): Promise<En
   return openEngine(dir, o);
 }
 
-const A = Buffer.alloc(16, 0xa1);
-const B = Buffer.alloc(16, 0xb2);
+const A: ClientId = { idHigh: 0xa1a1, idLow: 1 };
+const B: ClientId = { idHigh: 0xb2b2, idLow: 2 };
 const k = Buffer.from('key');
 const X = Buffer.from('X');
 const Y = Buffer.from('Y');
 
-function ref(client: Buffer, seq: number, floor = 1, open = true): SessionRef {
-  return { client, seq, floor, open };
+function ref(client: ClientId, seq: number, floor = 1, open = true): SessionRef {
+  return { ...client, seq, floor, open };
 }
 
 /**
@@ -157,7 +157,7 @@ describe('engine: exactly-once writes', () => {
 
   it('refuses a malformed session, and goes on', async () => {
     const db = await openEngine(tempDir());
-    await expect(db.put(k, X, { session: { client: Buffer.alloc(8), seq: 1, floor: 1, open: true } })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(db.put(k, X, { session: { idHigh: 1.5, idLow: 0, seq: 1, floor: 1, open: true } })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     await expect(db.put(k, X, { session: ref(A, 2, 3) })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     await db.put(k, Y, { session: ref(A, 1) });
     expect((await db.get(k))!.toString()).toBe('Y');

@@ -3,53 +3,68 @@
  * range's own clock, its bounds, and its snapshot format.
  */
 import { describe, expect, it } from 'vitest';
-import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, type SessionRef } from '../../src/ltc/sessions.js';
+import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, type Admission, type ClientId, type SessionRef, type Ticket } from '../../src/ltc/sessions.js';
 
-const A = Buffer.alloc(16, 0xaa);
-const B = Buffer.alloc(16, 0xbb);
+const A: ClientId = { idHigh: 0xaaaa, idLow: 0xa1 };
+const B: ClientId = { idHigh: 0xbbbb, idLow: 0xb2 };
+const id = (n: number): ClientId => ({ idHigh: n, idLow: n });
 const limits = { timeoutMs: 10_000, maxSessions: 100, maxWindow: 1000, maxEntries: 100_000 };
 
-function ref(client: Buffer, seq: number, floor = 1, open = true): SessionRef {
-  return { client, seq, floor, open };
+function ref(client: ClientId, seq: number, floor = 1, open = true): SessionRef {
+  return { ...client, seq, floor, open };
+}
+
+/** 'apply' for a ticket (the write is to be applied), else the verdict itself. */
+function verdict(a: Admission): 'apply' | 'applied' | Promise<void> {
+  return a === 'applied' || a instanceof Promise ? a : 'apply';
+}
+
+/** The ticket to apply `r` under; fails the test if the table says otherwise. */
+function ticket(t: SessionTable, r: SessionRef): Ticket {
+  const a = t.admit(r);
+  expect(verdict(a)).toBe('apply');
+  return a as Ticket;
 }
 
 /** Admits and applies `r` (as the engine does for a write that commits). */
 function apply(t: SessionTable, r: SessionRef): void {
-  expect(t.admit(r)).toBe('apply');
-  t.begin(r, Promise.resolve());
-  t.applied(r);
+  const k = ticket(t, r);
+  t.begin(k);
+  t.applied(k);
 }
 
 describe('session table', () => {
   it('answers a retry of an applied write from the table, and one in flight with its original', async () => {
     const t = new SessionTable(limits);
     apply(t, ref(A, 1));
-    expect(t.admit(ref(A, 1))).toBe('applied');
-    expect(t.admit(ref(A, 2, 1, false))).toBe('apply'); // the session is known: `open` no longer matters
-    let settle!: () => void;
-    const original = new Promise<void>((resolve) => { settle = resolve; });
-    t.begin(ref(A, 2), original);
-    expect(t.admit(ref(A, 2))).toBe(original);
-    settle();
-    t.applied(ref(A, 2));
-    expect(t.admit(ref(A, 2))).toBe('applied');
-    // A write that failed may be sent again (the engine refuses work until a reopen rebuilds the table).
-    expect(t.admit(ref(A, 3))).toBe('apply');
-    t.begin(ref(A, 3), Promise.resolve());
-    t.failed(ref(A, 3));
-    expect(t.admit(ref(A, 3))).toBe('apply');
-    expect(t.admit(ref(B, 1))).toBe('apply'); // clients are apart
-    expect(t.stats).toMatchObject({ sessions: 2, entries: 2, duplicates: 3 });
+    expect(verdict(t.admit(ref(A, 1)))).toBe('applied');
+    const two = ticket(t, ref(A, 2, 1, false)); // the session is known: `open` no longer matters
+    t.begin(two);
+    const retry = t.admit(ref(A, 2));
+    expect(retry).toBeInstanceOf(Promise);
+    t.applied(two);
+    await expect(retry).resolves.toBeUndefined(); // the original's outcome
+    expect(verdict(t.admit(ref(A, 2)))).toBe('applied');
+    // A write that failed may be sent again (the engine refuses work until a reopen rebuilds
+    // the table); a retry that waited for it fails with it.
+    const three = ticket(t, ref(A, 3));
+    t.begin(three);
+    const waiting = t.admit(ref(A, 3));
+    t.failed(three, new Error('the log append failed'));
+    await expect(waiting).rejects.toThrow('the log append failed');
+    expect(verdict(t.admit(ref(A, 3)))).toBe('apply');
+    expect(verdict(t.admit(ref(B, 1)))).toBe('apply'); // clients are apart
+    expect(t.stats).toMatchObject({ sessions: 2, entries: 2, duplicates: 4 });
   });
 
   it('forgets what is below a client\'s floor and refuses a write there', () => {
     const t = new SessionTable(limits);
     for (let i = 1; i <= 5; i++) apply(t, ref(A, i));
     apply(t, ref(A, 7, 4));
-    expect(t.admit(ref(A, 4, 4))).toBe('applied');
+    expect(verdict(t.admit(ref(A, 4, 4)))).toBe('applied');
     expect(() => t.admit(ref(A, 3, 3))).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/write 3 .* below its floor 4/) }));
     // An older floor (a frame that waited) lowers nothing.
-    expect(t.admit(ref(A, 5, 2))).toBe('applied');
+    expect(verdict(t.admit(ref(A, 5, 2)))).toBe('applied');
     expect(() => t.admit(ref(A, 2, 2))).toThrow(/below its floor 4/);
   });
 
@@ -57,14 +72,15 @@ describe('session table', () => {
     const t = new SessionTable(limits);
     expect(() => t.admit(ref(A, 9, 9, false))).toThrow(expect.objectContaining({ code: 'SESSION_EXPIRED' }));
     expect(t.stats.sessions).toBe(0);
-    expect(t.admit(ref(A, 9, 9, true))).toBe('apply');
+    expect(verdict(t.admit(ref(A, 9, 9, true)))).toBe('apply');
   });
 
   it('expires a session idle for the timeout on its own clock, not one with a write in flight; a pause is not idleness', () => {
     const t = new SessionTable(limits);
     apply(t, ref(A, 1));
     apply(t, ref(B, 1));
-    t.begin(ref(B, 2), new Promise(() => undefined)); // in flight
+    const inFlight = ticket(t, ref(B, 2));
+    t.begin(inFlight); // in flight
     for (let ms = 0; ms < 9_000; ms += 1000) t.advance(1000);
     apply(t, ref(A, 2, 1, false)); // A is busy again
     t.advance(600_000); // a SIGSTOP of ten minutes moves the clock one step
@@ -72,14 +88,14 @@ describe('session table', () => {
     for (let ms = 0; ms < 10_000; ms += MAX_CLOCK_STEP_MS) t.advance(MAX_CLOCK_STEP_MS);
     expect(t.stats).toMatchObject({ sessions: 1, expired: 1 }); // A expired; B still has a write in flight
     expect(() => t.admit(ref(A, 3, 3, false))).toThrow(expect.objectContaining({ code: 'SESSION_EXPIRED' }));
-    t.failed(ref(B, 2));
+    t.failed(inFlight, new Error('x'));
     t.advance(1);
     expect(t.stats).toMatchObject({ sessions: 0, expired: 2 });
   });
 
   it('is bounded: sessions, applied writes per session and in all (those below a floor are dropped first)', () => {
     const t = new SessionTable({ timeoutMs: 10_000, maxSessions: 3, maxWindow: 4, maxEntries: 8 });
-    const [c0, c1, c2] = [0, 1, 2].map((c) => Buffer.alloc(16, c));
+    const [c0, c1, c2] = [0, 1, 2].map(id);
     for (const c of [c0, c1, c2]) apply(t, ref(c, 1));
     expect(() => t.admit(ref(A, 1))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/3 client sessions/) }));
     for (let i = 2; i <= 4; i++) apply(t, ref(c0, i));
@@ -94,9 +110,26 @@ describe('session table', () => {
     expect(t.stats.entries).toBe(7);
   });
 
+  it('keeps apart clients whose ids share their high half (looked up by it, checked whole)', () => {
+    const t = new SessionTable(limits);
+    const ids = [0, 1, 2].map((i) => ({ idHigh: 77, idLow: i }));
+    apply(t, ref(ids[0], 1));
+    apply(t, ref(ids[1], 1));
+    expect(verdict(t.admit(ref(ids[0], 1)))).toBe('applied');
+    expect(verdict(t.admit(ref(ids[1], 1)))).toBe('applied');
+    expect(verdict(t.admit(ref(ids[2], 1)))).toBe('apply');
+    for (let i = 0; i < 10; i++) t.advance(1000); // both expire; a new one takes the first place
+    apply(t, ref(ids[1], 2, 2));
+    expect(verdict(t.admit(ref(ids[1], 2, 2, false)))).toBe('applied');
+    expect(() => t.admit(ref(ids[0], 2, 2, false))).toThrow(expect.objectContaining({ code: 'SESSION_EXPIRED' }));
+    const u = new SessionTable(limits);
+    u.load(t.encode(), 'M');
+    expect(verdict(u.admit(ref(ids[1], 2, 2, false)))).toBe('applied');
+  });
+
   it('refuses a malformed session, naming what is wrong', () => {
     const t = new SessionTable(limits);
-    for (const r of [ref(Buffer.alloc(15), 1), ref(A, 0), ref(A, 1.5), ref(A, 3, 4), ref(A, 3, 0), { ...ref(A, 1), open: 1 as unknown as boolean }]) {
+    for (const r of [ref({ idHigh: -1, idLow: 0 }, 1), ref({ idHigh: 1, idLow: 2 ** 53 }, 1), ref(A, 0), ref(A, 1.5), ref(A, 3, 4), ref(A, 3, 0), { ...ref(A, 1), open: 1 as unknown as boolean }]) {
       expect(() => t.admit(r)).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringContaining('a write\'s session is') }));
     }
     expect(t.stats.sessions).toBe(0);
@@ -111,7 +144,7 @@ describe('session table', () => {
     u.load(snapshot, 'M');
     u.replay(ref(A, 2, 1, false));
     for (let i = 0; i < 9; i++) u.advance(1000);
-    expect(u.admit(ref(A, 2, 1, false))).toBe('applied'); // the client's retry, 9 s on
+    expect(verdict(u.admit(ref(A, 2, 1, false)))).toBe('applied'); // the client's retry, 9 s on
   });
 
   it('round-trips its snapshot; loading merges floors, applied writes and idle times', () => {
@@ -120,17 +153,17 @@ describe('session table', () => {
     apply(t, ref(B, 1));
     t.advance(1500);
     const bytes = t.encode();
-    expect(decodeSessions(bytes, 'M').map((s) => ({ ...s, client: s.client[0] }))).toEqual([
-      { client: 0xaa, floor: 3, idleMs: 1500, applied: [3, 4, 9, 2 ** 40] },
-      { client: 0xbb, floor: 1, idleMs: 1500, applied: [1] },
+    expect(decodeSessions(bytes, 'M')).toEqual([
+      { ...A, floor: 3, idleMs: 1500, applied: [3, 4, 9, 2 ** 40] },
+      { ...B, floor: 1, idleMs: 1500, applied: [1] },
     ]);
     const u = new SessionTable(limits);
     u.replay(ref(A, 11, 4, false)); // a record in a log, newer than the snapshot
     u.load(bytes, 'M');
-    expect(u.admit(ref(A, 9, 4, false))).toBe('applied');
-    expect(u.admit(ref(A, 11, 4, false))).toBe('applied');
+    expect(verdict(u.admit(ref(A, 9, 4, false)))).toBe('applied');
+    expect(verdict(u.admit(ref(A, 11, 4, false)))).toBe('applied');
     expect(() => u.admit(ref(A, 3, 3, false))).toThrow(/below its floor 4/);
-    expect(u.admit(ref(B, 1, 1, false))).toBe('applied');
+    expect(verdict(u.admit(ref(B, 1, 1, false)))).toBe('applied');
     // B was idle 1.5 s when saved; it expires 8.5 s later, not 10.
     const v = new SessionTable(limits);
     v.load(bytes, 'M');
@@ -155,8 +188,8 @@ describe('session table', () => {
 
   it('encodes the example of doc/format/manifest.md', () => {
     const t = new SessionTable(limits);
-    for (const q of [3, 4, 9]) apply(t, ref(Buffer.alloc(16, 0xaa), q, 3));
+    for (const q of [3, 4, 9]) apply(t, ref({ idHigh: 0xaaaaaa, idLow: 0x55 }, q, 3));
     t.advance(1500);
-    expect(t.encode().toString('hex')).toBe(`0101${'aa'.repeat(16)}03dc0b03000105`);
+    expect(t.encode().toString('hex')).toBe('0101aaaaaa0000000000550000000000000003dc0b03000105');
   });
 });

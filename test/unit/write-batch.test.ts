@@ -69,7 +69,7 @@ describe('write batch', () => {
   });
 
   it('carries the client\'s write (session, number, floor) when there is one, and reads version 1 records', () => {
-    const session: SessionRef = { client: Buffer.alloc(16, 0xab), seq: 2 ** 40 + 7, floor: 2 ** 40, open: true };
+    const session: SessionRef = { idHigh: 2 ** 52 + 3, idLow: 7, seq: 2 ** 40 + 7, floor: 2 ** 40, open: true };
     const b = new WriteBatch().put(Buffer.from('k'), Buffer.from('v'));
     const withSession = Buffer.from(b.encode(5, 77, session));
     expect(withSession.length).toBe(b.encode(5, 77).length + 32);
