@@ -8,7 +8,7 @@ import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, type Admission, type C
 const A: ClientId = { idHigh: 0xaaaa, idLow: 0xa1 };
 const B: ClientId = { idHigh: 0xbbbb, idLow: 0xb2 };
 const id = (n: number): ClientId => ({ idHigh: n, idLow: n });
-const limits = { timeoutMs: 10_000, maxSessions: 100, maxWindow: 1000, maxEntries: 100_000 };
+const limits = { timeoutMs: 10_000, maxSessions: 100, maxWindow: 1024, maxEntries: 100_000, maxRingBytes: 1 << 20 };
 
 function ref(client: ClientId, seq: number, floor = 1, open = true): SessionRef {
   return { ...client, seq, floor, open };
@@ -93,8 +93,8 @@ describe('session table', () => {
     expect(t.stats).toMatchObject({ sessions: 0, expired: 2 });
   });
 
-  it('is bounded: sessions, applied writes per session and in all (those below a floor are dropped first)', () => {
-    const t = new SessionTable({ timeoutMs: 10_000, maxSessions: 3, maxWindow: 4, maxEntries: 8 });
+  it('is bounded: sessions, how far past its floor a session writes, and writes held in all', () => {
+    const t = new SessionTable({ timeoutMs: 10_000, maxSessions: 3, maxWindow: 4, maxEntries: 8, maxRingBytes: 1 << 20 });
     const [c0, c1, c2] = [0, 1, 2].map(id);
     for (const c of [c0, c1, c2]) apply(t, ref(c, 1));
     expect(() => t.admit(ref(A, 1))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/3 client sessions/) }));
@@ -105,7 +105,7 @@ describe('session table', () => {
     apply(t, ref(c1, 2));
     apply(t, ref(c1, 3));
     apply(t, ref(c2, 2));
-    expect(() => t.admit(ref(c2, 3))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/8 applied writes here/) }));
+    expect(() => t.admit(ref(c2, 3))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/hold 8 writes here/) }));
     apply(t, ref(c1, 4, 3)); // c1's 1 and 2 finished: dropped, room in all
     expect(t.stats.entries).toBe(7);
   });
@@ -125,6 +125,35 @@ describe('session table', () => {
     const u = new SessionTable(limits);
     u.load(t.encode(), 'M');
     expect(verdict(u.admit(ref(ids[1], 2, 2, false)))).toBe('applied');
+  });
+
+  it('keeps numbers in a ring that grows as a window widens and moves with the floor', () => {
+    const t = new SessionTable(limits);
+    for (let i = 1; i <= 300; i++) apply(t, ref(A, i)); // past 64 and 128 and 256: the ring doubles
+    for (let i = 1; i <= 300; i++) expect(verdict(t.admit(ref(A, i)))).toBe('applied');
+    expect(verdict(t.admit(ref(A, 301)))).toBe('apply');
+    apply(t, ref(A, 1000, 999)); // the floor passes the whole ring
+    expect(t.stats.entries).toBe(1);
+    expect(() => t.admit(ref(A, 300, 300))).toThrow(/below its floor 999/);
+    expect(verdict(t.admit(ref(A, 1000, 999)))).toBe('applied');
+    expect(verdict(t.admit(ref(A, 1000 + 64, 999)))).toBe('apply'); // same slot as 1000 in a ring of 64: not confused
+    // A write in flight whose number the floor passes: its end touches no other number's slot.
+    const k = ticket(t, ref(A, 1001, 999));
+    t.begin(k);
+    apply(t, ref(A, 1001 + 128, 1100));
+    t.failed(k, new Error('x'));
+    expect(verdict(t.admit(ref(A, 1001 + 128, 1100)))).toBe('applied');
+    expect(() => t.admit(ref(A, 1100 + 1024, 1100))).toThrow(/1024 or more past its oldest unfinished one/);
+    // Rings take bytes: past maxRingBytes a window may not widen.
+    const u = new SessionTable({ ...limits, maxRingBytes: 160 });
+    apply(u, ref(A, 1));
+    apply(u, ref(B, 1));
+    expect(() => u.admit(ref(A, 100))).toThrow(expect.objectContaining({ code: 'BUSY', message: expect.stringMatching(/windows take 128 bytes/) }));
+    // A log record far past the window (a bad log) raises the floor rather than the ring.
+    const v = new SessionTable(limits);
+    v.replay(ref(A, 5000, 1, false));
+    expect(() => v.admit(ref(A, 1, 1, false))).toThrow(/below its floor 3977/);
+    expect(verdict(v.admit(ref(A, 5000, 3977, false)))).toBe('applied');
   });
 
   it('refuses a malformed session, naming what is wrong', () => {
@@ -149,12 +178,12 @@ describe('session table', () => {
 
   it('round-trips its snapshot; loading merges floors, applied writes and idle times', () => {
     const t = new SessionTable(limits);
-    for (const i of [3, 4, 9, 2 ** 40]) apply(t, ref(A, i, 3));
+    for (const i of [3, 4, 9, 900]) apply(t, ref(A, i, 3));
     apply(t, ref(B, 1));
     t.advance(1500);
     const bytes = t.encode();
     expect(decodeSessions(bytes, 'M')).toEqual([
-      { ...A, floor: 3, idleMs: 1500, applied: [3, 4, 9, 2 ** 40] },
+      { ...A, floor: 3, idleMs: 1500, applied: [3, 4, 9, 900] },
       { ...B, floor: 1, idleMs: 1500, applied: [1] },
     ]);
     const u = new SessionTable(limits);
