@@ -4,10 +4,10 @@
  * completion records; doc/decisions/exactly-once-writes.md).
  *
  * A client (NovaClient) has a random id (two integers below 2^53: 106 random bits, cheap to
- * send and to look up) and numbers its writes 1, 2, 3…; with each write to
- * a range it sends its floor there: every write of its to this range numbered below the floor
- * is finished (answered, or given up), so it will never send one again. Per client the table
- * keeps the floor and the numbers at or above it that are applied. A write is then
+ * send and to look up) and numbers its writes 1, 2, 3…; with each write to a range it sends
+ * its floor there: every write of its to this range numbered below the floor is finished
+ * (answered, or given up), so it will never send one again. Per client the table keeps the
+ * floor and the state of each number from it on (in a ring of bytes). A write is then
  * - applied already: answered at once with its outcome (success), not applied again;
  * - in flight (a retry raced its original): answered with the original's outcome;
  * - below the floor: refused (a stale frame; the client no longer waits for it);
@@ -15,9 +15,10 @@
  *
  * Bounds: a session whose client has sent this range no write for `timeoutMs` of the
  * table's clock expires; at most `maxSessions` sessions, numbers less than `maxWindow` past a
- * session's floor, and `maxEntries` numbers held in all (BUSY past them). A write of a client the table does not know is accepted only if the client says
- * it has had no write acknowledged here in this session (`open`); otherwise its session
- * expired here and it is told so (SESSION_EXPIRED), never applied.
+ * session's floor, `maxEntries` numbers held and `maxRingBytes` of rings in all (BUSY past
+ * them). A write of a client the table does not know is accepted only if the client says it
+ * has had no write acknowledged here in this session (`open`); otherwise its session expired
+ * here and it is told so (SESSION_EXPIRED), and that attempt applies nothing.
  *
  * The clock is the range's running time, not the wall's: a pause of the process (SIGSTOP, a
  * descheduled VM) or a restart does not age sessions (advance caps each step), so frames that
