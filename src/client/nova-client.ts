@@ -8,9 +8,9 @@
  * restarting) are retried with backoff. Every call has an overall deadline.
  *
  * Writes are applied exactly once (doc/decisions/exactly-once-writes.md): the client has a
- * session (a random id: two integers below 2^53) and numbers every put, delete and batch in it; the number
- * travels with each attempt, and the LTC answers a retry of a write it applied from its
- * session table instead of applying it again. So a write is retried after any failure that
+ * session (a random id, ClientId in sessions.ts) and numbers every put, delete and batch in
+ * it; the number travels with each attempt, and the LTC answers a retry of a write it
+ * applied from its session table instead of applying it again. So a write is retried after any failure that
  * may have left it applied (a lost connection, an LTC that died mid-commit), and a retry
  * inside the deadline is always safe. A write that fails in the end says which it was: FAILED
  * (certainly not applied) or UNKNOWN_OUTCOME (it may have been, or may yet be, applied).
@@ -24,11 +24,11 @@
  * forgets numbers below it. A range's window (newest number minus floor) is kept under
  * SESSION_WINDOW: a new write to a range whose oldest write is stuck waits for it.
  */
-import { randomBytes } from 'node:crypto';
 import { NovaError, type ErrorCode } from '../common/errors.js';
 import { TcpRpcClient, TcpRemoteError } from '../common/tcp-rpc.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../coordinator/config.js';
 import { CoordinatorLocator } from '../coordinator/locator.js';
+import { idName, randomClientId, type ClientId } from '../ltc/sessions.js';
 
 export { coordinatorOf } from '../coordinator/locator.js';
 
@@ -73,17 +73,15 @@ const FINAL: ReadonlySet<string> = new Set<ErrorCode>(['BAD_ARGUMENT', 'UNKNOWN_
  * there and not yet finished (ascending; the first is the floor) and whether the range has
  * acknowledged one of them (then its LTC holds a record of the session).
  */
-class Session {
-  /** The session id: two random integers below 2^53 (ClientId in sessions.ts). */
+class Session implements ClientId {
   readonly idHigh: number;
   readonly idLow: number;
   private next = 1;
   private readonly windows = new Map<number, Window>();
 
-  constructor() {
-    const r = randomBytes(14);
-    this.idHigh = r.readUIntLE(0, 6) + (r[6] & 0x1f) * 2 ** 48;
-    this.idLow = r.readUIntLE(7, 6) + (r[13] & 0x1f) * 2 ** 48;
+  constructor(id: ClientId = randomClientId()) {
+    this.idHigh = id.idHigh;
+    this.idLow = id.idLow;
   }
 
   take(): number {
@@ -195,8 +193,7 @@ export class NovaClient {
 
   /** This client's session id (hex) and how many sessions it has started (one more per expiry). */
   get sessionInfo(): { id: string; started: number } {
-    const { idHigh, idLow } = this.session;
-    return { id: idHigh.toString(16).padStart(14, '0') + idLow.toString(16).padStart(14, '0'), started: this.sessionsStarted };
+    return { id: idName(this.session), started: this.sessionsStarted };
   }
 
   /** The configuration this client routes by. */

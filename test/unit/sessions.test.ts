@@ -3,7 +3,7 @@
  * range's own clock, its bounds, and its snapshot format.
  */
 import { describe, expect, it } from 'vitest';
-import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, type Admission, type ClientId, type SessionRef, type Ticket } from '../../src/ltc/sessions.js';
+import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, idName, randomClientId, type Admission, type ClientId, type SessionRef, type Ticket } from '../../src/ltc/sessions.js';
 
 const A: ClientId = { idHigh: 0xaaaa, idLow: 0xa1 };
 const B: ClientId = { idHigh: 0xbbbb, idLow: 0xb2 };
@@ -213,6 +213,19 @@ describe('session table', () => {
     const dup = Buffer.from(bytes);
     dup[dup.length - 1] = 0; // the second applied number equals the first
     expect(() => decodeSessions(dup, 'M')).toThrow(/out of order/);
+    const big = Buffer.from(bytes);
+    big[9] = 0xff; // the top byte of the first id's high half: 2^56 and more
+    expect(() => decodeSessions(big, 'M')).toThrow(/M: session table has a client id half of 2\^53 or more at offset 2/);
+  });
+
+  it('makes random ids of two integers below 2^53, all different', () => {
+    const ids = Array.from({ length: 2000 }, () => randomClientId());
+    for (const x of ids) expect(Number.isSafeInteger(x.idHigh) && x.idHigh >= 0 && Number.isSafeInteger(x.idLow) && x.idLow >= 0).toBe(true);
+    expect(new Set(ids.map(idName)).size).toBe(ids.length);
+    // All 53 bits are used: about half the halves are 2^52 or more.
+    const high = ids.filter((x) => x.idHigh >= 2 ** 52).length;
+    expect(high).toBeGreaterThan(800);
+    expect(high).toBeLessThan(1200);
   });
 
   it('encodes the example of doc/format/manifest.md', () => {
