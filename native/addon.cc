@@ -1,4 +1,4 @@
-// N-API face of the Fabric (src/transport/native.ts is its only caller).
+// N-API face of the Fabric (src/common/addon.ts is its only caller).
 //
 // The boundary is thin on purpose: JS owns the API; this file converts arguments, turns
 // failed control calls into errors carrying a fixed `status` code, and hands completion

@@ -125,7 +125,7 @@ Fabric::Fabric(const FabricOptions& options, Notify notify)
 Fabric::~Fabric() { Close(); }
 
 bool Fabric::Init(std::string* error) {
-  // UCX_* defaults are set by src/transport/native.ts before this library loads.
+  // UCX_* defaults are set by src/common/addon.ts before this library loads.
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) {

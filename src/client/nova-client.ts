@@ -25,7 +25,7 @@
  * SESSION_WINDOW: a new write to a range whose oldest write is stuck waits for it.
  */
 import { NovaError, type ErrorCode } from '../common/errors.js';
-import { TcpRpcClient, TcpRemoteError } from '../common/tcp-rpc.js';
+import { TcpRpcClient, TcpRemoteError } from '../net/tcp-rpc.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../coordinator/config.js';
 import { CoordinatorLocator } from '../coordinator/locator.js';
 import { idName, randomClientId, type ClientId } from '../ltc/sessions.js';

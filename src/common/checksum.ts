@@ -8,7 +8,7 @@
  * that 5–9% of the LTC's main thread. A test holds this equal to that package and to the
  * JS xxh32 of filters (src/common/xxh32.ts).
  */
-import { loadAddon } from '../transport/native.js';
+import { loadAddon } from './addon.js';
 
 const native = loadAddon().checksum32;
 

@@ -16,7 +16,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
-import { TcpRpcServer } from '../common/tcp-rpc.js';
+import { TcpRpcServer } from '../net/tcp-rpc.js';
 import { rangeOf, type ClusterConfig, type RangeInfo } from '../coordinator/config.js';
 import { Membership } from '../coordinator/membership.js';
 import { StocLogStore } from '../logc/stoc-log-store.js';

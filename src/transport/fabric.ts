@@ -23,7 +23,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import { EVENT_BYTES, EventKind, OP_DESC_BYTES, OpKind, Status, errorCodeOf } from './codes.js';
-import { loadAddon, type NativeFabric, type NativeStats } from './native.js';
+import { loadAddon, type NativeFabric, type NativeStats } from '../common/addon.js';
 import { RemoteKey } from './remote-key.js';
 import { openWorkerAddress, sealWorkerAddress } from './worker-address.js';
 

@@ -9,8 +9,8 @@ import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
-import { encodeFrame } from '../../src/common/frames.js';
-import { parseAddress, TcpRpcClient } from '../../src/common/tcp-rpc.js';
+import { encodeFrame } from '../../src/net/frames.js';
+import { parseAddress, TcpRpcClient } from '../../src/net/tcp-rpc.js';
 import { NODE_FLAGS, fetchStatus, readClusterFile } from '../../src/cli/cluster-control.js';
 import { BIN, key, missing, startCluster, value, writeKeys, type TestCluster } from '../helpers/cluster.js';
 

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_BYTES, EventKind, OP_DESC_BYTES, OpKind, Status } from '../../src/transport/codes.js';
-import { loadAddon, type NativeFabric } from '../../src/transport/native.js';
+import { loadAddon, type NativeFabric } from '../../src/common/addon.js';
 import { useTls } from '../helpers/peer-process.js';
 
 interface Event { kind: number; opId: number; status: number; ep: number }

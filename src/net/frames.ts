@@ -13,8 +13,8 @@
  * stream cannot be resynchronised, so the connection is closed with the reason.
  */
 import { RESERVE_START_SPACE, type Packr } from 'msgpackr';
-import { checksum32 } from './checksum.js';
-import { NovaError } from './errors.js';
+import { checksum32 } from '../common/checksum.js';
+import { NovaError } from '../common/errors.js';
 
 export const FRAME_MAGIC = 0x4643564e;
 export const FRAME_VERSION = 1;

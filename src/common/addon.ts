@@ -1,6 +1,6 @@
 /**
  * Loads the native transport addon (native/, built by cmake-js into build/Release) and
- * types its surface. Nothing but src/transport/fabric.ts should import this file.
+ * types its surface. Only src/transport/fabric.ts and src/common/checksum.ts import it.
  */
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
@@ -65,7 +65,7 @@ export interface NativeAddon {
 }
 
 function findRoot(): string {
-  // Works from src/transport (vitest) and dist/src/transport (compiled).
+  // Works from src/common (vitest) and dist/src/common (compiled).
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 5; i++) {
     if (existsSync(join(dir, 'package.json'))) return dir;

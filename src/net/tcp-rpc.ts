@@ -24,7 +24,7 @@ import { createConnection, createServer, type NetConnectOpts, type Server, type 
 import { Packr } from 'msgpackr';
 import { createHash } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
-import { NovaError, RemoteError } from './errors.js';
+import { NovaError, RemoteError } from '../common/errors.js';
 import { DEFAULT_MAX_FRAME, FRAME_HEADER, FrameReader, packFrame } from './frames.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
