@@ -175,6 +175,13 @@ export function keyOf(n: number): Buffer {
   return Buffer.from(`user${String(n).padStart(KEY_DIGITS, '0')}`, 'latin1');
 }
 
+/** Split keys that cut the key space of `records` bench keys into `ranges` even ranges. */
+export function benchSplits(ranges: number, records: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let i = 1; i < ranges; i++) out.push(keyOf(Math.floor((i * records) / ranges)));
+  return out;
+}
+
 export function keyNumber(key: Uint8Array): number {
   return Number(Buffer.from(key.buffer, key.byteOffset, key.length).toString('latin1', 4));
 }

@@ -18,7 +18,7 @@ import { NovaError } from '../common/errors.js';
 import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../net/tcp-rpc.js';
 import type { ClusterStatus } from '../coordinator/coordinator.js';
-import { configFromWire } from '../coordinator/config.js';
+import { configFromWire } from '../cluster/config.js';
 
 const HERE = fileURLToPath(import.meta.url);
 /** bin/nova.js of this installation (from dist/src/cli/ or, in tests, src/cli/). */

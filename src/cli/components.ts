@@ -3,8 +3,8 @@
  * SIGINT, then stops gracefully (an LTC flushes its memtables first) and returns.
  */
 import { Coordinator } from '../coordinator/coordinator.js';
-import type { Settings } from '../coordinator/config.js';
-import { Membership } from '../coordinator/membership.js';
+import type { Settings } from '../cluster/config.js';
+import { Membership } from '../cluster/membership.js';
 import { LtcServer } from '../ltc/ltc-server.js';
 import { StocServer } from '../stoc/stoc-server.js';
 

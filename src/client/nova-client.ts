@@ -26,11 +26,11 @@
  */
 import { NovaError, type ErrorCode } from '../common/errors.js';
 import { TcpRpcClient, TcpRemoteError } from '../net/tcp-rpc.js';
-import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../coordinator/config.js';
-import { CoordinatorLocator } from '../coordinator/locator.js';
+import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../cluster/config.js';
+import { CoordinatorLocator } from '../cluster/locator.js';
 import { idName, randomClientId, type ClientId } from '../ltc/sessions.js';
 
-export { coordinatorOf } from '../coordinator/locator.js';
+export { coordinatorOf } from '../cluster/locator.js';
 
 export interface NovaClientOptions {
   /** HOST:PORT of the coordinator; or */

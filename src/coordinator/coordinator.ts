@@ -14,9 +14,9 @@ import { lockDir, replaceFile } from '../common/files.js';
 import { TcpRpcServer } from '../net/tcp-rpc.js';
 import {
   DEFAULT_SETTINGS, configFromJson, configToJson, makeRanges, type ClusterConfig, type Member, type Role, type Settings,
-} from './config.js';
+} from '../cluster/config.js';
+import { HEARTBEAT_MS } from '../cluster/membership.js';
 
-export const HEARTBEAT_MS = 500;
 /** A member missing this many heartbeats in a row is reported down. */
 const MISSED_BEATS = 6;
 const CONFIG_FILE = 'config.json';

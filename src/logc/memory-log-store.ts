@@ -42,7 +42,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import type { LogStore, LogWriter } from '../ltc/local-store.js';
-import { sample } from '../ltc/placement.js';
+import { sample } from '../cluster/placement.js';
 import { filesOf } from '../ltc/stoc-block-store.js';
 import { logFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from '../ltc/stoc-pool.js';

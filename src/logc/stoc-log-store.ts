@@ -29,7 +29,7 @@ import { filesOnStocs } from '../ltc/stoc-block-store.js';
 import { logFileName, manifestFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from '../ltc/stoc-pool.js';
 import type { DirectFile } from '../stoc/stoc-client.js';
-import { sample } from '../ltc/placement.js';
+import { sample } from '../cluster/placement.js';
 import { LogFramer, readLog, readLogPrefix } from './log-format.js';
 
 /**

@@ -8,10 +8,10 @@
  * Reads fetch whole tables (the LTC keeps open tables in memory; no block cache yet).
  */
 import { NovaError } from '../common/errors.js';
-import type { Placement } from '../coordinator/config.js';
+import type { Placement } from '../cluster/config.js';
 import type { BlockStore } from './local-store.js';
 import { cutTable, readFragments, writeFragments } from './fragments.js';
-import { place, type PlacementState } from './placement.js';
+import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from './stoc-pool.js';
 import type { Fragment } from './version-edit.js';

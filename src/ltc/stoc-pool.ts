@@ -4,7 +4,7 @@
  * StoC registers a new address, which arrives with the next configuration).
  */
 import { NovaError } from '../common/errors.js';
-import type { ClusterConfig } from '../coordinator/config.js';
+import type { ClusterConfig } from '../cluster/config.js';
 import { StocClient } from '../stoc/stoc-client.js';
 import type { Fabric } from '../transport/fabric.js';
 import type { Rpc } from '../transport/rpc.js';

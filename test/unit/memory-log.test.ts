@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/coordinator/config.js';
+import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
 import { LogFramer, readLog } from '../../src/logc/log-format.js';
 import { MemoryDiskLogStore, MemoryLogStore } from '../../src/logc/memory-log-store.js';
 import { APPENDS_IN_FLIGHT, ReplicatedLog, StocLogStore } from '../../src/logc/stoc-log-store.js';

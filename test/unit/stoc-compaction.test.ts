@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mergeTables } from '../../src/ltc/merge.js';
-import { DEFAULT_SETTINGS } from '../../src/coordinator/config.js';
+import { DEFAULT_SETTINGS } from '../../src/cluster/config.js';
 import { cutTable } from '../../src/ltc/fragments.js';
 import { StocCompactor } from '../../src/ltc/stoc-compactor.js';
 import { StocPool } from '../../src/ltc/stoc-pool.js';

@@ -98,13 +98,6 @@ export function makeRanges(splits: Buffer[], ltcs: number): RangeInfo[] {
   return bounds.map((start, i) => ({ id: i + 1, start, end: splits[i], ltc: (i % ltcs) + 1 }));
 }
 
-/** Split keys that cut the bench key space (user + 12 digits, numbers below `records`) evenly. */
-export function benchSplits(ranges: number, records: number): Buffer[] {
-  const out: Buffer[] = [];
-  for (let i = 1; i < ranges; i++) out.push(Buffer.from(`user${String(Math.floor((i * records) / ranges)).padStart(12, '0')}`));
-  return out;
-}
-
 /** The range holding `key`. */
 export function rangeOf(config: ClusterConfig, key: Uint8Array): RangeInfo {
   const rs = config.ranges;

@@ -4,9 +4,11 @@
  * reports a newer config id fetches it and hands it to `onConfig`.
  */
 import { NovaError } from '../common/errors.js';
-import { HEARTBEAT_MS } from './coordinator.js';
 import { configFromWire, type ClusterConfig, type Role } from './config.js';
 import { CoordinatorLocator } from './locator.js';
+
+/** How often a member tells the coordinator it is alive. */
+export const HEARTBEAT_MS = 500;
 
 export interface MembershipOptions {
   coordinator: string;

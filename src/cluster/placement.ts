@@ -4,7 +4,7 @@
  * are there for comparison.
  */
 import { NovaError } from '../common/errors.js';
-import type { Placement } from '../coordinator/config.js';
+import type { Placement } from './config.js';
 
 export interface PlacementState {
   /** Round-robin position. */
