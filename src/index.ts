@@ -16,4 +16,4 @@ export {
   Engine, EngineIterator, localEnv,
   type EngineOptions, type EngineEnv, type EngineStats, type ReadOptions, type ScanOptions, type Snapshot,
 } from './ltc/engine.js';
-export { WriteBatch, DEFAULT_LIMITS, type Limits } from './ltc/write-batch.js';
+export { WriteBatch, DEFAULT_LIMITS, type Limits } from './log/write-batch.js';

@@ -28,7 +28,7 @@ import { NovaError, type ErrorCode } from '../common/errors.js';
 import { TcpRpcClient, TcpRemoteError } from '../net/tcp-rpc.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../cluster/config.js';
 import { CoordinatorLocator } from '../cluster/locator.js';
-import { idName, randomClientId, type ClientId } from '../ltc/sessions.js';
+import { idName, randomClientId, type ClientId } from '../common/write-id.js';
 
 export { coordinatorOf } from '../cluster/locator.js';
 

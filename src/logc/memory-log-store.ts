@@ -47,7 +47,7 @@ import { filesOf } from '../ltc/stoc-block-store.js';
 import { logFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from '../ltc/stoc-pool.js';
 import type { MemoryFile } from '../stoc/stoc-client.js';
-import { LOG_BLOCK, LogFramer, readLog } from './log-format.js';
+import { LOG_BLOCK, LogFramer, readLog } from '../log/log-format.js';
 import { StocLogStore } from './stoc-log-store.js';
 
 export interface MemoryLogOptions {

@@ -30,7 +30,7 @@ import { logFileName, manifestFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from '../ltc/stoc-pool.js';
 import type { DirectFile } from '../stoc/stoc-client.js';
 import { sample } from '../cluster/placement.js';
-import { LogFramer, readLog, readLogPrefix } from './log-format.js';
+import { LogFramer, readLog, readLogPrefix } from '../log/log-format.js';
 
 /**
  * Appends of one log in flight at once (the engine pipelines up to 4 commit rounds). One at

@@ -17,7 +17,7 @@
  * removes it.
  */
 import { NovaError } from '../common/errors.js';
-import { readLog } from './log-format.js';
+import { readLog } from '../log/log-format.js';
 import type { LocalManifestStore, LogWriter, ManifestStore } from '../ltc/local-store.js';
 import { filesOf } from '../ltc/stoc-block-store.js';
 import type { StocPool } from '../ltc/stoc-pool.js';

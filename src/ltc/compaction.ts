@@ -8,7 +8,7 @@
  */
 import { TRAILER_BYTES, ValueType, compareBytes, compareInternalKeys, sequenceOf } from '../common/internal-key.js';
 import type { InternalIterator } from '../sstable/merging-iterator.js';
-import type { TableMeta } from './version-edit.js';
+import type { TableMeta } from '../log/version-edit.js';
 
 export const LEVELS = 7;
 

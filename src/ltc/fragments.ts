@@ -11,7 +11,7 @@
 import { NovaError } from '../common/errors.js';
 import { readFooter } from '../sstable/format.js';
 import { TableReader } from '../sstable/table-reader.js';
-import type { Fragment } from './version-edit.js';
+import type { Fragment } from '../log/version-edit.js';
 
 /**
  * Cuts `bytes` (a whole table) for `stocs`: ρ + 1 StoCs put the metadata on the last one;

@@ -10,8 +10,8 @@ import { closeSync, existsSync, readdirSync, fdatasyncSync, fsyncSync, mkdirSync
 import { replaceFile, syncDir } from '../common/files.js';
 import { join, resolve } from 'node:path';
 import { NovaError } from '../common/errors.js';
-import { LogFramer } from '../logc/log-format.js';
-import type { Fragment, TableMeta } from './version-edit.js';
+import { LogFramer } from '../log/log-format.js';
+import type { Fragment, TableMeta } from '../log/version-edit.js';
 
 /** Where a range's SSTables live. */
 export interface BlockStore {

@@ -26,7 +26,7 @@ import { NoLogStore } from '../logc/no-log-store.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
-import type { SessionRef } from './sessions.js';
+import type { SessionRef } from '../common/write-id.js';
 import { LocalManifestStore, type LogStore } from './local-store.js';
 import { StocBlockStore } from './stoc-block-store.js';
 import { StocCompactor } from './stoc-compactor.js';

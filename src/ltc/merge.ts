@@ -10,7 +10,7 @@ import { MergingIterator, type InternalIterator } from '../sstable/merging-itera
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
 import { compactionEntries, overlapping } from './compaction.js';
-import type { TableMeta } from './version-edit.js';
+import type { TableMeta } from '../log/version-edit.js';
 
 export interface MergeJob {
   /** Input tables' bytes (any order: the merge orders by internal key), and names for errors. */

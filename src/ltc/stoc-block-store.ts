@@ -14,7 +14,7 @@ import { cutTable, readFragments, writeFragments } from './fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from './stoc-pool.js';
-import type { Fragment } from './version-edit.js';
+import type { Fragment } from '../log/version-edit.js';
 
 /** The kinds of a range's files on StoCs: tables, memtable logs, MANIFESTs. */
 export type StocFileSuffix = '.sst' | '.log' | '.manifest';

@@ -23,7 +23,7 @@ import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import { leftovers, mergeTables, outputBytes, type MergedTable, type MergeJob } from '../ltc/merge.js';
 import { cutTable, readFragments, writeFragments } from '../ltc/fragments.js';
 import { mergeOnWorker, mergeWorkerAvailable } from '../ltc/merge-pool.js';
-import type { Fragment } from '../ltc/version-edit.js';
+import type { Fragment } from '../log/version-edit.js';
 import type { StocClient } from './stoc-client.js';
 import { Method, checkUint, fields, tableFileName } from './stoc-protocol.js';
 

@@ -6,10 +6,11 @@
 import { readFileSync } from 'node:fs';
 import { NovaError } from '../common/errors.js';
 import { TRAILER_BYTES, sequenceOf, typeOf } from '../common/internal-key.js';
-import { readLog } from '../logc/log-format.js';
-import { decodeSessions, idName } from '../ltc/sessions.js';
-import { decodeEdit } from '../ltc/version-edit.js';
-import { decodeBatch } from '../ltc/write-batch.js';
+import { readLog } from '../log/log-format.js';
+import { decodeSessions } from '../ltc/sessions.js';
+import { idName } from '../common/write-id.js';
+import { decodeEdit } from '../log/version-edit.js';
+import { decodeBatch } from '../log/write-batch.js';
 import { TableReader } from '../sstable/table-reader.js';
 
 export type FileKind = 'sst' | 'log' | 'manifest';

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf } from '../../src/common/internal-key.js';
 import { compactionEntries, pickCompaction } from '../../src/ltc/compaction.js';
 import { Memtable } from '../../src/ltc/memtable.js';
-import type { TableMeta } from '../../src/ltc/version-edit.js';
+import type { TableMeta } from '../../src/log/version-edit.js';
 import { leftovers, mergeTables, type MergeJob } from '../../src/ltc/merge.js';
 import { mergeOnWorker } from '../../src/ltc/merge-pool.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Engine, localEnv, type EngineEnv, type EngineOptions } from '../../src/ltc/engine.js';
-import type { ClientId, SessionRef } from '../../src/ltc/sessions.js';
+import type { ClientId, SessionRef } from '../../src/common/write-id.js';
 
 const dirs: string[] = [];
 const open: Engine[] = [];

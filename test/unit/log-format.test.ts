@@ -3,7 +3,7 @@
  * record, and corruption before a valid record reported with file and offset.
  */
 import { describe, expect, it } from 'vitest';
-import { LOG_BLOCK, LOG_HEADER, LogFramer, readLog, readLogPrefix } from '../../src/logc/log-format.js';
+import { LOG_BLOCK, LOG_HEADER, LogFramer, readLog, readLogPrefix } from '../../src/log/log-format.js';
 
 function record(i: number, size: number): Buffer {
   const b = Buffer.alloc(size);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
-import { LogFramer, readLog } from '../../src/logc/log-format.js';
+import { LogFramer, readLog } from '../../src/log/log-format.js';
 import { MemoryDiskLogStore, MemoryLogStore } from '../../src/logc/memory-log-store.js';
 import { APPENDS_IN_FLIGHT, ReplicatedLog, StocLogStore } from '../../src/logc/stoc-log-store.js';
 import { StocManifestStore } from '../../src/logc/stoc-manifest-store.js';

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
-import { readLog } from '../../src/logc/log-format.js';
+import { readLog } from '../../src/log/log-format.js';
 import { ReplicatedLog, type LogAppender } from '../../src/logc/stoc-log-store.js';
 import { rng } from '../helpers/rng.js';
 

@@ -7,7 +7,8 @@
  * or not). Every verdict must be the model's, and no write may be applied twice.
  */
 import { describe, expect, it } from 'vitest';
-import { SessionTable, decodeSessions, type ClientId, type SessionRef, type Ticket } from '../../src/ltc/sessions.js';
+import { SessionTable, decodeSessions, type Ticket } from '../../src/ltc/sessions.js';
+import type { ClientId, SessionRef } from '../../src/common/write-id.js';
 import { NovaError } from '../../src/common/errors.js';
 import { rng } from '../helpers/rng.js';
 

@@ -3,7 +3,8 @@
  * range's own clock, its bounds, and its snapshot format.
  */
 import { describe, expect, it } from 'vitest';
-import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, idName, randomClientId, type Admission, type ClientId, type SessionRef, type Ticket } from '../../src/ltc/sessions.js';
+import { MAX_CLOCK_STEP_MS, SessionTable, decodeSessions, type Admission, type Ticket } from '../../src/ltc/sessions.js';
+import { idName, randomClientId, type ClientId, type SessionRef } from '../../src/common/write-id.js';
 
 const A: ClientId = { idHigh: 0xaaaa, idLow: 0xa1 };
 const B: ClientId = { idHigh: 0xbbbb, idLow: 0xb2 };

@@ -13,7 +13,7 @@ import { DEFAULT_SETTINGS } from '../../src/cluster/config.js';
 import { cutTable } from '../../src/ltc/fragments.js';
 import { StocCompactor } from '../../src/ltc/stoc-compactor.js';
 import { StocPool } from '../../src/ltc/stoc-pool.js';
-import type { TableMeta } from '../../src/ltc/version-edit.js';
+import type { TableMeta } from '../../src/log/version-edit.js';
 import type { CompactArgs } from '../../src/stoc/compaction-executor.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
 import { Method, tableFileName } from '../../src/stoc/stoc-protocol.js';

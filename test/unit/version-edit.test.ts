@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
-import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type VersionEdit } from '../../src/ltc/version-edit.js';
+import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type VersionEdit } from '../../src/log/version-edit.js';
 
 function sample(): VersionEdit {
   const e = emptyEdit();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValueType } from '../../src/common/internal-key.js';
-import { WriteBatch, decodeBatch } from '../../src/ltc/write-batch.js';
-import type { SessionRef } from '../../src/ltc/sessions.js';
+import { WriteBatch, decodeBatch } from '../../src/log/write-batch.js';
+import type { SessionRef } from '../../src/common/write-id.js';
 
 describe('write batch', () => {
   it('round-trips puts and deletes with the memtable id and first sequence', () => {

@@ -12,7 +12,7 @@
 import { ByteBuilder, readU32, readU64, readVarint, varintLength } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
 import { ValueType } from '../common/internal-key.js';
-import { CLIENT_ID_BYTES, type SessionRef } from './sessions.js';
+import { CLIENT_ID_BYTES, type SessionRef } from '../common/write-id.js';
 
 /**
  * Batch record versions. Never renumber.
