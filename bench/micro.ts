@@ -7,8 +7,8 @@
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { ValueType, makeInternalKey } from '../src/common/internal-key.js';
-import { Memtable } from '../src/ltc/memtable.js';
-import { mergeTables } from '../src/ltc/merge.js';
+import { Memtable } from '../src/memtable/memtable.js';
+import { mergeTables } from '../src/compaction/merge.js';
 import { TableBuilder } from '../src/sstable/table-builder.js';
 import { TableReader } from '../src/sstable/table-reader.js';
 import { htmlReport, textTable, type Column } from './report.js';

@@ -11,7 +11,7 @@ export class ByteBuilder {
 
   /**
    * `unpooled`: never in Node's shared pool of small buffers, so the buffer is the builder's
-   * alone and can be transferred to another thread as it is (a finished table, merge-worker.ts).
+   * alone and can be transferred to another thread as it is (a finished table, worker-main.ts).
    */
   constructor(initial: number | Buffer = 4096, private readonly unpooled = false) {
     // A Buffer given is memory to build in (its contents are overwritten): see TableOptions.memory.

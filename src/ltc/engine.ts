@@ -44,16 +44,16 @@ import {
 } from './local-store.js';
 import { lockDir, replaceFile, syncDir } from '../common/files.js';
 import { boundsFromSample, drangeOf } from './dranges.js';
-import { Memtable } from './memtable.js';
+import { Memtable } from '../memtable/memtable.js';
 import { MemtableSet } from './memtable-set.js';
 import { ManifestState, decodeEdit, emptyEdit, encodeEdit, type TableMeta, type VersionEdit } from '../log/version-edit.js';
 import { DEFAULT_LIMITS, WriteBatch, decodeBatch, type Limits } from '../log/write-batch.js';
 import { MAX_ENTRIES, MAX_RING_BYTES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type SessionStats, type Ticket } from './sessions.js';
 import type { SessionRef } from '../common/write-id.js';
-import { LEVELS, jobFor, overlapping, pickCompaction, type CompactionJob } from './compaction.js';
-import { mergeTables, type MergeJob } from './merge.js';
-import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from './merge-pool.js';
-import { buildTableInSlices } from './flush.js';
+import { LEVELS, jobFor, overlapping, pickCompaction, type CompactionJob } from '../compaction/picker.js';
+import { mergeTables, type MergeJob } from '../compaction/merge.js';
+import { buildOnWorker, mergeOnWorker, mergeWorkerAvailable } from '../compaction/worker-pool.js';
+import { buildTableInSlices } from '../compaction/flush.js';
 import type { BuiltTable } from '../sstable/table-builder.js';
 
 /** Write stalls at least this long are reported to `onNote`, with their cause. */

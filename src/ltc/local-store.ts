@@ -61,7 +61,7 @@ export interface ManifestStore {
 export interface CompactionRequest {
   /** Input tables, with where their bytes live. */
   inputs: TableMeta[];
-  /** Versions above this sequence are kept as they are (compaction.ts MergeRule). */
+  /** Versions above this sequence are kept as they are (merge-rule.ts MergeRule). */
   smallestSnapshot: number;
   /** Key spans of the tables deeper than the output level (tombstones may go where none overlaps). */
   deeper: Array<{ smallest: Buffer; largest: Buffer }>;

@@ -13,7 +13,7 @@
  *   is already in a table, and no entry is ever both replayed and in a table.
  */
 import { drangeOf } from './dranges.js';
-import type { Memtable } from './memtable.js';
+import type { Memtable } from '../memtable/memtable.js';
 
 export class MemtableSet {
   private bounds: Buffer[];

@@ -10,7 +10,7 @@
 import { NovaError } from '../common/errors.js';
 import type { Placement } from '../cluster/config.js';
 import type { BlockStore } from './local-store.js';
-import { cutTable, readFragments, writeFragments } from './fragments.js';
+import { cutTable, readFragments, writeFragments } from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from './stoc-pool.js';

@@ -5,9 +5,9 @@
  * fragments on StoCs; the merge rule (smallest live snapshot, the key spans of deeper levels);
  * the output size; and the table numbers it reserved for the outputs. The StoC reads the
  * inputs (its own fragments from its disk, the others from their StoCs over the fabric), runs
- * the engine's merge (src/ltc/merge.ts) on a worker thread so its main loop keeps serving block
+ * the engine's merge (src/compaction/merge.ts) on a worker thread so its main loop keeps serving block
  * I/O, and writes each output as soon as it is cut: ρ data fragments and a metadata fragment
- * (src/ltc/fragments.ts), the first on this StoC, the others on the next StoCs of the job's
+ * (src/compaction/fragments.ts), the first on this StoC, the others on the next StoCs of the job's
  * list, each synced before the answer. The answer is the
  * outputs' metadata; the LTC installs them in its MANIFEST and deletes the inputs.
  *
@@ -20,9 +20,9 @@
  */
 import type { BufferPool } from '../common/buffer-pool.js';
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
-import { leftovers, mergeTables, outputBytes, type MergedTable, type MergeJob } from '../ltc/merge.js';
-import { cutTable, readFragments, writeFragments } from '../ltc/fragments.js';
-import { mergeOnWorker, mergeWorkerAvailable } from '../ltc/merge-pool.js';
+import { leftovers, mergeTables, outputBytes, type MergedTable, type MergeJob } from '../compaction/merge.js';
+import { cutTable, readFragments, writeFragments } from '../compaction/fragments.js';
+import { mergeOnWorker, mergeWorkerAvailable } from '../compaction/worker-pool.js';
 import type { Fragment } from '../log/version-edit.js';
 import type { StocClient } from './stoc-client.js';
 import { Method, checkUint, fields, tableFileName } from './stoc-protocol.js';

@@ -44,7 +44,7 @@
  *                                                → [{file, size, entries, smallest, largest, fragments}]
  *                 the StoC reads the inputs (its own from disk, the rest from the StoCs in
  *                 `stocs`), merges, and writes output n as table firstFile + n (n < maxFiles):
- *                 ρ = scatter data fragments and a metadata fragment (src/ltc/fragments.ts),
+ *                 ρ = scatter data fragments and a metadata fragment (src/compaction/fragments.ts),
  *                 the first on itself, each synced before the answer
  *
  * Data moves by one-sided WRITE into a per-connection window of the StoC's shared file buffer

@@ -9,16 +9,16 @@ import { describe, expect, it, vi } from 'vitest';
 import { BufferPool } from '../../src/common/buffer-pool.js';
 import { NovaError } from '../../src/common/errors.js';
 import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
-import { mergeTables } from '../../src/ltc/merge.js';
-import { mergeWorkerAvailable } from '../../src/ltc/merge-pool.js';
+import { mergeTables } from '../../src/compaction/merge.js';
+import { mergeWorkerAvailable } from '../../src/compaction/worker-pool.js';
 import { runCompaction, type CompactArgs, type ExecutorEnv } from '../../src/stoc/compaction-executor.js';
 import { tableFileName } from '../../src/stoc/stoc-protocol.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { table } from '../fixtures/tables.js';
 
 const flags = vi.hoisted(() => ({ worker: true }));
-vi.mock('../../src/ltc/merge-pool.js', async (importOriginal) => {
-  const orig = await importOriginal<typeof import('../../src/ltc/merge-pool.js')>();
+vi.mock('../../src/compaction/worker-pool.js', async (importOriginal) => {
+  const orig = await importOriginal<typeof import('../../src/compaction/worker-pool.js')>();
   return { ...orig, mergeWorkerAvailable: () => flags.worker && orig.mergeWorkerAvailable() };
 });
 

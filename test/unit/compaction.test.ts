@@ -4,11 +4,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf } from '../../src/common/internal-key.js';
-import { compactionEntries, pickCompaction } from '../../src/ltc/compaction.js';
-import { Memtable } from '../../src/ltc/memtable.js';
+import { compactionEntries } from '../../src/compaction/merge-rule.js';
+import { pickCompaction } from '../../src/compaction/picker.js';
+import { Memtable } from '../../src/memtable/memtable.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
-import { leftovers, mergeTables, type MergeJob } from '../../src/ltc/merge.js';
-import { mergeOnWorker } from '../../src/ltc/merge-pool.js';
+import { leftovers, mergeTables, type MergeJob } from '../../src/compaction/merge.js';
+import { mergeOnWorker } from '../../src/compaction/worker-pool.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
 import { table } from '../fixtures/tables.js';

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import { Engine, localEnv, type EngineEnv } from '../../src/ltc/engine.js';
 import type { CompactedTable, CompactionRequest } from '../../src/ltc/local-store.js';
-import { mergeTables } from '../../src/ltc/merge.js';
+import { mergeTables } from '../../src/compaction/merge.js';
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -1,10 +1,10 @@
 /**
- * How a table is cut over StoCs (src/ltc/fragments.ts): data blocks into ρ fragments at block
+ * How a table is cut over StoCs (src/compaction/fragments.ts): data blocks into ρ fragments at block
  * boundaries, metadata as a fragment of its own when there is a StoC for it.
  */
 import { describe, expect, it } from 'vitest';
 import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
-import { cutTable } from '../../src/ltc/fragments.js';
+import { cutTable } from '../../src/compaction/fragments.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { boundsFromSample, drangeOf } from '../../src/ltc/dranges.js';
 import { Engine } from '../../src/ltc/engine.js';
-import { Memtable } from '../../src/ltc/memtable.js';
+import { Memtable } from '../../src/memtable/memtable.js';
 import { MemtableSet } from '../../src/ltc/memtable-set.js';
 
 const b = (s: string) => Buffer.from(s);

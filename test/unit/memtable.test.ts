@@ -8,9 +8,9 @@ import { describe, expect, it } from 'vitest';
 import {
   ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf,
 } from '../../src/common/internal-key.js';
-import { Memtable } from '../../src/ltc/memtable.js';
-import { buildTable, buildTableInSlices } from '../../src/ltc/flush.js';
-import { buildOnWorker } from '../../src/ltc/merge-pool.js';
+import { Memtable } from '../../src/memtable/memtable.js';
+import { buildTable, buildTableInSlices } from '../../src/compaction/flush.js';
+import { buildOnWorker } from '../../src/compaction/worker-pool.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
 import { rng } from '../helpers/rng.js';
 

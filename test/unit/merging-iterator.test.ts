@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf } from '../../src/common/internal-key.js';
-import { Memtable } from '../../src/ltc/memtable.js';
+import { Memtable } from '../../src/memtable/memtable.js';
 import { MergingIterator, levelIterator, VisibleIterator, type InternalIterator } from '../../src/sstable/merging-iterator.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';

@@ -1,17 +1,17 @@
 /**
  * A flush's table: what an immutable memtable holds that a reader may still see, in order,
  * as one SSTable — each key's newest version, plus the older versions live snapshots need
- * (the compaction rule, compaction.ts, with tombstones kept: older versions may lie below).
+ * (the compaction rule, merge-rule.ts, with tombstones kept: older versions may lie below).
  * LevelDB writes every version and leaves the rest to compaction; RocksDB drops them here,
  * as we do: under YCSB's zipfian keys a 16 MiB memtable holds ~27% overwritten versions, and
  * every byte not flushed is a byte no L0→L1 merge reads or writes.
  *
- * Pure; the engine runs it on the flush worker (merge-pool.ts) when there is one, else in its
+ * Pure; the engine runs it on the flush worker (worker-pool.ts) when there is one, else in its
  * thread in slices (flushSlices) that give the event loop turns.
  */
 import { TableBuilder, type BuiltTable } from '../sstable/table-builder.js';
-import { compactionEntries } from './compaction.js';
-import type { Memtable } from './memtable.js';
+import { compactionEntries } from './merge-rule.js';
+import type { Memtable } from '../memtable/memtable.js';
 
 /**
  * Bytes of entries added between turns given back to the event loop when a flush builds in
@@ -22,7 +22,7 @@ const SLICE_BYTES = 1 << 20;
 
 /**
  * Builds the table, pausing (yielding) after every SLICE_BYTES of entries; returns it.
- * `smallestSnapshot`: the oldest sequence a reader may read at (compaction.ts MergeRule).
+ * `smallestSnapshot`: the oldest sequence a reader may read at (merge-rule.ts MergeRule).
  */
 function* build(mem: Memtable, expectedSize: number, smallestSnapshot: number): Generator<void, BuiltTable> {
   const builder = new TableBuilder({ expectedSize });

@@ -1,12 +1,12 @@
 /**
- * The worker thread behind merge-pool.ts: runs mergeTables for each merge job, or builds an
+ * The worker thread behind worker-pool.ts: runs mergeTables for each merge job, or builds an
  * immutable memtable's table (buildTable) for each build job, and posts each output table as
  * it is cut (its bytes transferred, not copied), then `done`.
  */
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { leftovers, mergeTables, type MergedTable, type MergeJob } from './merge.js';
-import { Memtable, type FrozenMemtable } from './memtable.js';
+import { Memtable, type FrozenMemtable } from '../memtable/memtable.js';
 import { buildTable } from './flush.js';
 
 export type WorkerRequest =

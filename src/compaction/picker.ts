@@ -1,13 +1,12 @@
 /**
- * Compaction decisions and the merge rule, as pure functions (LevelDB db/version_set.cc
- * PickCompaction, db/db_impl.cc DoCompactionWork). The engine (or, later, a StoC) runs them.
+ * Which compaction is due, as pure functions (LevelDB db/version_set.cc PickCompaction). The
+ * LTC's engine decides; what a compaction keeps is merge-rule.ts.
  *
  * Levels: L0 tables may overlap (newest last); L1 and deeper are sorted and disjoint, with
  * size targets growing ×10 from `l1Bytes`. The picker takes the level with the highest
  * size/target ratio (L0: table count / `l0Trigger`) once it reaches 1.
  */
-import { TRAILER_BYTES, ValueType, compareBytes, compareInternalKeys, sequenceOf } from '../common/internal-key.js';
-import type { InternalIterator } from '../sstable/merging-iterator.js';
+import { TRAILER_BYTES, compareBytes, compareInternalKeys } from '../common/internal-key.js';
 import type { TableMeta } from '../log/version-edit.js';
 
 export const LEVELS = 7;
@@ -23,10 +22,6 @@ export interface CompactionJob {
   level: number; // inputs come from here, outputs go to level + 1
   inputs: TableMeta[];
   overlapping: TableMeta[]; // from level + 1
-}
-
-function userKey(ikey: Buffer): Buffer {
-  return ikey.subarray(0, ikey.length - TRAILER_BYTES);
 }
 
 function compareUser(a: Buffer, b: Buffer): number {
@@ -82,49 +77,4 @@ export function jobFor(levels: TableMeta[][], level: number, inputs: TableMeta[]
     if (compareInternalKeys(t.largest, largest) > 0) largest = t.largest;
   }
   return { level, inputs, overlapping: overlapping(levels[level + 1] ?? [], smallest, largest) };
-}
-
-export interface MergeRule {
-  /** Versions newer than this are kept as they are: some snapshot or the present may see them. */
-  smallestSnapshot: number;
-  /** True if no level deeper than the output can hold `userKey` (a tombstone may then go). */
-  isBottomFor: (userKey: Buffer) => boolean;
-}
-
-/**
- * Merges `it` (all inputs, in internal-key order) and yields what must survive:
- *  - for each user key, every version with a sequence above `smallestSnapshot`, plus the
- *    newest version at or below it (what the oldest snapshot sees); older ones go;
- *  - a delete that is that newest-visible version goes too when no deeper level may hold
- *    the key (nothing older could be uncovered).
- * Identical internal keys (the same write recovered twice) are yielded once. Yields the
- * iterator's views in one reused pair: use each entry before asking for the next.
- */
-export function* compactionEntries(it: InternalIterator, rule: MergeRule): Generator<[Buffer, Buffer]> {
-  // The previous internal key, copied into a reused buffer: no allocation per entry.
-  let last = Buffer.allocUnsafe(256);
-  let lastLen = -1; // none yet
-  let seenVisible = false; // a version <= smallestSnapshot of the current user key was handled
-  const pair: [Buffer, Buffer] = [last, last];
-  for (it.first(); it.valid; it.next()) {
-    const k = it.key;
-    const userLen = k.length - TRAILER_BYTES;
-    if (lastLen >= 0 && compareBytes(last, 0, lastLen - TRAILER_BYTES, k, 0, userLen) === 0) {
-      if (compareInternalKeys(last.subarray(0, lastLen), k) === 0) continue;
-    } else {
-      seenVisible = false; // a new user key
-    }
-    if (k.length > last.length) last = Buffer.allocUnsafe(k.length * 2);
-    last.set(k, 0);
-    lastLen = k.length;
-    const seq = sequenceOf(k);
-    if (seq <= rule.smallestSnapshot) {
-      if (seenVisible) continue; // shadowed for every reader
-      seenVisible = true;
-      if (k[userLen] === ValueType.Delete && rule.isBottomFor(userKey(k))) continue;
-    }
-    pair[0] = k;
-    pair[1] = it.value;
-    yield pair;
-  }
 }

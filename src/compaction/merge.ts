@@ -1,6 +1,6 @@
 /**
  * A compaction's merge as a pure function of bytes: input tables in, output tables out, cut at
- * the target size between user keys. The engine runs it on a worker thread (merge-pool.ts) so
+ * the target size between user keys. The engine runs it on a worker thread (worker-pool.ts) so
  * that a merge never blocks the event loop that serves reads and writes; the same function
  * runs in-thread when no worker is available. A StoC running offloaded compactions would run
  * this same function.
@@ -9,14 +9,15 @@ import { TRAILER_BYTES, ValueType, compareBytes, makeInternalKey } from '../comm
 import { MergingIterator, type InternalIterator } from '../sstable/merging-iterator.js';
 import { TableBuilder } from '../sstable/table-builder.js';
 import { TableReader } from '../sstable/table-reader.js';
-import { compactionEntries, overlapping } from './compaction.js';
+import { compactionEntries } from './merge-rule.js';
+import { overlapping } from './picker.js';
 import type { TableMeta } from '../log/version-edit.js';
 
 export interface MergeJob {
   /** Input tables' bytes (any order: the merge orders by internal key), and names for errors. */
   tables: Uint8Array[];
   names: string[];
-  /** Versions above this sequence are kept as they are (compaction.ts MergeRule). */
+  /** Versions above this sequence are kept as they are (merge-rule.ts MergeRule). */
   smallestSnapshot: number;
   /** Key ranges of the tables in levels deeper than the output: a tombstone may go only where none overlaps. */
   deeper: Array<{ smallest: Uint8Array; largest: Uint8Array }>;

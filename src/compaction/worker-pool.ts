@@ -13,14 +13,14 @@ import { Worker } from 'node:worker_threads';
 import { NovaError, isErrorCode } from '../common/errors.js';
 import type { BuiltTable } from '../sstable/table-builder.js';
 import type { MergedTable, MergeJob } from './merge.js';
-import type { FrozenMemtable } from './memtable.js';
-import type { WorkerReply, WorkerRequest } from './merge-worker.js';
+import type { FrozenMemtable } from '../memtable/memtable.js';
+import type { WorkerReply, WorkerRequest } from './worker-main.js';
 
 // From the TypeScript sources (tests), the worker is the built one in dist/.
 const HERE = fileURLToPath(import.meta.url);
 const WORKER = HERE.includes(`${sep}dist${sep}`)
-  ? join(dirname(HERE), 'merge-worker.js')
-  : join(dirname(HERE), '..', '..', 'dist', 'src', 'ltc', 'merge-worker.js');
+  ? join(dirname(HERE), 'worker-main.js')
+  : join(dirname(HERE), '..', '..', 'dist', 'src', 'compaction', 'worker-main.js');
 
 /** Whether work can go to a worker (the built worker script exists). */
 export function mergeWorkerAvailable(): boolean {
