@@ -41,11 +41,10 @@
  * implies all before it are in every surviving replica.
  */
 import { NovaError } from '../common/errors.js';
-import type { LogStore, LogWriter } from '../ltc/local-store.js';
+import type { LogStore, LogWriter } from './log-store.js';
 import { sample } from '../cluster/placement.js';
-import { filesOf } from '../ltc/stoc-block-store.js';
-import { logFileName } from '../stoc/stoc-protocol.js';
-import { STOC_LOST, type StocPool } from '../ltc/stoc-pool.js';
+import { filesOf, logFileName } from '../stoc/stoc-protocol.js';
+import { STOC_LOST, type StocPool } from '../stoc/stoc-pool.js';
 import type { MemoryFile } from '../stoc/stoc-client.js';
 import { LOG_BLOCK, LogFramer, readLog } from '../log/log-format.js';
 import { StocLogStore } from './stoc-log-store.js';

@@ -3,7 +3,7 @@
  * log. A write is acknowledged from memory alone, so anything not yet flushed to an SSTable
  * is lost when the LTC stops without `nova down` (which flushes) or crashes.
  */
-import type { LogStore, LogWriter } from '../ltc/local-store.js';
+import type { LogStore, LogWriter } from './log-store.js';
 
 const NOTHING: LogWriter = {
   append: async () => undefined,

@@ -24,10 +24,9 @@
  */
 import { ByteBuilder } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
-import type { LogStore, LogWriter } from '../ltc/local-store.js';
-import { filesOnStocs } from '../ltc/stoc-block-store.js';
+import type { LogStore, LogWriter } from './log-store.js';
 import { logFileName, manifestFileName } from '../stoc/stoc-protocol.js';
-import { STOC_LOST, type StocPool } from '../ltc/stoc-pool.js';
+import { STOC_LOST, filesOnStocs, type StocPool } from '../stoc/stoc-pool.js';
 import type { DirectFile } from '../stoc/stoc-client.js';
 import { sample } from '../cluster/placement.js';
 import { LogFramer, readLog, readLogPrefix } from '../log/log-format.js';

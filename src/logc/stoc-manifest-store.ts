@@ -18,9 +18,9 @@
  */
 import { NovaError } from '../common/errors.js';
 import { readLog } from '../log/log-format.js';
-import type { LocalManifestStore, LogWriter, ManifestStore } from '../ltc/local-store.js';
-import { filesOf } from '../ltc/stoc-block-store.js';
-import type { StocPool } from '../ltc/stoc-pool.js';
+import type { LegacyManifest, LogWriter, ManifestStore } from './log-store.js';
+import { filesOf } from '../stoc/stoc-protocol.js';
+import type { StocPool } from '../stoc/stoc-pool.js';
 import { StocLogStore } from './stoc-log-store.js';
 
 export class StocManifestStore implements ManifestStore {
@@ -28,7 +28,7 @@ export class StocManifestStore implements ManifestStore {
 
   /** @param legacy the LTC directory's MANIFEST, read when the StoCs hold none. */
   constructor(private readonly pool: StocPool, private readonly range: number, replicas: number,
-    onLog: (line: string) => void, private readonly legacy?: LocalManifestStore) {
+    onLog: (line: string) => void, private readonly legacy?: LegacyManifest) {
     // Reading waits for every configured StoC, however long: one that does not answer may
     // hold the newest MANIFEST, and opening an older one would lose (and delete) what
     // followed it. A range whose StoCs are not all up waits to open: safety over availability.

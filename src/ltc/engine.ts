@@ -39,9 +39,9 @@ import { BlockCache } from '../sstable/block-cache.js';
 import { FOOTER_BYTES, TRAILER_BYTES as BLOCK_TRAILER, metadataStart, readFooter } from '../sstable/format.js';
 import { BlockMiss, TableReader } from '../sstable/table-reader.js';
 import {
-  LocalBlockStore, LocalLogStore, LocalManifestStore, tableName, type BlockStore, type CompactionRequest, type Compactor, type LogStore,
-  type LogWriter, type ManifestStore,
+  LocalBlockStore, LocalLogStore, LocalManifestStore, tableName, type BlockStore, type CompactionRequest, type Compactor,
 } from './local-store.js';
+import type { LogStore, LogWriter, ManifestStore } from '../logc/log-store.js';
 import { lockDir, replaceFile, syncDir } from '../common/files.js';
 import { boundsFromSample, drangeOf } from './dranges.js';
 import { Memtable } from '../memtable/memtable.js';

@@ -1,7 +1,8 @@
 /**
- * The engine's storage interfaces (tables, logs, and where compactions run) and the
- * local-directory implementations of the first two. The cluster puts tables on StoCs,
- * logs on LogC, and runs compactions on StoCs (stoc-compactor.ts).
+ * Where the engine keeps tables (BlockStore) and runs compactions (Compactor), and the
+ * local-directory stores of tables, logs and the MANIFEST (the contracts of logs and
+ * MANIFESTs are LogC's: logc/log-store.ts). The cluster puts tables on StoCs, logs on LogC,
+ * and runs compactions on StoCs (stoc-compactor.ts).
  *
  * Local layout: `<n>.log` (a memtable's log), `<n>.sst` (a table), `MANIFEST-<n>` (version
  * edits, log-framed), `CURRENT` (the name of the live MANIFEST, replaced atomically).
@@ -12,6 +13,7 @@ import { join, resolve } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { LogFramer } from '../log/log-format.js';
 import type { Fragment, TableMeta } from '../log/version-edit.js';
+import type { LogStore, LogWriter, ManifestStore } from '../logc/log-store.js';
 
 /** Where a range's SSTables live. */
 export interface BlockStore {
@@ -26,35 +28,6 @@ export interface BlockStore {
   deleteTable(file: number): Promise<void>;
   /** Tables present in the store, referenced or not (so a clean open can drop orphans). */
   listTables(): Promise<number[]>;
-}
-
-/** Where a range's memtable logs live: one log per memtable, named by its file number. */
-export interface LogStore {
-  /** Creates a new, empty log for memtable `file` (it exists once this resolves). */
-  create(file: number): Promise<LogWriter>;
-  /** The bytes of log `file` (from its best replica), or undefined if it does not exist. */
-  read(file: number): Promise<Buffer | undefined>;
-  remove(file: number): Promise<void>;
-  /** Logs present, owned by a memtable or not. */
-  list(): Promise<number[]>;
-  /** How messages name log `file` (a path; StoC file names). */
-  describe(file: number): string;
-}
-
-/**
- * Where a range's MANIFEST lives (doc/format/manifest.md): the live one, read when the engine
- * opens, and the one each open starts with a snapshot of the whole tree.
- */
-export interface ManifestStore {
-  /** The live MANIFEST's bytes and its name for messages; undefined for a new range. */
-  readCurrent(): Promise<{ name: string; bytes: Buffer } | undefined>;
-  /** Creates MANIFEST `file`, empty; edits go through the writer, synced. */
-  create(file: number): Promise<LogWriter>;
-  /**
-   * Makes MANIFEST `file` the live one, atomically, then deletes the others.
-   * REQUIRES: its first edit (the whole tree) is durable.
-   */
-  install(file: number): Promise<void>;
 }
 
 /** A compaction's merge as the engine hands it to a Compactor. */
@@ -83,24 +56,6 @@ export interface Compactor {
    * engine then merges it itself). Rejects only for faults a retry would not mend (corruption).
    */
   compact(job: CompactionRequest): Promise<CompactedTable[] | undefined>;
-}
-
-/** An append-only log of records (a memtable's log, or the MANIFEST). */
-export interface LogWriter {
-  /**
-   * Appends records, in order; resolves once they reached the log's store (a process crash
-   * cannot lose them). With `sync`, only once they, and all before them, are durable.
-   * Calls may overlap (the engine pipelines commit rounds); they apply in call order.
-   */
-  append(records: readonly Buffer[], sync: boolean): Promise<void>;
-  close(): Promise<void>;
-  /**
-   * Whether it lost replicas that a new file would have again (StoCs enough answer): the
-   * engine then moves its MANIFEST to a new one. Undefined: a store without replicas.
-   */
-  readonly degraded?: boolean;
-  /** Replicas it writes to (undefined: a store without replicas). */
-  readonly replicaCount?: number;
 }
 
 export function tableName(file: number): string {

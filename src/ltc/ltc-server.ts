@@ -27,10 +27,11 @@ import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
 import type { SessionRef } from '../common/write-id.js';
-import { LocalManifestStore, type LogStore } from './local-store.js';
+import { LocalManifestStore } from './local-store.js';
+import type { LogStore } from '../logc/log-store.js';
 import { StocBlockStore } from './stoc-block-store.js';
 import { StocCompactor } from './stoc-compactor.js';
-import { StocPool } from './stoc-pool.js';
+import { StocPool } from '../stoc/stoc-pool.js';
 
 /** Largest scan one request may ask for; clients page through longer ones. */
 export const MAX_SCAN = 10_000;

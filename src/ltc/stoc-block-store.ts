@@ -13,30 +13,8 @@ import type { BlockStore } from './local-store.js';
 import { cutTable, readFragments, writeFragments } from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
-import { STOC_LOST, type StocPool } from './stoc-pool.js';
+import { STOC_LOST, filesOnStocs, type StocPool } from '../stoc/stoc-pool.js';
 import type { Fragment } from '../log/version-edit.js';
-
-/** The kinds of a range's files on StoCs: tables, memtable logs, MANIFESTs. */
-export type StocFileSuffix = '.sst' | '.log' | '.manifest';
-
-/** Numbers of the files of `range` with `suffix` on the StoCs that answer (orphan cleanup). */
-export async function filesOnStocs(pool: StocPool, range: number, suffix: StocFileSuffix): Promise<number[]> {
-  const names = await Promise.all(pool.healthy().map((id) =>
-    pool.on(id, async (c) => (await c.list(`r${range}-`)).map((f) => f.name)).catch(() => [] as string[])));
-  return [...new Set(filesOf(range, names.flat(), suffix))];
-}
-
-/** File numbers among StoC file names of `range` with `suffix`. */
-export function filesOf(range: number, names: string[], suffix: StocFileSuffix): number[] {
-  const prefix = `r${range}-`;
-  const out: number[] = [];
-  for (const n of names) {
-    if (!n.startsWith(prefix) || !n.endsWith(suffix)) continue;
-    const num = Number(n.slice(prefix.length, n.length - suffix.length));
-    if (Number.isSafeInteger(num)) out.push(num);
-  }
-  return out;
-}
 
 /** Placements tried for one table before its write fails. */
 const WRITE_ATTEMPTS = 3;

@@ -134,6 +134,21 @@ export function manifestFileName(range: number, file: number): string {
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 const PREFIX = /^[A-Za-z0-9._-]{0,200}$/;
+/** The kinds of a range's files on StoCs: tables, memtable logs, MANIFESTs. */
+export type StocFileSuffix = '.sst' | '.log' | '.manifest';
+
+/** File numbers among StoC file names of `range` with `suffix`. */
+export function filesOf(range: number, names: string[], suffix: StocFileSuffix): number[] {
+  const prefix = `r${range}-`;
+  const out: number[] = [];
+  for (const n of names) {
+    if (!n.startsWith(prefix) || !n.endsWith(suffix)) continue;
+    const num = Number(n.slice(prefix.length, n.length - suffix.length));
+    if (Number.isSafeInteger(num)) out.push(num);
+  }
+  return out;
+}
+
 /** The directory lock (src/common/files.ts); never served as a file. */
 export const RESERVED_NAMES: ReadonlySet<string> = new Set(['LOCK']);
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Engine, localEnv, type EngineEnv } from '../../src/ltc/engine.js';
-import type { LogWriter } from '../../src/ltc/local-store.js';
+import type { LogWriter } from '../../src/logc/log-store.js';
 
 const dirs: string[] = [];
 afterEach(() => {

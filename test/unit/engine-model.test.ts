@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Engine, localEnv, type EngineEnv, type Snapshot } from '../../src/ltc/engine.js';
-import { tableName, type LogWriter } from '../../src/ltc/local-store.js';
+import { tableName } from '../../src/ltc/local-store.js';
+import type { LogWriter } from '../../src/logc/log-store.js';
 import { rng } from '../helpers/rng.js';
 
 const SOAK = process.env.NOVA_SOAK === '1';

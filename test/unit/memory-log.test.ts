@@ -16,7 +16,7 @@ import { Engine, localEnv } from '../../src/ltc/engine.js';
 import { LocalManifestStore } from '../../src/ltc/local-store.js';
 import { StocBlockStore } from '../../src/ltc/stoc-block-store.js';
 import { table } from '../fixtures/tables.js';
-import { StocPool } from '../../src/ltc/stoc-pool.js';
+import { StocPool } from '../../src/stoc/stoc-pool.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
 import { StocServer, type StocServerOptions } from '../../src/stoc/stoc-server.js';
 import { Fabric } from '../../src/transport/fabric.js';

@@ -12,7 +12,7 @@ import { mergeTables } from '../../src/compaction/merge.js';
 import { DEFAULT_SETTINGS } from '../../src/cluster/config.js';
 import { cutTable } from '../../src/compaction/fragments.js';
 import { StocCompactor } from '../../src/ltc/stoc-compactor.js';
-import { StocPool } from '../../src/ltc/stoc-pool.js';
+import { StocPool } from '../../src/stoc/stoc-pool.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
 import type { CompactArgs } from '../../src/stoc/compaction-executor.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';

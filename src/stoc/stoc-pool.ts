@@ -5,7 +5,8 @@
  */
 import { NovaError } from '../common/errors.js';
 import type { ClusterConfig } from '../cluster/config.js';
-import { StocClient } from '../stoc/stoc-client.js';
+import { StocClient } from './stoc-client.js';
+import { filesOf, type StocFileSuffix } from './stoc-protocol.js';
 import type { Fabric } from '../transport/fabric.js';
 import type { Rpc } from '../transport/rpc.js';
 
@@ -88,4 +89,11 @@ export class StocPool {
     this.clients.delete(id);
     c?.then((client) => client.close(), () => undefined);
   }
+}
+
+/** Numbers of the files of `range` with `suffix` on the StoCs that answer (orphan cleanup). */
+export async function filesOnStocs(pool: StocPool, range: number, suffix: StocFileSuffix): Promise<number[]> {
+  const names = await Promise.all(pool.healthy().map((id) =>
+    pool.on(id, async (c) => (await c.list(`r${range}-`)).map((f) => f.name)).catch(() => [] as string[])));
+  return [...new Set(filesOf(range, names.flat(), suffix))];
 }
