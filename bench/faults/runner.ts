@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { NovaClient } from '../../src/client/nova-client.js';
 import type { NovaError } from '../../src/common/errors.js';
-import { NOVA_BIN, componentDir, down, isRunning, readClusterFile, up, type ComponentRole } from '../../src/cli/cluster-control.js';
+import { NOVA_BIN, componentDir, down, isRunning, readClusterFile, up, type ComponentRole } from '../../src/control/cluster-control.js';
 import { History, type HistoryCheck } from './history.js';
 
 export const FAULT_KINDS = ['ltc-kill', 'ltc-stop', 'stoc-kill', 'stoc-stop', 'coordinator-kill', 'coordinator-stop', 'log-split'] as const;

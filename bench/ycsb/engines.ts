@@ -9,7 +9,7 @@
  */
 import { Engine } from '../../src/ltc/engine.js';
 import { NovaClient } from '../../src/client/nova-client.js';
-import { NOVA_BIN, down, up } from '../../src/cli/cluster-control.js';
+import { NOVA_BIN, down, up } from '../../src/control/cluster-control.js';
 import { rangeOf } from '../../src/cluster/config.js';
 
 export interface KvStore {

@@ -9,7 +9,7 @@ import { NovaClient, coordinatorOf } from '../client/nova-client.js';
 import { DEFAULT_SETTINGS, type Settings } from '../cluster/config.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { printable } from '../tools/inspect.js';
-import { down, fetchStatus, readClusterFile, up } from './cluster-control.js';
+import { down, fetchStatus, readClusterFile, up } from '../control/cluster-control.js';
 import { runCoordinator, runLtc, runStoc } from './components.js';
 
 const DEFAULT_DIR = 'nova-data';

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NovaClient } from '../../src/client/nova-client.js';
-import { componentDir, down, isRunning, readClusterFile, up, type ComponentRole } from '../../src/cli/cluster-control.js';
+import { componentDir, down, isRunning, readClusterFile, up, type ComponentRole } from '../../src/control/cluster-control.js';
 import { ROOT } from './peer-process.js';
 
 export const BIN = join(ROOT, 'bin', 'nova.js');

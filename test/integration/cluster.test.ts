@@ -11,7 +11,7 @@ import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/net/frames.js';
 import { parseAddress, TcpRpcClient } from '../../src/net/tcp-rpc.js';
-import { NODE_FLAGS, fetchStatus, readClusterFile } from '../../src/cli/cluster-control.js';
+import { NODE_FLAGS, fetchStatus, readClusterFile } from '../../src/control/cluster-control.js';
 import { BIN, key, missing, startCluster, value, writeKeys, type TestCluster } from '../helpers/cluster.js';
 
 let cluster: TestCluster | undefined;

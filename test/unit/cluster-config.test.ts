@@ -16,7 +16,7 @@ import { Coordinator } from '../../src/coordinator/coordinator.js';
 import { place, sample } from '../../src/cluster/placement.js';
 import { rng } from '../helpers/rng.js';
 import { spawn } from 'node:child_process';
-import { componentDir, isRunning } from '../../src/cli/cluster-control.js';
+import { componentDir, isRunning } from '../../src/control/cluster-control.js';
 
 describe('TCP frames', () => {
   it('cut a stream into payloads however it is chunked', () => {

@@ -21,7 +21,7 @@ import type { ClusterStatus } from '../coordinator/coordinator.js';
 import { configFromWire } from '../cluster/config.js';
 
 const HERE = fileURLToPath(import.meta.url);
-/** bin/nova.js of this installation (from dist/src/cli/ or, in tests, src/cli/). */
+/** bin/nova.js of this installation (from dist/src/control/ or, in tests, src/control/). */
 export const NOVA_BIN = join(dirname(HERE), ...(HERE.includes(`${sep}dist${sep}`) ? ['..', '..', '..'] : ['..', '..']), 'bin', 'nova.js');
 
 export type ComponentRole = 'coordinator' | 'stoc' | 'ltc';
