@@ -12,8 +12,9 @@ export { RemoteKey } from './transport/remote-key.js';
 export { Rpc, RPC_REQUEST, RPC_RESPONSE, type RpcHandler, type CallOptions } from './transport/rpc.js';
 
 // The embedded engine for one range (what each LTC runs per range; usable on its own).
-export {
-  Engine, EngineIterator, localEnv,
-  type EngineOptions, type EngineEnv, type EngineStats, type ReadOptions, type ScanOptions, type Snapshot,
-} from './ltc/engine.js';
+export { Engine, type EngineStats } from './ltc/engine.js';
+export { EngineIterator } from './ltc/engine-iterator.js';
+export type { EngineOptions, ReadOptions, ScanOptions, Snapshot, WriteOptions } from './ltc/engine-options.js';
+export type { EngineEnv } from './ltc/engine-env.js';
+export { localEnv } from './ltc/local-store.js';
 export { WriteBatch, DEFAULT_LIMITS, type Limits } from './log/write-batch.js';

@@ -51,6 +51,6 @@ export function idName(id: ClientId): string {
 }
 
 /** Whether `x` can be one half of a session id. */
-export function isHalf(x: unknown): x is number {
+function isHalf(x: unknown): x is number {
   return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
 }

@@ -1,62 +1,18 @@
 /**
- * Where the engine keeps tables (BlockStore) and runs compactions (Compactor), and the
- * local-directory stores of tables, logs and the MANIFEST (the contracts of logs and
- * MANIFESTs are LogC's: logc/log-store.ts). The cluster puts tables on StoCs, logs on LogC,
- * and runs compactions on StoCs (stoc-compactor.ts).
+ * The engine's local-directory environment (localEnv): its tables, logs and MANIFEST as files
+ * of one directory.
  *
  * Local layout: `<n>.log` (a memtable's log), `<n>.sst` (a table), `MANIFEST-<n>` (version
  * edits, log-framed), `CURRENT` (the name of the live MANIFEST, replaced atomically).
  */
 import { closeSync, existsSync, readdirSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync, ftruncateSync, fstatSync } from 'node:fs';
 import { replaceFile, syncDir } from '../common/files.js';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { LogFramer } from '../log/log-format.js';
-import type { Fragment, TableMeta } from '../log/version-edit.js';
+import type { Fragment } from '../log/version-edit.js';
 import type { LogStore, LogWriter, ManifestStore } from '../logc/log-store.js';
-
-/** Where a range's SSTables live. */
-export interface BlockStore {
-  /** Stores a whole table durably; returns where its bytes are. */
-  writeTable(file: number, bytes: Buffer): Promise<Fragment[]>;
-  readTable(file: number, fragments: Fragment[]): Promise<Buffer>;
-  /**
-   * `length` bytes of the table from `offset` (a block, or its metadata), when the store can
-   * read part of a table; an engine with a block cache then holds only its tables' metadata.
-   */
-  readRange?(file: number, fragments: Fragment[], offset: number, length: number): Promise<Buffer>;
-  deleteTable(file: number): Promise<void>;
-  /** Tables present in the store, referenced or not (so a clean open can drop orphans). */
-  listTables(): Promise<number[]>;
-}
-
-/** A compaction's merge as the engine hands it to a Compactor. */
-export interface CompactionRequest {
-  /** Input tables, with where their bytes live. */
-  inputs: TableMeta[];
-  /** Versions above this sequence are kept as they are (merge-rule.ts MergeRule). */
-  smallestSnapshot: number;
-  /** Key spans of the tables deeper than the output level (tombstones may go where none overlaps). */
-  deeper: Array<{ smallest: Buffer; largest: Buffer }>;
-  /** Cut an output once it reaches this many bytes, at the next user key. */
-  targetBytes: number;
-  /** Output n is table firstFile + n; numbers the engine reserved in its MANIFEST. */
-  firstFile: number;
-  maxFiles: number;
-}
-
-/** Where outputs of a merge run elsewhere went: a table's metadata without its level. */
-export type CompactedTable = Omit<TableMeta, 'level'>;
-
-/** Runs compactions away from the engine (on StoCs). */
-export interface Compactor {
-  /**
-   * Merges the inputs and stores the outputs durably in the BlockStore's places; resolves
-   * with the outputs in key order, or undefined if the job could not run elsewhere (the
-   * engine then merges it itself). Rejects only for faults a retry would not mend (corruption).
-   */
-  compact(job: CompactionRequest): Promise<CompactedTable[] | undefined>;
-}
+import type { BlockStore, EngineEnv } from './engine-env.js';
 
 export function tableName(file: number): string {
   return `${String(file).padStart(6, '0')}.sst`;
@@ -221,3 +177,7 @@ function writeAll(fd: number, bytes: Buffer): void {
   while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done);
 }
 
+/** The local-directory environment. */
+export function localEnv(dir: string): EngineEnv {
+  return { store: new LocalBlockStore(dir), logs: new LocalLogStore(dir), manifests: new LocalManifestStore(dir) };
+}

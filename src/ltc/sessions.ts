@@ -32,7 +32,7 @@
  */
 import { ByteBuilder, readU64, readVarint } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
-import { CLIENT_ID_BYTES, checkSessionRef, idName, isHalf, type ClientId, type SessionRef } from '../common/write-id.js';
+import { CLIENT_ID_BYTES, checkSessionRef, idName, type ClientId, type SessionRef } from '../common/write-id.js';
 
 export interface SessionLimits {
   /** A session idle this long (the table's clock) expires. */

@@ -9,7 +9,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import type { Placement } from '../cluster/config.js';
-import type { BlockStore } from './local-store.js';
+import type { BlockStore } from './engine-env.js';
 import { cutTable, readFragments, writeFragments } from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';

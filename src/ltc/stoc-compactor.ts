@@ -9,7 +9,7 @@
  */
 import type { NovaError } from '../common/errors.js';
 import type { CompactArgs } from '../stoc/compaction-executor.js';
-import type { CompactedTable, CompactionRequest, Compactor } from './local-store.js';
+import type { CompactedTable, CompactionRequest, Compactor } from './engine-env.js';
 import type { StocPool } from '../stoc/stoc-pool.js';
 
 /** A job's deadline: a minute, plus 100 ms per MiB of input (a floor of 10 MB/s). */

@@ -9,8 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
-import { Engine, localEnv, type EngineEnv } from '../../src/ltc/engine.js';
-import type { CompactedTable, CompactionRequest } from '../../src/ltc/local-store.js';
+import { Engine } from '../../src/ltc/engine.js';
+import { localEnv } from '../../src/ltc/local-store.js';
+import type { EngineEnv } from '../../src/ltc/engine-env.js';
+import type { CompactedTable, CompactionRequest } from '../../src/ltc/engine-env.js';
 import { mergeTables } from '../../src/compaction/merge.js';
 
 const dirs: string[] = [];

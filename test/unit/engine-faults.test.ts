@@ -7,7 +7,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Engine, localEnv, type EngineEnv } from '../../src/ltc/engine.js';
+import { Engine } from '../../src/ltc/engine.js';
+import { localEnv } from '../../src/ltc/local-store.js';
+import type { EngineEnv } from '../../src/ltc/engine-env.js';
 import type { LogWriter } from '../../src/logc/log-store.js';
 
 const dirs: string[] = [];

@@ -1,0 +1,159 @@
+/**
+ * The background: a flush loop and a compaction loop, run side by side one step at a time
+ * (kick), the L0 triggers that make compactions due (count, scans, idle writes), and the
+ * manual flush and full compaction. Functions over EngineState.
+ */
+import { jobFor, LEVELS, pickCompaction } from '../compaction/picker.js';
+import { runCompaction } from './compaction-job.js';
+import { EngineState, type LiveTable } from './engine-state.js';
+import { flushGroup } from './flush-job.js';
+import { retire } from './make-room.js';
+
+/**
+ * Starts the flush loop and the compaction loop, each unless it runs or the engine failed
+ * or is stopping. They run side by side, so a long compaction never holds up a flush (the
+ * immutable memtable would stall writes meanwhile; LevelDB flushes between compaction
+ * outputs for the same reason). Why that is safe: a flush only adds L0 tables newer than
+ * anything a running compaction reads, and each removes only what it picked.
+ */
+export function kick(db: EngineState): void {
+  if (db.failed || db.stopping) return;
+  db.flushing ??= loop(db, () => flushStep(db), () => { db.flushing = undefined; });
+  db.compacting ??= loop(db, () => compactStep(db), () => { db.compacting = undefined; });
+}
+
+/** Both loops while either runs; resolves with the steps they ran. */
+export function background(db: EngineState): Promise<number> | undefined {
+  if (!db.flushing && !db.compacting) return undefined;
+  return Promise.all([db.flushing ?? 0, db.compacting ?? 0]).then(([f, c]) => f + c);
+}
+
+/** Runs `step` until it finds nothing to do, then calls `ended`; returns the steps it ran. */
+export async function loop(db: EngineState, step: () => Promise<boolean>, ended: () => void): Promise<number> {
+  let n = 0;
+  try {
+    while (!db.stopping && !db.failed && await step()) {
+      n++;
+      db.steps++;
+      db.wake();
+    }
+  } catch (err) {
+    db.fail('flush or compaction', err);
+  }
+  ended();
+  // A loop that found nothing to do wakes no stalled writer while the other loop runs:
+  // the writer would only kick it again, a busy loop that starves the other of the turns
+  // it needs. Once neither runs, writers must learn it (nothing will make room).
+  if (n > 0 || !background(db)) db.wake();
+  return n;
+}
+
+/** Flushes the oldest group of immutable memtables, if one is ready. */
+export async function flushStep(db: EngineState): Promise<boolean> {
+  const group = db.memtables.nextFlush();
+  if (group.length === 0) return false;
+  if (group.some((m) => db.memtables.isActive(m))) {
+    db.flushNeedsActives = true; // the write path retires them, then kicks
+    db.wake();
+    return false;
+  }
+  await flushGroup(db, group);
+  kick(db); // the new L0 table may make a compaction due
+  return true;
+}
+
+export async function compactStep(db: EngineState): Promise<boolean> {
+  const levels = { l0Trigger: l0TriggerNow(db), l1Bytes: db.options.l1Bytes };
+  const job = pickCompaction(db.levels.map((l) => l.map((t) => t.meta)), levels, db.compactCursor);
+  if (!job) return false;
+  if (job.level === 0 && db.idleDue && job.inputs.length < db.options.l0Trigger) db.counts.idle++;
+  await runCompaction(db, job);
+  return true;
+}
+
+/**
+ * 1 while writes have paused (idleCompactionMs); else l0ScanTrigger once the oldest L0
+ * table has served its allowance of scans; else l0Trigger.
+ */
+export function l0TriggerNow(db: EngineState): number {
+  if (db.idleDue) return 1;
+  return l0ScannedEnough(db) ? db.options.l0ScanTrigger : db.options.l0Trigger;
+}
+
+/**
+ * Checks for a pause in writes `ms` from now. One timer at a time: a commit round only
+ * arms it when none is set, and the check re-arms it for the rest of the pause when writes
+ * came meanwhile, so a busy write path costs a Date.now() per round, not a timer.
+ */
+export function armIdle(db: EngineState, ms: number): void {
+  if (db.idleTimer || db.options.idleCompactionMs === 0 || db.closed) return;
+  db.idleTimer = setTimeout(() => {
+    db.idleTimer = undefined;
+    const left = db.lastWriteAt + db.options.idleCompactionMs - Date.now();
+    if (left > 0) return armIdle(db, left);
+    // Until the next write. The compaction loop takes L0 now, or next if it is running;
+    // a memtable whose flush ends during the pause kicks it again (flushStep).
+    db.idleDue = true;
+    if (db.levels[0].length > 0) kick(db);
+  }, ms);
+  db.idleTimer.unref();
+}
+
+/** Whether the oldest L0 table (the most scanned) has served its allowance of scans. */
+export function l0ScannedEnough(db: EngineState): boolean {
+  const oldest = db.levels[0][0];
+  return oldest !== undefined && db.scans - (oldest.scansAtAdd ?? 0) >= scanAllowance(oldest);
+}
+
+/**
+ * Counts a scan; once the oldest L0 table's allowance is used up, L0 is due at
+ * l0ScanTrigger tables: start the compaction loop unless it runs (then it picks the job
+ * next). Not only on the scan that crosses: that one may come while the loop is ending.
+ */
+export function countScan(db: EngineState): void {
+  db.scans++;
+  if (!db.compacting && db.levels[0].length >= db.options.l0ScanTrigger && l0ScannedEnough(db)) kick(db);
+}
+
+export async function flushAll(db: EngineState): Promise<void> {
+  for (let d = 0; d < db.memtables.dranges; d++) {
+    if (db.memtables.active(d).entries > 0) await retire(db, d, false);
+  }
+  // Until a background run finds nothing to do (one may be under way already). A manual
+  // compaction in the compaction loop's place is not waited for: it may take minutes, and
+  // a shutdown flushes (LtcServer.close) before its close stops that compaction.
+  for (;;) {
+    kick(db);
+    const running = db.manual ? db.flushing : background(db);
+    if (!running || (await running) === 0) break;
+  }
+}
+
+/**
+ * Every level above the deepest that holds tables (L1 at least: L0's tables may overlap),
+ * merged down one level at a time.
+ */
+export async function compactLevels(db: EngineState): Promise<void> {
+  let bottom = LEVELS - 1;
+  while (bottom > 1 && db.levels[bottom].length === 0) bottom--;
+  // The L0 tables there are now; those flushed meanwhile are newer and stay in L0.
+  let l0 = db.levels[0].length > 0;
+  for (let level = 0; level < bottom; level++) {
+    while (level === 0 ? l0 : db.levels[level].length > 0) {
+      if (db.failed) throw db.failed;
+      if (db.closed) return; // between jobs: each one is whole in the MANIFEST
+      // L0's tables may overlap one another: all at once. A sorted level: its first table,
+      // the same size of job as a background one.
+      l0 = false;
+      const inputs = level === 0 ? [...db.levels[0]] : [db.levels[level][0]];
+      await runCompaction(db, jobFor(db.levels.map((l) => l.map((t) => t.meta)), level, inputs.map((t) => t.meta)));
+      db.steps++;
+      db.wake(); // writers stalled on L0 may go on
+    }
+  }
+}
+
+/** Scans an L0 table may serve before it makes L0 due at l0ScanTrigger (LevelDB: allowed_seeks). */
+export function scanAllowance(t: LiveTable): number {
+  return Math.max(100, Math.floor(t.meta.size / 16384));
+}

@@ -1,0 +1,62 @@
+/**
+ * What an engine runs on (EngineEnv): where its tables live (BlockStore), its logs and MANIFEST
+ * (LogC's contracts, logc/log-store.ts), and where compactions run (Compactor). The cluster
+ * puts tables on StoCs, logs on LogC, and runs compactions on StoCs (stoc-compactor.ts); a
+ * lone engine keeps them in its directory (local-store.ts).
+ */
+import type { LogStore, ManifestStore } from '../logc/log-store.js';
+import type { Fragment, TableMeta } from '../log/version-edit.js';
+
+export interface EngineEnv {
+  /** SSTables. */
+  store: BlockStore;
+  /** Memtable logs. */
+  logs: LogStore;
+  /** The MANIFEST. */
+  manifests: ManifestStore;
+  /** Where compactions run (StoCs); without one, or when it declines a job, the engine merges. */
+  compactor?: Compactor;
+}
+
+/** Where a range's SSTables live. */
+export interface BlockStore {
+  /** Stores a whole table durably; returns where its bytes are. */
+  writeTable(file: number, bytes: Buffer): Promise<Fragment[]>;
+  readTable(file: number, fragments: Fragment[]): Promise<Buffer>;
+  /**
+   * `length` bytes of the table from `offset` (a block, or its metadata), when the store can
+   * read part of a table; an engine with a block cache then holds only its tables' metadata.
+   */
+  readRange?(file: number, fragments: Fragment[], offset: number, length: number): Promise<Buffer>;
+  deleteTable(file: number): Promise<void>;
+  /** Tables present in the store, referenced or not (so a clean open can drop orphans). */
+  listTables(): Promise<number[]>;
+}
+
+/** A compaction's merge as the engine hands it to a Compactor. */
+export interface CompactionRequest {
+  /** Input tables, with where their bytes live. */
+  inputs: TableMeta[];
+  /** Versions above this sequence are kept as they are (merge-rule.ts MergeRule). */
+  smallestSnapshot: number;
+  /** Key spans of the tables deeper than the output level (tombstones may go where none overlaps). */
+  deeper: Array<{ smallest: Buffer; largest: Buffer }>;
+  /** Cut an output once it reaches this many bytes, at the next user key. */
+  targetBytes: number;
+  /** Output n is table firstFile + n; numbers the engine reserved in its MANIFEST. */
+  firstFile: number;
+  maxFiles: number;
+}
+
+/** Where outputs of a merge run elsewhere went: a table's metadata without its level. */
+export type CompactedTable = Omit<TableMeta, 'level'>;
+
+/** Runs compactions away from the engine (on StoCs). */
+export interface Compactor {
+  /**
+   * Merges the inputs and stores the outputs durably in the BlockStore's places; resolves
+   * with the outputs in key order, or undefined if the job could not run elsewhere (the
+   * engine then merges it itself). Rejects only for faults a retry would not mend (corruption).
+   */
+  compact(job: CompactionRequest): Promise<CompactedTable[] | undefined>;
+}

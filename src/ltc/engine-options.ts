@@ -1,0 +1,147 @@
+/**
+ * What a caller gives the engine (EngineOptions, per write and per read) and the settings it
+ * runs with once defaults are filled in and values checked (resolveOptions).
+ */
+import { NovaError } from '../common/errors.js';
+import { DEFAULT_LIMITS, type Limits } from '../log/write-batch.js';
+import type { SessionRef } from '../common/write-id.js';
+import { mergeWorkerAvailable } from '../compaction/worker-pool.js';
+import type { EngineEnv } from './engine-env.js';
+
+export interface EngineOptions {
+  /** Retire a memtable once it holds this many bytes (τ). */
+  memtableBytes?: number;
+  /**
+   * α: active memtables, one per Drange (default 1). More spread writes over memtables whose
+   * L0 tables do not overlap; with `sync`, each group commit syncs every log it touched.
+   */
+  activeMemtables?: number;
+  /** δ: memtables in all, active and waiting for their flush (default 2α). */
+  maxMemtables?: number;
+  /** fdatasync each write's log record before acknowledging it. */
+  sync?: boolean;
+  limits?: Limits;
+  /** L0 tables that make L0 due for compaction into L1 (default 8). */
+  l0Trigger?: number;
+  /**
+   * L0 tables that make L0 due once scans read it (default 4; lowered to l0Trigger if above it): when the
+   * oldest L0 table has been sought by more scans than its allowance (one per 16 KiB of it,
+   * at least 100: LevelDB's seek compaction, for scans). A point lookup skips an L0 table by
+   * its filter, a scan seeks every one; so writes get the larger trigger (less rewriting of
+   * L1) and scans the smaller.
+   */
+  l0ScanTrigger?: number;
+  /** L0 tables at which writes wait for compaction (default 3 × l0Trigger). */
+  l0StopTrigger?: number;
+  /**
+   * Once no write has arrived for this many milliseconds, L0 is due at one table (default 250;
+   * 0: never). The triggers above size merges for a steady stream of writes; when writes
+   * pause, the CPU they left is spent merging L0 into L1, so reads stop probing L0 tables and
+   * the next burst of writes starts with an empty L0 instead of a merge of eight tables coming
+   * due in its first second. The price: a pause with few L0 tables rewrites the L1 they meet
+   * for less new data than a full trigger would. The active memtable is left as it is.
+   */
+  idleCompactionMs?: number;
+  /**
+   * A client session that has sent this range no write for this long (the range's running
+   * time) expires (default 300 000: 5 minutes); the client must start a new one, and is told
+   * so (SESSION_EXPIRED). It bounds the session table. Clients must give up on a write well
+   * within it (NovaClient: under half), or a retry could outlive the record of its original.
+   */
+  sessionTimeoutMs?: number;
+  /**
+   * A MANIFEST that has grown past this many bytes (default 16 MiB), and past twice the edit
+   * that states the whole tree, moves to a new file that starts with that edit: every flush
+   * appends the session table, and recovery reads the whole file (Pebble's MaxManifestFileSize).
+   */
+  maxManifestBytes?: number;
+  /** Size target of L1 in bytes (default 10 memtables); each deeper level ×10. */
+  l1Bytes?: number;
+  /**
+   * Where tables and logs go (default: the local directory). Tests pass wrappers that
+   * inject failures; the cluster puts these on StoCs and LogC.
+   */
+  env?: EngineEnv;
+  /** Called with warnings such as a truncated torn log tail. */
+  onWarning?: (message: string) => void;
+  /** Called with notable events that are no fault: a write stall of 100 ms or more, and why. */
+  onNote?: (message: string) => void;
+  /**
+   * Run compaction merges, and flushes' table builds, on worker threads (default: yes, when
+   * the built worker exists), so neither blocks reads and writes on this thread.
+   */
+  mergeInWorker?: boolean;
+  /**
+   * Bytes of data blocks kept in a block cache (default 0: none). With a cache, and a store
+   * that reads parts of tables (StoCs), the engine holds only each table's metadata (filter,
+   * index) and loads data blocks as reads need them; without, it holds every table whole.
+   */
+  blockCacheBytes?: number;
+}
+
+export interface WriteOptions {
+  /** fdatasync the log record before acknowledging (default: the engine's `sync`). */
+  sync?: boolean;
+  /** The client's numbering of this write: applied at most once (sessions.ts). */
+  session?: SessionRef;
+}
+
+export interface ReadOptions {
+  /** Read as of this snapshot (a sequence number); default: the latest. */
+  snapshot?: Snapshot;
+}
+
+export interface Snapshot {
+  readonly sequence: number;
+  /** Lets compactions drop versions only this snapshot needed. */
+  release(): void;
+}
+
+export interface ScanOptions extends ReadOptions {
+  /** Exclusive upper bound of user keys. */
+  end?: Uint8Array;
+  limit?: number;
+  /** Stop once the rows hold this many key and value bytes (at least one row is returned). */
+  maxBytes?: number;
+}
+
+/** EngineOptions with every default filled in. */
+export type Settings = Required<Omit<EngineOptions, 'onWarning' | 'onNote' | 'env'>> & Pick<EngineOptions, 'onWarning' | 'onNote'>;
+
+/** Fills in `options`' defaults and checks every value: BAD_ARGUMENT naming the first that is wrong. */
+export function resolveOptions(options: EngineOptions): Settings {
+  const active = options.activeMemtables ?? 1;
+  const memtableBytes = options.memtableBytes ?? 16 * 1024 * 1024;
+  const l0Trigger = options.l0Trigger ?? 8;
+  const o: Settings = {
+    memtableBytes,
+    activeMemtables: active,
+    maxMemtables: options.maxMemtables ?? 2 * active,
+    sync: options.sync ?? true,
+    l0Trigger,
+    l0ScanTrigger: Math.min(options.l0ScanTrigger ?? 4, l0Trigger),
+    l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
+    idleCompactionMs: options.idleCompactionMs ?? 250,
+    sessionTimeoutMs: options.sessionTimeoutMs ?? 300_000,
+    maxManifestBytes: options.maxManifestBytes ?? 16 * 1024 * 1024,
+    l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
+    limits: options.limits ?? DEFAULT_LIMITS,
+    onWarning: options.onWarning,
+    onNote: options.onNote,
+    mergeInWorker: options.mergeInWorker ?? mergeWorkerAvailable(),
+    blockCacheBytes: options.blockCacheBytes ?? 0,
+  };
+  if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
+  if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);
+  if (!(Number.isInteger(o.maxMemtables) && o.maxMemtables > active)) {
+    throw new NovaError('BAD_ARGUMENT', `maxMemtables (δ) must be an integer > activeMemtables (α = ${active}), not ${o.maxMemtables}`);
+  }
+  if (!(Number.isInteger(o.l0Trigger) && o.l0Trigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0Trigger must be an integer >= 1, not ${o.l0Trigger}`);
+  if (!(Number.isInteger(o.l0ScanTrigger) && o.l0ScanTrigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0ScanTrigger must be an integer >= 1, not ${o.l0ScanTrigger}`);
+  if (!(Number.isInteger(o.idleCompactionMs) && o.idleCompactionMs >= 0)) throw new NovaError('BAD_ARGUMENT', `idleCompactionMs must be an integer >= 0, not ${o.idleCompactionMs}`);
+  if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
+  if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
+  if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
+  if (!(Number.isSafeInteger(o.blockCacheBytes) && o.blockCacheBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `blockCacheBytes must be a non-negative integer, not ${o.blockCacheBytes}`);
+  return o;
+}

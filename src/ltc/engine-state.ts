@@ -1,0 +1,149 @@
+/**
+ * What one range's engine is (LevelDB's DBImpl and VersionSet fields; Pebble's DB): its
+ * settings and environment, the tree (levels, memtables and their logs, the MANIFEST and what
+ * it says), the write queue and pipeline, the background loops' state, the session table and
+ * the counters. The engine's work is functions over it, in files named for what they do:
+ * commit.ts (the write path), make-room.ts (memtable switches and stalls), version-set.ts (the
+ * MANIFEST), background.ts (the flush and compaction loops and their triggers), flush-job.ts,
+ * compaction-job.ts, recovery.ts, obsolete-files.ts and read-path.ts; engine.ts is the API.
+ *
+ * Not thread-safe: everything runs on the engine's one thread; `writeChain`, `applied` and
+ * `manifestChain` order the asynchronous work that must not interleave.
+ */
+import { NovaError } from '../common/errors.js';
+import { LEVELS } from '../compaction/picker.js';
+import { ManifestState, type TableMeta } from '../log/version-edit.js';
+import type { WriteBatch } from '../log/write-batch.js';
+import type { LogWriter } from '../logc/log-store.js';
+import { BlockCache } from '../sstable/block-cache.js';
+import { TableReader } from '../sstable/table-reader.js';
+import type { BlockStore, EngineEnv } from './engine-env.js';
+import { type EngineOptions, resolveOptions, type Settings, type Snapshot } from './engine-options.js';
+import { localEnv } from './local-store.js';
+import { MemtableSet } from './memtable-set.js';
+import { MAX_ENTRIES, MAX_RING_BYTES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type Ticket } from './sessions.js';
+
+export interface PendingWrite {
+  batch: WriteBatch;
+  sync: boolean;
+  /** A numbered write's place in the session table. */
+  ticket: Ticket | undefined;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+/** Blocks a read pinned in the cache, to unpin when it ends. */
+export type Pins = Array<[TableReader, number]>;
+
+export interface LiveTable {
+  meta: TableMeta;
+  reader: TableReader;
+  /** L0: the engine's scan count when the table was flushed (undefined, read as 0, after recovery). */
+  scansAtAdd?: number;
+}
+
+export class EngineState {
+  readonly store: BlockStore;
+  readonly options: Settings;
+  readonly env: EngineEnv;
+  manifest!: LogWriter;
+  manifestChain: Promise<unknown> = Promise.resolve();
+  manifestFailure: Error | undefined; // an append failed: no edit may follow
+  manifestState = new ManifestState(); // what the live MANIFEST's edits say
+  lastManifestRoll = 0;
+  manifestBytes = 0; // appended to the live MANIFEST
+  manifestBaseBytes = 0; // of its first edit, the whole tree
+  manifestInstalled = false; // open installed its MANIFEST: it may move on (rollManifest)
+  nextFile = 1;
+  lastSequence = 0;
+  memtables!: MemtableSet;
+  readonly logs = new Map<number, LogWriter>(); // active memtable id -> its log
+  levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
+  readonly liveSnapshots = new Map<number, number>(); // sequence -> count
+  readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
+  counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, idle: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0 };
+  writeChain: Promise<unknown> = Promise.resolve();
+  queued: PendingWrite[] = [];
+  roundScheduled = false;
+  flushing: Promise<number> | undefined; // the flush loop, while it runs
+  compacting: Promise<number> | undefined; // the compaction loop, or a manual compaction, while it runs
+  manual = false; // `compacting` is a manual compaction (compactAll)
+  steps = 0; // flushes and compactions the background has finished
+  scans = 0; // scans served, for L0 tables' scan allowances
+  flushNeedsActives = false; // the next flush must take active memtables along
+  waiters: Array<() => void> = [];
+  failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
+  closed = false;
+  stopping = false;
+  unlock: () => void = () => undefined;
+  memtableLimit = 2; // δ, raised if the MANIFEST holds more Dranges (recover)
+  assigned = 0; // the last sequence number given to a round (applied or in flight)
+  applied: Promise<void> = Promise.resolve(); // the newest round's apply step
+  readonly inFlight = { rounds: 0, bytes: 0 }; // rounds appended, not yet applied
+  cache: BlockCache | undefined; // set: tables are held as metadata, data blocks cached
+  readonly loading = new Map<string, Promise<void>>(); // block loads under way, by table:offset
+  lastWriteAt = 0; // Date.now() of the last commit round
+  idleDue = false; // writes have paused for idleCompactionMs: L0 is due at one table
+  idleTimer: NodeJS.Timeout | undefined;
+  readonly sessions: SessionTable;
+  sessionTimer: NodeJS.Timeout | undefined;
+
+  constructor(readonly dir: string, options: EngineOptions) {
+    const o = this.options = resolveOptions(options);
+    this.sessions = new SessionTable({ timeoutMs: o.sessionTimeoutMs, maxSessions: MAX_SESSIONS, maxWindow: MAX_WINDOW, maxEntries: MAX_ENTRIES, maxRingBytes: MAX_RING_BYTES });
+    this.env = options.env ?? localEnv(dir);
+    this.store = this.env.store;
+    if (o.blockCacheBytes > 0 && this.store.readRange) this.cache = new BlockCache(o.blockCacheBytes);
+  }
+
+  warn(message: string): void {
+    if (this.options.onWarning) this.options.onWarning(message);
+    else process.emitWarning(message);
+  }
+
+  /** Marks the engine failed: its files are as a crash would leave them, and reopening recovers. */
+  fail(what: string, err: unknown): NovaError {
+    this.failed ??= new NovaError('TRANSPORT', `${what} failed; reopen the engine to recover: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    this.wake();
+    return this.failed;
+  }
+
+  wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const resolve of w) resolve();
+  }
+
+  assertOpen(): void {
+    if (this.closed) throw new NovaError('CLOSED', 'engine is closed');
+  }
+
+  /** The oldest sequence a reader may read at: the oldest live snapshot's, or the present. */
+  smallestSnapshot(): number {
+    let oldest = this.lastSequence;
+    for (const seq of this.liveSnapshots.keys()) if (seq < oldest) oldest = seq;
+    return oldest;
+  }
+
+  tableFor(file: number): TableReader {
+    for (const level of this.levels) for (const t of level) if (t.meta.file === file) return t.reader;
+    throw new NovaError('CORRUPTION', `table ${file} is not open`);
+  }
+
+  /** A snapshot at the present; compactions keep what it may read until it is released. */
+  snapshot(): Snapshot {
+    const sequence = this.lastSequence;
+    this.liveSnapshots.set(sequence, (this.liveSnapshots.get(sequence) ?? 0) + 1);
+    let released = false;
+    return {
+      sequence,
+      release: () => {
+        if (released) return;
+        released = true;
+        const n = (this.liveSnapshots.get(sequence) ?? 1) - 1;
+        if (n <= 0) this.liveSnapshots.delete(sequence);
+        else this.liveSnapshots.set(sequence, n);
+      },
+    };
+  }
+}

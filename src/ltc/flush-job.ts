@@ -1,0 +1,66 @@
+/**
+ * A flush: immutable memtables built into L0 tables (on the flush worker when there is one),
+ * stored, and recorded with their logs released in one MANIFEST edit; only then are the logs
+ * deleted. Functions over EngineState.
+ */
+import { NovaError } from '../common/errors.js';
+import { buildTableInSlices } from '../compaction/flush.js';
+import { buildOnWorker } from '../compaction/worker-pool.js';
+import { emptyEdit, type TableMeta } from '../log/version-edit.js';
+import { Memtable } from '../memtable/memtable.js';
+import type { BuiltTable } from '../sstable/table-builder.js';
+import { EngineState, type LiveTable } from './engine-state.js';
+import { readerOf } from './read-path.js';
+import { logEdit } from './version-set.js';
+
+/**
+ * Writes each memtable of `group` (oldest first) as an L0 table, then records the tables
+ * and releases the memtables' logs in one MANIFEST edit; only then are the logs deleted.
+ */
+export async function flushGroup(db: EngineState, group: Memtable[]): Promise<void> {
+  const edit = emptyEdit();
+  const added: LiveTable[] = [];
+  for (const m of group) {
+    if (m.entries > 0) added.push(await writeL0(db, m));
+    edit.releasedLogs.push(m.id);
+  }
+  edit.added.push(...added.map((t) => t.meta));
+  edit.nextFile = db.nextFile;
+  edit.lastSequence = db.lastSequence;
+  // The released logs' records named client writes: the table keeps what they said.
+  edit.sessions = db.sessions.encode();
+  await logEdit(db, edit);
+  db.levels[0].push(...added);
+  db.memtables.flushed(group);
+  db.counts.flushes++;
+  for (const m of group) await db.env.logs.remove(m.id);
+}
+
+/** On the flush worker; if the worker died or failed (not the data), here instead. */
+export async function buildFlushTable(db: EngineState, mem: Memtable, size: number, smallestSnapshot: number): Promise<BuiltTable> {
+  try {
+    return await buildOnWorker(mem.frozen(), size, smallestSnapshot);
+  } catch (err) {
+    const code = (err as NovaError).code;
+    if (code !== 'CLOSED' && code !== 'REMOTE') throw err;
+    db.warn(`flush of memtable ${mem.id}: ${(err as Error).message}; building it on this thread`);
+    return buildTableInSlices(mem, size, smallestSnapshot);
+  }
+}
+
+/**
+ * Builds and stores the L0 table of `mem`; the caller records it. Versions no reader can see
+ * are left out (flush.ts): a snapshot taken later reads at a sequence above all of `mem`.
+ */
+export async function writeL0(db: EngineState, mem: Memtable): Promise<LiveTable> {
+  const file = db.nextFile++;
+  const size = mem.approximateBytes + 4096;
+  const oldest = db.smallestSnapshot();
+  const built = db.options.mergeInWorker ? await buildFlushTable(db, mem, size, oldest) : await buildTableInSlices(mem, size, oldest);
+  const fragments = await db.store.writeTable(file, built.bytes);
+  const meta: TableMeta = {
+    level: 0, file, size: built.bytes.length, entries: built.entries,
+    smallest: built.smallest!, largest: built.largest!, fragments,
+  };
+  return { meta, reader: readerOf(db, built.bytes, file), scansAtAdd: db.scans };
+}

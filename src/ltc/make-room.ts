@@ -1,0 +1,130 @@
+/**
+ * Making room for writes (LevelDB MakeRoomForWrite): full active memtables are retired to
+ * wait for their flush, with fresh memtables and logs bound in the MANIFEST first; when δ
+ * memtables exist or L0 is at its stop trigger, writes stall until the background catches up.
+ * Functions over EngineState.
+ */
+import { performance } from 'node:perf_hooks';
+import { NovaError } from '../common/errors.js';
+import { syncDir } from '../common/files.js';
+import { TRAILER_BYTES } from '../common/internal-key.js';
+import { emptyEdit, type VersionEdit } from '../log/version-edit.js';
+import { Memtable } from '../memtable/memtable.js';
+import { background, kick } from './background.js';
+import { boundsFromSample } from './dranges.js';
+import { EngineState } from './engine-state.js';
+import { logEdit } from './version-set.js';
+
+/** Write stalls at least this long are reported to `onNote`, with their cause. */
+const STALL_NOTE_MS = 100;
+
+/**
+ * Retires full active memtables (LevelDB MakeRoomForWrite). When δ memtables exist or L0
+ * is at its stop trigger, waits for the background to flush or compact: a write stall.
+ */
+export async function makeRoom(db: EngineState): Promise<void> {
+  let stalledAt: number | undefined;
+  let stallCause = '';
+  for (;;) {
+    if (db.failed) throw db.failed;
+    if (db.flushNeedsActives) {
+      // The oldest immutable memtable shares records with active ones: they go together.
+      db.flushNeedsActives = false;
+      for (const m of db.memtables.nextFlush()) {
+        const d = db.memtables.drangeOfActive(m);
+        if (d >= 0) await retire(db, d, false);
+      }
+      kick(db);
+      continue;
+    }
+    const full = db.memtables.fullDrange(db.options.memtableBytes);
+    if (full < 0) break;
+    const roomy = db.memtables.size < db.memtableLimit && db.levels[0].length < db.options.l0StopTrigger;
+    if (roomy) {
+      await retire(db, full, true);
+      kick(db);
+      continue;
+    }
+    if (stalledAt === undefined) {
+      stalledAt = performance.now();
+      if (db.levels[0].length >= db.options.l0StopTrigger) {
+        db.counts.l0Stalls++;
+        stallCause = `L0 at ${db.levels[0].length} tables, its stop trigger`;
+      } else {
+        stallCause = `${db.memtables.size} memtables, waiting for a flush`;
+      }
+    }
+    kick(db);
+    if (!background(db)) {
+      throw db.failed ?? new NovaError('CLOSED', 'engine is closing: no room for the write');
+    }
+    const steps = db.steps;
+    await new Promise<void>((resolve) => db.waiters.push(resolve));
+    if (db.steps === steps && !background(db) && !db.flushNeedsActives && !db.failed) {
+      // Not expected: a full engine always has a flush or a compaction to run.
+      throw new NovaError('BAD_ARGUMENT', 'no room for the write and nothing to flush or compact; check l0Trigger/l0StopTrigger');
+    }
+  }
+  if (stalledAt !== undefined) {
+    const ms = performance.now() - stalledAt;
+    db.counts.stalls++;
+    db.counts.stallMs += ms;
+    // Where stalls fall (a load, a run) is what tuning needs; only hosts that log get it.
+    if (ms >= STALL_NOTE_MS) db.options.onNote?.(`writes stalled ${Math.round(ms)} ms (${stallCause})`);
+  }
+}
+
+/**
+ * Gives Drange `d` a fresh active memtable and log (bound in the MANIFEST before any write
+ * goes to it); the old one waits for its flush. With α > 1 and no Dranges yet, a full
+ * memtable (`learn`) cuts the key space into Dranges from a sample of its keys instead.
+ */
+export async function retire(db: EngineState, d: number, learn: boolean): Promise<void> {
+  try {
+    await switchMemtables(db, d, learn);
+  } catch (err) {
+    throw db.fail('memtable switch', err); // a log may exist unbound, or an edit be half written
+  }
+}
+
+export async function switchMemtables(db: EngineState, d: number, learn: boolean): Promise<void> {
+  const old = db.memtables.active(d);
+  const edit = emptyEdit();
+  const α = db.options.activeMemtables;
+  const bounds = learn && α > 1 && db.memtables.dranges === 1 ? boundsFromSample(sampleKeys(old, α * 16), α) : [];
+  const fresh: Memtable[] = [];
+  for (let i = 0; i <= bounds.length; i++) fresh.push(await newMemtable(db, edit));
+  syncDir(db.dir); // the logs exist before the MANIFEST names them: recovery insists on it
+  if (bounds.length > 0) edit.dranges = bounds;
+  edit.nextFile = db.nextFile;
+  await logEdit(db, edit);
+  const retired = bounds.length > 0 ? db.memtables.activeAll() : [old];
+  if (bounds.length > 0) db.memtables.reshape(bounds, fresh);
+  else db.memtables.retire(d, fresh[0]);
+  for (const m of retired) {
+    const log = db.logs.get(m.id)!;
+    db.logs.delete(m.id);
+    await log.close();
+  }
+}
+
+/** A memtable with a new, empty log file, its binding added to `edit`. */
+export async function newMemtable(db: EngineState, edit: VersionEdit): Promise<Memtable> {
+  const id = db.nextFile++;
+  // The log exists before the MANIFEST names it, so recovery can tell an empty log from a lost one.
+  db.logs.set(id, await db.env.logs.create(id));
+  edit.boundLogs.push({ memtable: id, log: id });
+  return new Memtable(id, db.options.memtableBytes);
+}
+
+/** About `count` user keys of `mem`, evenly spaced, ascending. */
+function sampleKeys(mem: Memtable, count: number): Buffer[] {
+  const every = Math.max(1, Math.floor(mem.entries / count));
+  const out: Buffer[] = [];
+  const it = mem.iterator();
+  let i = 0;
+  for (it.first(); it.valid; it.next(), i++) {
+    if (i % every === 0) out.push(Buffer.from(it.key.subarray(0, it.key.length - TRAILER_BYTES)));
+  }
+  return out;
+}

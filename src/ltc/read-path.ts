@@ -1,0 +1,179 @@
+/**
+ * The read path: point reads through memtables and levels, table readers (whole, or metadata
+ * with a block cache), block loads on a cache miss, and the merged iterators scans use.
+ * Functions over EngineState.
+ */
+import { join } from 'node:path';
+import { NovaError } from '../common/errors.js';
+import { compareBytes, makeInternalKey, SEEK_TYPE, TRAILER_BYTES } from '../common/internal-key.js';
+import { LEVELS } from '../compaction/picker.js';
+import type { TableMeta } from '../log/version-edit.js';
+import { TRAILER_BYTES as BLOCK_TRAILER, FOOTER_BYTES, metadataStart, readFooter } from '../sstable/format.js';
+import { type InternalIterator, levelIterator, MergingIterator, VisibleIterator } from '../sstable/merging-iterator.js';
+import { BlockMiss, TableReader } from '../sstable/table-reader.js';
+import type { ReadOptions, ScanOptions } from './engine-options.js';
+import { countScan } from './background.js';
+import { EngineState, type LiveTable, type Pins } from './engine-state.js';
+import { tableName } from './local-store.js';
+
+export function getNow(db: EngineState, key: Uint8Array, seq: number): Buffer | undefined {
+  for (const m of db.memtables.forKey(key)) {
+    const r = m.get(key, seq);
+    if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;
+  }
+  const l0 = db.levels[0];
+  for (let i = l0.length - 1; i >= 0; i--) {
+    const r = l0[i].reader.get(key, seq);
+    if (r) return r.type === 'put' ? r.value : undefined;
+  }
+  for (let level = 1; level < LEVELS; level++) {
+    const t = findTable(db.levels[level], key);
+    const r = t?.reader.get(key, seq);
+    if (r) return r.type === 'put' ? r.value : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * Loads the block a read missed into the cache (one load per block at a time) and pins it
+ * for the read (`pins`), which unpins what it pinned when it ends.
+ */
+export async function load(db: EngineState, miss: BlockMiss, pins: Pins): Promise<void> {
+  const live = (): LiveTable | undefined => db.levels.flat().find((t) => t.reader === miss.table);
+  const table = live();
+  if (!table) return; // compacted away meanwhile: the next try reads its successor
+  const key = `${table.meta.file}:${miss.handle.offset}`;
+  let p = db.loading.get(key);
+  if (!p) {
+    p = db.store.readRange!(table.meta.file, table.meta.fragments, miss.handle.offset, miss.handle.size + BLOCK_TRAILER)
+      .then((bytes) => miss.table.insert(miss.handle, bytes))
+      .finally(() => db.loading.delete(key));
+    db.loading.set(key, p);
+  }
+  try {
+    await p;
+  } catch (err) {
+    if (live()) throw err; // else it was deleted after a compaction replaced it: try again
+    return;
+  }
+  // Evicted again before this read could pin it (other loads ran meanwhile): the retry loads it.
+  if (miss.table.pin(miss.handle.offset)) pins.push([miss.table, miss.handle.offset]);
+}
+
+/** A reader of table `file` just written from `bytes`: whole, or with a block cache only its metadata (copied out). */
+export function readerOf(db: EngineState, bytes: Buffer, file: number): TableReader {
+  const name = join(db.dir, tableName(file));
+  if (!db.cache) return new TableReader(bytes, name);
+  const start = metadataStart(readFooter(bytes, name));
+  return TableReader.metadataOnly(Buffer.from(bytes.subarray(start)), start, name, db.cache);
+}
+
+/**
+ * Opens table `meta`: whole, or with a block cache only its metadata (two reads: the footer,
+ * then filter and index).
+ */
+export async function openTable(db: EngineState, meta: TableMeta): Promise<TableReader> {
+  const name = join(db.dir, tableName(meta.file));
+  if (!db.cache) return new TableReader(await db.store.readTable(meta.file, meta.fragments), name);
+  const footer = readFooter(await db.store.readRange!(meta.file, meta.fragments, meta.size - FOOTER_BYTES, FOOTER_BYTES), name);
+  const start = metadataStart(footer);
+  if (start > meta.size - FOOTER_BYTES) throw new NovaError('CORRUPTION', `${name}: metadata at offset ${start}, past the table's ${meta.size} bytes`);
+  const bytes = await db.store.readRange!(meta.file, meta.fragments, start, meta.size - start);
+  return TableReader.metadataOnly(bytes, start, name, db.cache);
+}
+
+/** Adds the rows from `start` to `out` until the scan's end, limit or byte budget. */
+export function scanInto(db: EngineState, out: Array<[Buffer, Buffer]>, page: { bytes: number }, start: Uint8Array, seq: number, options: ScanOptions): void {
+  const it = new VisibleIterator(new MergingIterator(iterators(db)), seq);
+  const limit = options.limit ?? Infinity;
+  const maxBytes = options.maxBytes ?? Infinity;
+  for (it.seek(makeInternalKey(start, seq, SEEK_TYPE)); it.valid && out.length < limit && page.bytes < maxBytes; it.next()) {
+    const k = it.key;
+    if (options.end && compareBytes(k, 0, k.length, options.end, 0, options.end.length) >= 0) break;
+    out.push([Buffer.from(k), Buffer.from(it.value)]);
+    page.bytes += k.length + it.value.length;
+  }
+}
+
+/** Every memtable and L0 table, and one LevelIterator per deeper level (its tables are disjoint). */
+export function iterators(db: EngineState): InternalIterator[] {
+  const its: InternalIterator[] = db.memtables.all().map((m) => m.iterator());
+  for (const t of db.levels[0]) its.push(t.reader.iterator());
+  for (let l = 1; l < LEVELS; l++) {
+    const level = db.levels[l];
+    if (level.length === 1) its.push(level[0].reader.iterator());
+    else if (level.length > 1) its.push(levelIterator(level.map((t) => ({ largest: t.meta.largest, iterator: () => t.reader.iterator() }))));
+  }
+  return its;
+}
+
+/** The table of a sorted, disjoint level whose user-key span holds `key`, if any. */
+function findTable(level: LiveTable[], key: Uint8Array): LiveTable | undefined {
+  let lo = 0;
+  let hi = level.length;
+  while (lo < hi) { // first table whose largest user key >= key
+    const mid = (lo + hi) >>> 1;
+    const l = level[mid].meta.largest;
+    if (compareBytes(l, 0, l.length - TRAILER_BYTES, key, 0, key.length) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo === level.length) return undefined;
+  const s = level[lo].meta.smallest;
+  return compareBytes(s, 0, s.length - TRAILER_BYTES, key, 0, key.length) <= 0 ? level[lo] : undefined;
+}
+
+/** The value of `key` at the read's snapshot (Engine.get). */
+export async function getValue(db: EngineState, key: Uint8Array, options: ReadOptions = {}): Promise<Buffer | undefined> {
+  db.assertOpen();
+  if (!db.cache) return getNow(db, key, options.snapshot?.sequence ?? db.lastSequence);
+  // A get that must load a block runs again once it is loaded; its snapshot keeps the
+  // versions it may see from compactions meanwhile.
+  const snapshot = options.snapshot ? undefined : db.snapshot();
+  const pins: Pins = [];
+  try {
+    for (;;) {
+      try {
+        return getNow(db, key, (options.snapshot ?? snapshot!).sequence);
+      } catch (err) {
+        if (!(err instanceof BlockMiss)) throw err;
+        await load(db, err, pins);
+      }
+    }
+  } finally {
+    snapshot?.release();
+    for (const [reader, offset] of pins) reader.unpin(offset);
+  }
+}
+
+/** Entries with start <= key < end, in key order, at most `limit` of them. */
+export async function scanRows(db: EngineState, start: Uint8Array, options: ScanOptions = {}): Promise<Array<[Buffer, Buffer]>> {
+  db.assertOpen();
+  countScan(db);
+  const out: Array<[Buffer, Buffer]> = [];
+  const page = { bytes: 0 };
+  if (!db.cache) {
+    scanInto(db, out, page, start, options.snapshot?.sequence ?? db.lastSequence, options);
+    return out;
+  }
+  // A scan that must load a block goes on after its last row once the block is loaded,
+  // at the same snapshot (held, so compactions keep what it may see).
+  const snapshot = options.snapshot ? undefined : db.snapshot();
+  const seq = (options.snapshot ?? snapshot!).sequence;
+  const pins: Pins = [];
+  let from: Uint8Array = start;
+  try {
+    for (;;) {
+      try {
+        scanInto(db, out, page, from, seq, options);
+        return out;
+      } catch (err) {
+        if (!(err instanceof BlockMiss)) throw err;
+        await load(db, err, pins);
+        if (out.length > 0) from = Buffer.concat([out[out.length - 1][0], Buffer.alloc(1)]);
+      }
+    }
+  } finally {
+    snapshot?.release();
+    for (const [reader, offset] of pins) reader.unpin(offset);
+  }
+}

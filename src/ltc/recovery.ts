@@ -1,0 +1,101 @@
+/**
+ * Opening a range: the MANIFEST replayed into the tree, the bound logs replayed into fresh L0
+ * tables, the session table rebuilt, and a new MANIFEST stating the whole tree installed.
+ * Functions over EngineState.
+ */
+import { NovaError } from '../common/errors.js';
+import { syncDir } from '../common/files.js';
+import { compareInternalKeys } from '../common/internal-key.js';
+import { LEVELS } from '../compaction/picker.js';
+import { readLog } from '../log/log-format.js';
+import { decodeEdit, emptyEdit, ManifestState } from '../log/version-edit.js';
+import { decodeBatch } from '../log/write-batch.js';
+import { Memtable } from '../memtable/memtable.js';
+import { drangeOf } from './dranges.js';
+import { EngineState, type LiveTable } from './engine-state.js';
+import { writeL0 } from './flush-job.js';
+import { newMemtable } from './make-room.js';
+import { MemtableSet } from './memtable-set.js';
+import { removeObsoleteFiles } from './obsolete-files.js';
+import { openTable } from './read-path.js';
+import { logEdit } from './version-set.js';
+
+export async function recover(db: EngineState): Promise<void> {
+  const state = new ManifestState();
+  const current = await db.env.manifests.readCurrent();
+  if (current) {
+    const path = current.name;
+    const contents = readLog(current.bytes, path);
+    if (contents.tornAt !== undefined) db.warn(`${path}: torn tail at offset ${contents.tornAt} dropped (a crash during an update)`);
+    contents.records.forEach((r, i) => {
+      state.apply(decodeEdit(r, `${path} record ${i}`));
+    });
+  }
+  db.nextFile = Math.max(db.nextFile, state.nextFile);
+  db.lastSequence = Math.max(db.lastSequence, state.lastSequence);
+  if (state.sessions) db.sessions.load(state.sessions, `${current!.name}: sessions`);
+  const { tables, logs, bounds } = state;
+  for (const meta of [...tables.values()].sort((a, b) => a.file - b.file)) {
+    db.levels[meta.level].push({ meta, reader: await openTable(db, meta) });
+  }
+  for (let l = 1; l < LEVELS; l++) db.levels[l].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
+  // Replay every bound log into one memtable per Drange (so no one memtable must hold all
+  // of them). Sequence numbers order the entries within each, and every entry in a log is
+  // newer than what its Drange has in tables (flushes take the oldest memtables first), so
+  // these L0 tables, newest of all and disjoint, hold them correctly.
+  const replays = Array.from({ length: bounds.length + 1 }, () => new Memtable(0));
+  for (const [memtable, log] of [...logs.entries()].sort((a, b) => a[0] - b[0])) {
+    const path = db.env.logs.describe(log);
+    const bytes = await db.env.logs.read(log);
+    if (bytes === undefined) {
+      throw new NovaError('CORRUPTION', `${path}: log of memtable ${memtable} named by the MANIFEST is missing`);
+    }
+    const contents = readLog(bytes, path);
+    if (contents.tornAt !== undefined) {
+      db.warn(`${path}: torn tail at offset ${contents.tornAt} truncated (writes never acknowledged)`);
+    }
+    contents.records.forEach((r, i) => {
+      const b = decodeBatch(r, `${path} record ${i}`);
+      b.entries.forEach((e, j) => replays[drangeOf(bounds, e.key)].add(b.firstSequence + j, e.type, e.key, e.value));
+      if (b.session) db.sessions.replay(b.session);
+      db.lastSequence = Math.max(db.lastSequence, b.firstSequence + b.entries.length - 1);
+    });
+  }
+  // A fresh MANIFEST that states the whole tree, and fresh memtables and logs for writes.
+  const manifestFile = db.nextFile++;
+  db.manifest = await db.env.manifests.create(manifestFile);
+  db.manifestState = new ManifestState();
+  const snapshot = emptyEdit();
+  const fresh: Memtable[] = [];
+  for (let i = 0; i <= bounds.length; i++) fresh.push(await newMemtable(db, snapshot));
+  syncDir(db.dir);
+  snapshot.added.push(...db.levels.flat().map((t) => t.meta));
+  // Old logs stay bound until their entries are in a table (below); empty ones need not.
+  const replayed = replays.some((m) => m.entries > 0);
+  if (replayed) for (const [memtable, log] of logs) snapshot.boundLogs.push({ memtable, log });
+  if (bounds.length > 0) snapshot.dranges = bounds;
+  snapshot.sessions = db.sessions.encode();
+  snapshot.nextFile = db.nextFile;
+  snapshot.lastSequence = db.lastSequence;
+  await logEdit(db, snapshot);
+  await db.env.manifests.install(manifestFile);
+  db.manifestInstalled = true;
+  db.memtables = new MemtableSet(bounds, fresh);
+  // The tree's Dranges come from its MANIFEST, whatever α this open asks for; δ must leave
+  // room for one immutable memtable beside their active ones.
+  db.memtableLimit = Math.max(db.options.maxMemtables, bounds.length + 2);
+  // What the replayed logs held becomes L0 tables, recorded in one edit that also
+  // releases the logs (a crash before it leaves unrecorded tables, deleted next open).
+  if (replayed) {
+    const tables: LiveTable[] = [];
+    for (const m of replays) if (m.entries > 0) tables.push(await writeL0(db, m));
+    const edit = emptyEdit();
+    edit.added.push(...tables.map((t) => t.meta));
+    edit.releasedLogs.push(...logs.keys());
+    edit.nextFile = db.nextFile;
+    edit.lastSequence = db.lastSequence;
+    await logEdit(db, edit);
+    db.levels[0].push(...tables);
+  }
+  await removeObsoleteFiles(db);
+}

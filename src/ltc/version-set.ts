@@ -1,0 +1,73 @@
+/**
+ * The MANIFEST side of the tree: version edits appended in call order (none after a failed
+ * append), and the MANIFEST moved to a new file that states the whole tree when it lost
+ * replicas or grew too large. Functions over EngineState (whose `levels`, `nextFile` and
+ * `lastSequence` are the tree the edits describe).
+ */
+import { encodeEdit, type VersionEdit } from '../log/version-edit.js';
+import type { LogWriter } from '../logc/log-store.js';
+import { EngineState } from './engine-state.js';
+
+/** A MANIFEST that lost replicas moves to a new file at most this often (rollManifest). */
+const MANIFEST_ROLL_INTERVAL_MS = 10_000;
+
+export async function logEdit(db: EngineState, edit: VersionEdit): Promise<void> {
+  const run = db.manifestChain.then(async () => {
+    // After a failed append the MANIFEST's tail is unknown (a torn record, a lost
+    // fdatasync): an edit after it could be dropped by recovery along with the tear, while
+    // what it allowed (deleting a compaction's inputs) has happened. So none follows.
+    if (db.manifestFailure) throw db.manifestFailure;
+    const record = encodeEdit(edit);
+    await db.manifest.append([record], true);
+    if (db.manifestBytes === 0) db.manifestBaseBytes = record.length;
+    db.manifestBytes += record.length;
+    db.manifestState.apply(edit);
+    if (!db.manifestInstalled) return;
+    if (db.manifest.degraded && Date.now() - db.lastManifestRoll >= MANIFEST_ROLL_INTERVAL_MS) await rollManifest(db, 'replicas');
+    else if (db.manifestBytes >= Math.max(db.options.maxManifestBytes, 2 * db.manifestBaseBytes)) await rollManifest(db, 'size');
+  });
+  db.manifestChain = run.catch((err: unknown) => { db.manifestFailure ??= err as Error; });
+  await run;
+}
+
+/**
+ * Moves the MANIFEST to a new file stating the whole tree, on StoCs that answer: when the
+ * current one lost replicas (a StoC died; otherwise the next StoC lost could take the
+ * range's last MANIFEST with it), or grew past maxManifestBytes. Runs in the MANIFEST
+ * chain, so the state it states is exactly what the edits so far say. If the new file
+ * cannot be made, the current one goes on; once its first edit may be whole, the new file
+ * may be chosen at recovery (it is the highest-numbered), so from there only the new one is
+ * written, or nothing more.
+ */
+export async function rollManifest(db: EngineState, why: 'replicas' | 'size'): Promise<void> {
+  db.lastManifestRoll = Date.now();
+  const file = db.nextFile++;
+  let next: LogWriter;
+  try {
+    next = await db.env.manifests.create(file);
+  } catch (err) {
+    db.warn(`MANIFEST ${file} not started (${(err as Error).message}); the current one goes on with fewer replicas`);
+    return;
+  }
+  const [now, then] = [next.replicaCount ?? 0, db.manifest.replicaCount ?? 0];
+  if (why === 'replicas' ? now <= then : now < then) {
+    // No more StoCs answered than before (a dead one still looks healthy for a while), or
+    // fewer than the current one has: keep the current one. The new file holds no record,
+    // so no recovery ever chooses it.
+    await next.close();
+    return;
+  }
+  const snapshot = db.manifestState.snapshot();
+  snapshot.nextFile = Math.max(snapshot.nextFile ?? 0, db.nextFile);
+  const record = encodeEdit(snapshot);
+  await next.append([record], true); // a failure here ends the chain (the caller records it)
+  db.manifestBytes = db.manifestBaseBytes = record.length;
+  db.manifestState.apply(snapshot);
+  const old = db.manifest;
+  db.manifest = next;
+  await old.close();
+  db.counts.manifestRolls++;
+  if (why === 'replicas') db.warn(`MANIFEST moved to ${file}: the previous one had lost replicas`);
+  else db.options.onNote?.(`MANIFEST moved to ${file}: the previous one passed ${db.options.maxManifestBytes} bytes`);
+  await db.env.manifests.install(file).catch((err: Error) => db.warn(`older MANIFESTs not all removed: ${err.message}`));
+}
