@@ -6,67 +6,81 @@ import { Command, Option } from 'commander';
 import { nonNegativeInt, port, positiveInt } from './args.js';
 import { join } from 'node:path';
 import { NovaClient, coordinatorOf } from '../client/nova-client.js';
-import { DEFAULT_SETTINGS, type Settings } from '../cluster/config.js';
+import type { Settings } from '../cluster/config.js';
+import { KNOBS, clusterConflicts, defaultText } from '../cluster/knobs.js';
+import { NovaError } from '../common/errors.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { printable } from '../tools/inspect.js';
-import { down, fetchStatus, readClusterFile, up } from '../control/cluster-control.js';
+import { down, fetchStatus, readClusterFile, storedConfig, up } from '../control/cluster-control.js';
 import { runCoordinator, runLtc, runStoc } from './components.js';
 
 const DEFAULT_DIR = 'nova-data';
 
-/** The cluster-wide knobs (DESIGN.md §9), as flags of `nova up` and `nova coordinator`. */
-interface KnobFlags {
-  ranges: number; splitKeys?: string; benchRecords: number; memtableBytes: number; activeMemtables: number;
-  maxMemtables?: number; l0Trigger: number; l0ScanTrigger: number; idleCompactionMs: number; sessionTimeoutMs: number; scatter: number; placement: Settings['placement']; logMode: Settings['logMode'];
-  logReplicas: number; sync: boolean; compaction: Settings['compaction']; blockCacheBytes: number;
+/**
+ * The flags of `nova up` and `nova coordinator` that shape a new cluster: how its key space is
+ * cut into ranges, and every knob (cluster/knobs.ts). None has a commander default, so a flag
+ * not given stays undefined: a new cluster takes the knob's default, an existing one keeps
+ * what it has.
+ */
+interface LayoutFlags { ranges?: number; splitKeys?: string; benchRecords?: number }
+type KnobFlags = LayoutFlags & Record<string, unknown>;
+
+function camel(flag: string): string {
+  return flag.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
 function knobs(cmd: Command): Command {
-  const d = DEFAULT_SETTINGS;
-  return cmd
-    .option('--ranges <n>', 'ranges, cut evenly over the bench key space (user + 12 digits below --bench-records)', positiveInt, 1)
+  cmd
+    .option('--ranges <n>', 'ranges of a new cluster, cut evenly over the bench key space (user + 12 digits below --bench-records) (default 1)', positiveInt)
     .option('--split-keys <k1,k2,...>', 'cut ranges at these keys instead (UTF-8, ascending)')
-    .option('--bench-records <n>', 'key space --ranges cuts evenly', positiveInt, 1_000_000)
-    .option('--memtable-bytes <n>', 'τ: memtable and SSTable size', positiveInt, d.memtableBytes)
-    .option('--active-memtables <n>', 'α: active memtables (Dranges) per range', positiveInt, d.activeMemtables)
-    .option('--max-memtables <n>', 'δ: memtables per range, active and immutable (default 2α)', positiveInt)
-    .option('--l0-trigger <n>', 'L0 tables that start a compaction into L1 while nothing scans', positiveInt, d.l0Trigger)
-    .option('--l0-scan-trigger <n>', 'L0 tables that start one once scans have read L0 (each L0 table allows one scan per 16 KiB of it); lowered to --l0-trigger if above it', positiveInt, d.l0ScanTrigger)
-    .option('--idle-compaction-ms <ms>', 'once no write has come for this long, merge L0 into L1 whatever its size (0: never)', nonNegativeInt, d.idleCompactionMs)
-    .option('--session-timeout-ms <ms>', 'a client session that sent a range no write for this long (the range\'s running time) expires there; the client starts a new one. Clients give up on a write within half of it', positiveInt, d.sessionTimeoutMs)
-    .option('--scatter <n>', 'ρ: StoCs one SSTable\'s data blocks are cut over (its filter and index go to one more)', positiveInt, d.scatter)
-    .addOption(new Option('--placement <p>', 'how those StoCs are picked').choices(['power-of-d', 'random', 'round-robin']).default(d.placement))
-    .addOption(new Option('--log-mode <m>', 'LogC: where memtable logs live: disk (StoC files), memory (StoC memory), memory+disk, none (README: what each survives)').choices(['disk', 'memory', 'memory+disk', 'none']).default(d.logMode))
-    .option('--log-replicas <n>', 'R: StoCs each memtable log and each range\'s MANIFEST is replicated on', positiveInt, d.logReplicas)
-    .addOption(new Option('--compaction <where>', 'where compaction merges run: stoc (offloaded round-robin; the LTC merges a job no StoC could run) or ltc').choices(['stoc', 'ltc']).default(d.compaction))
-    .option('--block-cache-bytes <n>', 'data blocks each range caches on its LTC, which then holds only its tables\' filters and indexes (0: hold tables whole)', nonNegativeInt, d.blockCacheBytes)
-    .option('--sync', 'fdatasync each write\'s log record on its StoCs before acknowledging it', d.sync);
+    .option('--bench-records <n>', 'key space --ranges cuts evenly (default 1000000)', positiveInt);
+  for (const k of KNOBS) {
+    const what = `${k.greek ? `${k.greek}: ` : ''}${k.meaning} (default ${defaultText(k)})`;
+    if (k.type === 'bool') {
+      cmd.option(`--${k.flag}`, what);
+    } else if (k.type === 'choice') {
+      cmd.addOption(new Option(`--${k.flag} <v>`, what).choices([...k.choices!]));
+    } else {
+      cmd.option(`--${k.flag} <n>`, what, k.min === 0 ? nonNegativeInt : positiveInt);
+    }
+  }
+  return cmd;
 }
 
-/** The knobs as the coordinator's own flags (what `nova up` passes on). */
-function knobArgs(k: KnobFlags): string[] {
-  const out = ['--ranges', String(k.ranges), '--bench-records', String(k.benchRecords), '--memtable-bytes', String(k.memtableBytes),
-    '--active-memtables', String(k.activeMemtables), '--l0-trigger', String(k.l0Trigger),
-    '--l0-scan-trigger', String(k.l0ScanTrigger), '--idle-compaction-ms', String(k.idleCompactionMs), '--session-timeout-ms', String(k.sessionTimeoutMs), '--scatter', String(k.scatter),
-    '--placement', k.placement, '--log-mode', k.logMode, '--log-replicas', String(k.logReplicas),
-    '--compaction', k.compaction, '--block-cache-bytes', String(k.blockCacheBytes)];
-  if (k.maxMemtables !== undefined) out.push('--max-memtables', String(k.maxMemtables));
-  if (k.splitKeys !== undefined) out.push('--split-keys', k.splitKeys);
-  if (k.sync) out.push('--sync');
+/** The knobs given on the command line, as settings. */
+function givenSettings(o: KnobFlags): Partial<Settings> {
+  const out: Record<string, unknown> = {};
+  for (const k of KNOBS) {
+    const v = o[camel(k.flag)];
+    if (v !== undefined) out[k.key] = v;
+  }
+  return out as Partial<Settings>;
+}
+
+/** The flags given, as the coordinator's own (what `nova up` passes on). */
+function knobArgs(o: KnobFlags): string[] {
+  const out: string[] = [];
+  if (o.ranges !== undefined) out.push('--ranges', String(o.ranges));
+  if (o.splitKeys !== undefined) out.push('--split-keys', o.splitKeys);
+  if (o.benchRecords !== undefined) out.push('--bench-records', String(o.benchRecords));
+  const given = givenSettings(o);
+  for (const k of KNOBS) {
+    const v = given[k.key];
+    if (v === undefined) continue;
+    if (k.type === 'bool') {
+      if (v) out.push(`--${k.flag}`);
+    } else {
+      out.push(`--${k.flag}`, String(v));
+    }
+  }
   return out;
 }
 
-function settingsOf(k: KnobFlags): Partial<Settings> {
-  return {
-    memtableBytes: k.memtableBytes, activeMemtables: k.activeMemtables, maxMemtables: k.maxMemtables ?? 2 * k.activeMemtables,
-    l0Trigger: k.l0Trigger, l0ScanTrigger: k.l0ScanTrigger, idleCompactionMs: k.idleCompactionMs, sessionTimeoutMs: k.sessionTimeoutMs, scatter: k.scatter, placement: k.placement, logMode: k.logMode, logReplicas: k.logReplicas, sync: k.sync,
-    compaction: k.compaction, blockCacheBytes: k.blockCacheBytes,
-  };
-}
-
-function splitsOf(k: KnobFlags): Buffer[] {
-  if (k.splitKeys !== undefined) return k.splitKeys.split(',').map((s) => Buffer.from(s));
-  return benchSplits(k.ranges, k.benchRecords);
+/** Split keys of a new cluster, if the flags say how to cut it. */
+function splitsOf(o: LayoutFlags): Buffer[] | undefined {
+  if (o.splitKeys !== undefined) return o.splitKeys.split(',').map((s) => Buffer.from(s));
+  if (o.ranges === undefined && o.benchRecords === undefined) return undefined;
+  return benchSplits(o.ranges ?? 1, o.benchRecords ?? 1_000_000);
 }
 
 /** Where the client commands find the cluster. */
@@ -93,6 +107,12 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had)', positiveInt)
     .option('--host <host>', 'address components listen on', '127.0.0.1'))
     .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string }) => {
+      const stored = storedConfig(o.dir);
+      const conflicts = stored ? clusterConflicts(stored, givenSettings(o), splitsOf(o)) : [];
+      if (conflicts.length > 0) {
+        throw new NovaError('BAD_ARGUMENT', `the cluster in ${o.dir} exists, and its settings are fixed when it is created; ` +
+          `not ${conflicts.join(', ')}. Leave those flags out, or start a new cluster with another --dir`);
+      }
       const file = await up({
         dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, host: o.host, bin, coordinatorArgs: knobArgs(o),
         progress: (line) => process.stderr.write(`nova up: ${line}\n`),
@@ -143,7 +163,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--port <n>', 'port (0 picks a free one)', port, 7070)
     .option('--ltcs <n>', 'LTCs a new cluster\'s ranges are spread over', positiveInt, 1))
     .action((o: KnobFlags & { dir: string; host: string; port: number; ltcs: number }) =>
-      runCoordinator({ dir: o.dir, host: o.host, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: settingsOf(o) }));
+      runCoordinator({ dir: o.dir, host: o.host, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: givenSettings(o) }));
 
   for (const role of ['stoc', 'ltc'] as const) {
     program.command(role)

@@ -8,6 +8,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import { compareBytes } from '../common/internal-key.js';
+import { defaultSettings } from './knobs.js';
 
 export type Role = 'ltc' | 'stoc';
 export type LogMode = 'disk' | 'memory' | 'memory+disk' | 'none';
@@ -33,6 +34,7 @@ export interface RangeInfo {
   ltc: number;
 }
 
+/** The cluster's knobs: what each means, its flag and default are in knobs.ts. */
 export interface Settings {
   /** LogC mode and replicas of each log. */
   logMode: LogMode;
@@ -64,27 +66,8 @@ export interface ClusterConfig {
   settings: Settings;
 }
 
-export const DEFAULT_SETTINGS: Settings = {
-  logMode: 'disk',
-  logReplicas: 3,
-  scatter: 1,
-  placement: 'power-of-d',
-  memtableBytes: 16 * 1024 * 1024,
-  activeMemtables: 1,
-  maxMemtables: 2,
-  // Writes rewrite L1 half as often with 8 L0 tables per merge (60-s runs: RW50 +13%, W100 +11%), and
-  // scans, which seek every L0 table, get 4 as soon as they read L0 (bench/README.md).
-  l0Trigger: 8,
-  l0ScanTrigger: 4,
-  idleCompactionMs: 250,
-  sessionTimeoutMs: 300_000,
-  sync: false,
-  compaction: 'stoc',
-  // Whole tables by default: while a range's data fits in the LTC's memory, a read never
-  // waits for a StoC. Measured (RW50, 300 k records, paired): 19.3k ops/s whole, 12.2k with
-  // a 1 GiB cache starting cold (each miss is a block fetched from a StoC).
-  blockCacheBytes: 0,
-};
+/** Every knob's default (knobs.ts). */
+export const DEFAULT_SETTINGS: Settings = defaultSettings();
 
 /** Ranges cut at `splits` (ascending, distinct), assigned round-robin to LTCs 1..ltcs. */
 export function makeRanges(splits: Buffer[], ltcs: number): RangeInfo[] {

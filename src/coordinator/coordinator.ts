@@ -13,13 +13,15 @@ import { NovaError } from '../common/errors.js';
 import { lockDir, replaceFile } from '../common/files.js';
 import { TcpRpcServer } from '../net/tcp-rpc.js';
 import {
-  DEFAULT_SETTINGS, configFromJson, configToJson, makeRanges, type ClusterConfig, type Member, type Role, type Settings,
+  configFromJson, configToJson, makeRanges, type ClusterConfig, type Member, type Role, type Settings,
 } from '../cluster/config.js';
 import { HEARTBEAT_MS } from '../cluster/membership.js';
+import { clusterConflicts, newSettings } from '../cluster/knobs.js';
 
 /** A member missing this many heartbeats in a row is reported down. */
 const MISSED_BEATS = 6;
-const CONFIG_FILE = 'config.json';
+/** The configuration in the coordinator's directory. */
+export const CONFIG_FILE = 'config.json';
 
 export interface CoordinatorOptions {
   dir: string;
@@ -123,8 +125,10 @@ export class Coordinator {
         throw new NovaError('CORRUPTION', `${path}: not valid JSON (${(err as Error).message}); restore it from a backup`);
       }
       const c = configFromJson(json, path);
-      if (this.o.ltcs !== undefined || this.o.splits !== undefined) {
-        this.o.onLog?.(`${path} exists: its ranges and settings are kept; flags for a new cluster are ignored`);
+      const conflicts = clusterConflicts(c, this.o.settings ?? {}, this.o.splits);
+      if (conflicts.length > 0) {
+        throw new NovaError('BAD_ARGUMENT', `${path}: the cluster exists, and its settings are fixed when it is created; ` +
+          `not ${conflicts.join(', ')}. Leave those flags out, or start a new cluster in another directory`);
       }
       return c;
     }
@@ -132,7 +136,7 @@ export class Coordinator {
       id: 1,
       ranges: makeRanges(this.o.splits ?? [], this.o.ltcs ?? 1),
       members: [],
-      settings: { ...DEFAULT_SETTINGS, ...this.o.settings },
+      settings: newSettings(this.o.settings ?? {}),
     };
     this.save(c);
     return c;

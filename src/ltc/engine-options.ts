@@ -6,6 +6,7 @@ import { NovaError } from '../common/errors.js';
 import { DEFAULT_LIMITS, type Limits } from '../log/write-batch.js';
 import type { SessionRef } from '../common/write-id.js';
 import { mergeWorkerAvailable } from '../compaction/worker-pool.js';
+import { DEFAULT_SETTINGS } from '../cluster/config.js';
 import type { EngineEnv } from './engine-env.js';
 
 export interface EngineOptions {
@@ -110,26 +111,27 @@ export type Settings = Required<Omit<EngineOptions, 'onWarning' | 'onNote' | 'en
 
 /** Fills in `options`' defaults and checks every value: BAD_ARGUMENT naming the first that is wrong. */
 export function resolveOptions(options: EngineOptions): Settings {
-  const active = options.activeMemtables ?? 1;
-  const memtableBytes = options.memtableBytes ?? 16 * 1024 * 1024;
-  const l0Trigger = options.l0Trigger ?? 8;
+  const d = DEFAULT_SETTINGS; // the knobs the engine shares with the cluster (cluster/knobs.ts)
+  const active = options.activeMemtables ?? d.activeMemtables;
+  const memtableBytes = options.memtableBytes ?? d.memtableBytes;
+  const l0Trigger = options.l0Trigger ?? d.l0Trigger;
   const o: Settings = {
     memtableBytes,
     activeMemtables: active,
     maxMemtables: options.maxMemtables ?? 2 * active,
-    sync: options.sync ?? true,
+    sync: options.sync ?? true, // one copy: see doc/decisions/sync-policy.md
     l0Trigger,
-    l0ScanTrigger: Math.min(options.l0ScanTrigger ?? 4, l0Trigger),
+    l0ScanTrigger: Math.min(options.l0ScanTrigger ?? d.l0ScanTrigger, l0Trigger),
     l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
-    idleCompactionMs: options.idleCompactionMs ?? 250,
-    sessionTimeoutMs: options.sessionTimeoutMs ?? 300_000,
+    idleCompactionMs: options.idleCompactionMs ?? d.idleCompactionMs,
+    sessionTimeoutMs: options.sessionTimeoutMs ?? d.sessionTimeoutMs,
     maxManifestBytes: options.maxManifestBytes ?? 16 * 1024 * 1024,
     l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
     limits: options.limits ?? DEFAULT_LIMITS,
     onWarning: options.onWarning,
     onNote: options.onNote,
     mergeInWorker: options.mergeInWorker ?? mergeWorkerAvailable(),
-    blockCacheBytes: options.blockCacheBytes ?? 0,
+    blockCacheBytes: options.blockCacheBytes ?? d.blockCacheBytes,
   };
   if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
   if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);

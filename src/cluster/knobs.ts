@@ -1,0 +1,174 @@
+/**
+ * Every cluster knob, declared once (STYLE.md 5): its key in the cluster's settings
+ * (config.json), its flag, type, default, meaning and trade-off. The cluster's defaults
+ * (DEFAULT_SETTINGS), the flags of `nova up` and `nova coordinator`, the engine's defaults for
+ * the knobs it shares (engine-options.ts) and the knob table in README.md derive from it.
+ *
+ * A cluster's settings are fixed when it is created: none can change live yet, so a knob given
+ * to an existing cluster must equal what it has (settingsConflicts), else the command refuses.
+ */
+import type { ClusterConfig, Settings } from './config.js';
+
+export type KnobType = 'bytes' | 'count' | 'ms' | 'bool' | 'choice';
+
+export interface Knob<K extends keyof Settings = keyof Settings> {
+  key: K;
+  /** The flag of `nova up` and `nova coordinator`, without its dashes. */
+  flag: string;
+  /** The paper's name for it, when it has one (DESIGN.md §9). */
+  greek?: string;
+  type: KnobType;
+  /** The smallest value a count, size or duration may take. */
+  min?: 0 | 1;
+  choices?: readonly string[];
+  default: Settings[K];
+  /** How the default reads when it is derived from another knob. */
+  defaultText?: string;
+  meaning: string;
+  /** What a larger value (or the other choice) buys and costs, in a clause. */
+  tradeoff: string;
+}
+
+const MiB = 1024 * 1024;
+
+function knob<K extends keyof Settings>(k: Knob<K>): Knob<K> {
+  return k;
+}
+
+export const KNOBS: readonly Knob[] = [
+  knob({
+    key: 'memtableBytes', flag: 'memtable-bytes', greek: 'τ', type: 'bytes', min: 1, default: 16 * MiB,
+    meaning: 'a memtable is retired (and becomes an L0 table) once it holds this many bytes; also the target size of SSTables',
+    tradeoff: 'larger: fewer, larger flushes and compactions; more memory per range and a longer log to replay',
+  }),
+  knob({
+    key: 'activeMemtables', flag: 'active-memtables', greek: 'α', type: 'count', min: 1, default: 1,
+    meaning: 'active memtables per range, one per Drange, cut from a sample of the first memtable to fill',
+    tradeoff: 'more: L0 tables that do not overlap, for parallel L0 compactions; more logs, and with --sync more fdatasyncs per group commit',
+  }),
+  knob({
+    key: 'maxMemtables', flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
+    meaning: 'memtables per range, active and waiting for their flush; writes stall when a full one cannot be retired',
+    tradeoff: 'more: bursts ride out slow flushes; more memory',
+  }),
+  knob({
+    key: 'l0Trigger', flag: 'l0-trigger', type: 'count', min: 1, default: 8,
+    meaning: 'L0 tables that make L0 due for a compaction into L1 while nothing scans',
+    tradeoff: 'more: L1 is rewritten less often per byte written; reads probe more L0 tables',
+  }),
+  knob({
+    key: 'l0ScanTrigger', flag: 'l0-scan-trigger', type: 'count', min: 1, default: 4,
+    meaning: 'the same once scans have used up the oldest L0 table\'s allowance (one scan per 16 KiB of it, at least 100); lowered to l0Trigger if above it',
+    tradeoff: 'fewer: scans, which seek every L0 table, meet fewer of them; more rewriting of L1',
+  }),
+  knob({
+    key: 'idleCompactionMs', flag: 'idle-compaction-ms', type: 'ms', min: 0, default: 250,
+    meaning: 'once no write has reached a range for this long, its L0 is merged into L1 whatever its size (0: never)',
+    tradeoff: 'shorter: reads stop probing L0 sooner after a burst; a pause with few L0 tables rewrites L1 for little new data',
+  }),
+  knob({
+    key: 'sessionTimeoutMs', flag: 'session-timeout-ms', type: 'ms', min: 1, default: 300_000,
+    meaning: 'a client session that sent a range no write for this long (the range\'s running time) expires there; the client starts a new one. A NovaClient\'s deadline must be under half of it',
+    tradeoff: 'longer: clients may retry for longer; the session table holds idle clients longer',
+  }),
+  knob({
+    key: 'scatter', flag: 'scatter', greek: 'ρ', type: 'count', min: 1, default: 1,
+    meaning: 'StoCs one SSTable\'s data blocks are cut over (its filter and index go to one more)',
+    tradeoff: 'more: a table\'s reads and writes spread over more disks; more requests per table',
+  }),
+  knob({
+    key: 'placement', flag: 'placement', type: 'choice', choices: ['power-of-d', 'random', 'round-robin'], default: 'power-of-d',
+    meaning: 'how the StoCs of a table are chosen: power-of-d samples 2ρ and keeps the least loaded',
+    tradeoff: 'power-of-d: follows load at the cost of a load report per StoC',
+  }),
+  knob({
+    key: 'logMode', flag: 'log-mode', type: 'choice', choices: ['disk', 'memory', 'memory+disk', 'none'], default: 'disk',
+    meaning: 'LogC: where memtable logs live: StoC files (disk), StoC memory, both, or nowhere (README: what each survives)',
+    tradeoff: 'memory: faster appends; a write is lost if every replica\'s StoC dies',
+  }),
+  knob({
+    key: 'logReplicas', flag: 'log-replicas', greek: 'R', type: 'count', min: 1, default: 3,
+    meaning: 'StoCs each memtable log and each range\'s MANIFEST is replicated on; an append is acknowledged by a majority',
+    tradeoff: 'more: survives more StoC failures; more bytes written per write',
+  }),
+  knob({
+    key: 'sync', flag: 'sync', type: 'bool', default: false,
+    meaning: 'fdatasync each write\'s log record on its StoCs before acknowledging it (off: a write survives the crash of any process, not a power loss of a majority of its log\'s StoCs)',
+    tradeoff: 'on: survives power loss; an fdatasync per group commit per log',
+  }),
+  knob({
+    key: 'compaction', flag: 'compaction', type: 'choice', choices: ['stoc', 'ltc'], default: 'stoc',
+    meaning: 'where compaction merges run: stoc (each job offloaded to the next StoC, round-robin; the LTC merges a job no StoC could run) or ltc',
+    tradeoff: 'stoc: the LTC\'s CPU stays with reads and writes; tables cross the fabric twice',
+  }),
+  knob({
+    key: 'blockCacheBytes', flag: 'block-cache-bytes', type: 'bytes', min: 0, default: 0,
+    meaning: 'data blocks each range caches on its LTC, which then holds only its tables\' filters and indexes (0: tables held whole)',
+    tradeoff: 'more than 0: data larger than the LTC\'s memory; a read that misses waits for a StoC',
+  }),
+];
+
+/** The knob of settings key `key`. */
+export function knobOf(key: keyof Settings): Knob {
+  const k = KNOBS.find((x) => x.key === key);
+  if (!k) throw new Error(`no knob ${key}`);
+  return k;
+}
+
+/** The cluster's defaults, every knob's. */
+export function defaultSettings(): Settings {
+  return Object.fromEntries(KNOBS.map((k) => [k.key, k.default])) as unknown as Settings;
+}
+
+/** Settings of a new cluster from the knobs given (δ defaults to 2α). */
+export function newSettings(given: Partial<Settings>): Settings {
+  const s = { ...defaultSettings(), ...given };
+  if (given.maxMemtables === undefined) s.maxMemtables = 2 * s.activeMemtables;
+  return s;
+}
+
+/** Each knob given that differs from what the cluster has, as `--flag value (the cluster has X)`. */
+export function settingsConflicts(stored: Settings, given: Partial<Settings>): string[] {
+  const out: string[] = [];
+  for (const k of KNOBS) {
+    const v = given[k.key];
+    if (v === undefined || v === stored[k.key]) continue;
+    out.push(`--${k.flag} ${String(v)} (the cluster has ${String(stored[k.key])})`);
+  }
+  return out;
+}
+
+/**
+ * What flags for a new cluster would change in existing cluster `c`: knobs that differ, and
+ * split keys that cut other ranges. Empty when they agree (or were not given).
+ */
+export function clusterConflicts(c: ClusterConfig, given: Partial<Settings>, splits: Buffer[] | undefined): string[] {
+  const out = settingsConflicts(c.settings, given);
+  if (splits !== undefined) {
+    const has = c.ranges.slice(1).map((r) => r.start.toString('utf8'));
+    const asked = splits.map((b) => b.toString('utf8'));
+    if (has.join('\u0000') !== asked.join('\u0000')) out.push(`ranges cut at [${asked.join(', ')}] (the cluster has [${has.join(', ')}])`);
+  }
+  return out;
+}
+
+function shown(k: Knob): string {
+  if (k.defaultText) return k.defaultText;
+  if (k.type === 'bool') return k.default ? 'on' : 'off';
+  if (k.type === 'bytes' && typeof k.default === 'number' && k.default >= MiB && k.default % MiB === 0) return `${k.default / MiB} MiB`;
+  return String(k.default);
+}
+
+/** The default as `--help` shows it. */
+export function defaultText(k: Knob): string {
+  return shown(k);
+}
+
+/** README.md's knob table (between its knob-table markers), one row per knob. */
+export function knobTable(): string {
+  const rows = KNOBS.map((k) => {
+    const name = `\`--${k.flag}\`${k.greek ? ` (${k.greek})` : ''} [${k.key}]`;
+    return `| ${name} | ${shown(k)} | ${k.meaning} | ${k.tradeoff} |`;
+  });
+  return ['| flag [config.json key] | default | meaning | trade-off |', '|---|---|---|---|', ...rows].join('\n') + '\n';
+}
