@@ -1,7 +1,7 @@
 // XXH32 (Yann Collet's xxHash, 32-bit, seed given): the checksum of every Nova format
 // (src/common/checksum.ts). Here rather than through a hashing package so that a checksum
-// is one native call returning a number, with no result buffer to allocate: that buffer and
-// its call cost ~450 ns, against ~150 ns to hash 1 KiB (bench/README.md, fourteenth session).
+// is one native call returning a number, with no result buffer to allocate
+// (doc/decisions/native-checksum.md).
 #pragma once
 
 #include <cstddef>

@@ -3,11 +3,9 @@
  * over and over (a StoC's compaction jobs).
  *
  * Why: a fresh buffer of many MiB comes from the kernel as untouched pages, and the first
- * write to each 4 KiB page takes a fault that zeroes it. A StoC allocated every input and
- * output of every job afresh; `perf` during RW50 found 44% of a StoC's main thread in
- * `clear_page_erms`, and page faults in the merge worker and the thread-pool threads that
- * read files, ~200,000 faults in 10 s across the cluster. Memory given back here is handed
- * out again already faulted in.
+ * write to each 4 KiB page takes a fault that zeroes it: for a StoC allocating every input and
+ * output of every job afresh, most of its time (doc/decisions/compaction-buffer-pool.md).
+ * Memory given back here is handed out again already faulted in.
  *
  * Rules: only memory the giver owns alone is given, once nothing reads or writes it any more
  * (memory given while in use would be overwritten by the next job). Node's shared slab of

@@ -3,9 +3,8 @@
  * function so that formats cannot drift apart.
  *
  * Native (native/xxh32.h, in the transport addon every component loads anyway): one call that
- * returns a number. The hashing package used before returned each result in a new Buffer,
- * ~450 ns a call whatever the length; log records, frames and first reads of data blocks made
- * that 5–9% of the LTC's main thread. A test holds this equal to that package and to the
+ * returns a number, where a hashing package returned each result in a new Buffer
+ * (doc/decisions/native-checksum.md). A test holds this equal to that package and to the
  * JS xxh32 of filters (src/common/xxh32.ts).
  */
 import { loadAddon } from './addon.js';

@@ -3,8 +3,8 @@
  * as one SSTable — each key's newest version, plus the older versions live snapshots need
  * (the compaction rule, merge-rule.ts, with tombstones kept: older versions may lie below).
  * LevelDB writes every version and leaves the rest to compaction; RocksDB drops them here,
- * as we do: under YCSB's zipfian keys a 16 MiB memtable holds ~27% overwritten versions, and
- * every byte not flushed is a byte no L0→L1 merge reads or writes.
+ * as we do: every byte not flushed is a byte no L0→L1 merge reads or writes
+ * (doc/decisions/flush-drops-versions.md).
  *
  * Pure; the engine runs it on the flush worker (worker-pool.ts) when there is one, else in its
  * thread in slices (flushSlices) that give the event loop turns.
@@ -15,8 +15,7 @@ import type { Memtable } from '../memtable/memtable.js';
 
 /**
  * Bytes of entries added between turns given back to the event loop when a flush builds in
- * the engine's thread: a 16 MiB table built in one go held every write arriving meanwhile
- * (nova's p99 update latency was ~70 ms, bench/README.md).
+ * the engine's thread: a table built in one go holds every write arriving meanwhile.
  */
 const SLICE_BYTES = 1 << 20;
 

@@ -82,9 +82,8 @@ export function* mergeTables(job: MergeJob): Generator<MergedTable> {
 
 /**
  * Room for an output table cut at `target` bytes of blocks: its last entry, index and filter
- * come on top (~1% with 1 KB entries: ~37 B of index per 4 KiB block, 10 bits per key). Too
- * little room made every output grow by doubling, copying 16 MiB, and then be copied again
- * to shed the slack: merges ran at ~250 MB/s instead of ~370 (`nova bench micro`).
+ * come on top. Too little room makes every output grow by doubling and then be copied again
+ * to shed the slack (doc/decisions/merge-output-size.md).
  */
 export function outputBytes(target: number): number {
   return target + Math.ceil(target / 32) + 256 * 1024;

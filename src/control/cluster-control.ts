@@ -89,8 +89,7 @@ export function isRunning(pid: number, home: string): boolean {
  * Node flags per role. An LTC holds each write's request, batch and promise for a log round
  * trip (~1 ms), long enough to outlive a scavenge of V8's default young generation and be
  * promoted: old-space garbage that major GCs then mark on every core. A 64 MiB semi-space
- * keeps them young (W100 at 1 M records, 4 pairs: +8%; bench/README.md). README: for an LTC
- * started by hand, NODE_OPTIONS=--max-semi-space-size=64.
+ * keeps them young (doc/decisions/node-flags.md).
  */
 export const NODE_FLAGS: Record<string, string[]> = { ltc: ['--max-semi-space-size=64'] };
 

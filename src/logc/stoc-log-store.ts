@@ -244,8 +244,8 @@ export class ReplicatedLog implements LogWriter {
   /**
    * Frames the records now (so bytes follow call order) and sends them at once if fewer than
    * APPENDS_IN_FLIGHT appends wait for acknowledgement; otherwise they join the next one to
-   * leave. Measured through a cluster (W100, 64 writes outstanding): one append at a time
-   * took 1.4–2.4 ms and kept the log busy ~90% of the time; see bench/README.md.
+   * leave: one append at a time would cap a log at one group per replicated round trip
+   * (doc/decisions/log-appends-in-flight.md).
    */
   append(records: readonly Buffer[], sync: boolean): Promise<void> {
     return new Promise((resolve, reject) => {

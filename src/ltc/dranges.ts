@@ -3,8 +3,8 @@
  * active memtable. `bounds` are the α−1 split user keys in ascending order; Drange i holds
  * the keys k with bounds[i−1] <= k < bounds[i] (the first and last are open-ended).
  *
- * Pure functions. Reorganization by load (Tranges, minor and major moves) is a later issue;
- * here boundaries come from a sample of the keys written first.
+ * Pure functions. Boundaries come from a sample of the keys written first; they do not yet
+ * follow the load (Tranges, minor and major moves).
  */
 import { compareBytes } from '../common/internal-key.js';
 

@@ -8,7 +8,7 @@
  * Memtables: α active ones, one per Drange, and at most δ in all (MemtableSet). A write goes
  * to the active memtable of its key's Drange. With α > 1 the key space is cut into Dranges
  * the first time a memtable fills, from a sample of its keys; the boundaries are kept in the
- * MANIFEST. (Reorganizing them by load is a later issue.) A batch spanning Dranges is one
+ * MANIFEST; they do not yet follow the load. A batch spanning Dranges is one
  * record in one memtable's log, and the memtables it touched are flushed together.
  *
  * Exactly once: a write a client numbered (WriteOptions.session) is applied at most once;

@@ -15,8 +15,7 @@
  *
  * A server also listens on a local socket named for its address (localSocketOf), and a
  * client tries that first: the same frames, but a write costs a copy into the peer's queue
- * instead of a trip through loopback TCP. Measured through a cluster (1 M records, 20 s
- * cells, 3 alternating pairs): RW50 zipfian +6%, W100 zipfian +7% (bench/README.md). A client
+ * instead of a trip through loopback TCP (doc/decisions/tcp-frames.md). A client
  * tries it only for an address this machine owns, under the exact address string the server
  * listens at (reaching 0.0.0.0:P as 127.0.0.1:P stays on TCP); elsewhere it uses TCP.
  */
@@ -31,11 +30,7 @@ const packr = new Packr({ useRecords: false, moreTypes: false });
 const SWEEP_MS = 25;
 /** Bytes of a Unix socket name: sun_path holds 108; one is kept spare for a terminator. */
 const MAX_SOCKET_NAME = 107;
-/**
- * Messages after which a frame leaves at once (Outbox). Measured, workload C through a
- * cluster, 64 outstanding, paired runs: one frame per turn 23k and 34k ops/s; 16, 39k and 52k;
- * 8, 28k and 33k (2026-11-22).
- */
+/** Messages after which a frame leaves at once (Outbox; doc/decisions/tcp-frames.md). */
 const FRAME_MESSAGES = 16;
 
 export type TcpHandler = (args: unknown[], peer: string) => unknown;
@@ -49,7 +44,7 @@ type Message = unknown[];
  * other works. A message that does not cut (`push(m, false)`) rides along to the turn's end:
  * a request the peer handles in groups anyway (an LTC commits the writes that arrive together
  * as one group, one log append to every replica) gains nothing from leaving early, and a
- * group cut in two costs a second append. Measured: W100 +4–10%, RW50 unchanged (bench/README.md).
+ * group cut in two costs a second append.
  *
  * A frame never exceeds `maxFrame` (the peer would close the connection, failing every call
  * on it): a batch that packs larger is cut in halves, in order; a single message that is

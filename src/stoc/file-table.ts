@@ -24,11 +24,8 @@ import { RESERVED_NAMES } from './stoc-protocol.js';
 
 /**
  * Writes up to this size are done synchronously: they land in the page cache in microseconds,
- * and skipping the thread pool's round trip measured about 2x the small-append rate here
- * (noisy 2-vCPU VM). A group commit's log append is tens of KiB to a MiB: with the limit at
- * 64 KiB they went through the pool and W100 through a cluster ran at 3.5–6k ops/s; at 1 MiB,
- * 9.6–9.7k (paired runs, 2026-11-22). A MiB into the page cache blocks this thread well
- * under a millisecond. Reads stay asynchronous: a cold read waits for the disk, and must not
+ * without the thread pool's round trip, and a group commit's log append (tens of KiB to a
+ * MiB) is one of them (doc/decisions/stoc-file-writes.md). Reads stay asynchronous: a cold read waits for the disk, and must not
  * stall every other request meanwhile.
  */
 const SYNC_WRITE_MAX = 1024 * 1024;

@@ -31,9 +31,8 @@ export interface FabricOptions {
   /**
    * Microseconds the progress thread spins after its last work before it sleeps (default 0,
    * or NOVA_SPIN_US). Spinning trims a wake-up off each completion when the process has a
-   * core to itself; a cluster's processes share cores, and there it costs: five processes on
-   * 2 vCPUs ran W100 at 5.9–7.1k ops/s with 200 µs and 10.4–10.9k with 0, RW50 10.5k vs
-   * 17.1k (paired runs, 2026-11-22). `nova bench transport` measures with 200.
+   * core to itself; a cluster's processes share cores, and there it costs
+   * (doc/decisions/transport-spin.md).
    */
   spinUs?: number;
   /** Deadline for control calls into the progress thread (allocate, connect, importKey). */
@@ -45,9 +44,7 @@ export interface FabricOptions {
    * once, instead of sleeping until the progress thread's notification wakes this thread. A
    * wake-up costs tens of µs on a small VM; a shared-memory batch completes in a few.
    * 0 turns it off. Default 0 (or NOVA_INLINE_WAIT_US): like spinning, the wait pays only
-   * with a core to oneself (+8% on 64 B sm READs ×64, `nova bench transport` uses 30); in a
-   * cluster sharing 2 vCPUs, W100 went from 14.4k/16.3k ops/s with 30 to 16.0k/18.0k with 0
-   * (two paired runs, 2026-11-22).
+   * with a core to oneself (doc/decisions/transport-spin.md).
    */
   inlineWaitUs?: number;
 }
