@@ -1,51 +1,8 @@
 /**
  * The StoC persistent-file protocol, shared by StocServer and StocClient (DESIGN.md §6).
  *
- * RPC methods (msgpack over the transport's RPC layer; names are on the wire: never rename):
- *
- *   stoc.hello   {version}                        → {version, id, windowBytes, window: RemoteKey bytes}
- *   stoc.attach  {key: RemoteKey bytes}           → null      the client's staging region, imported once
- *   stoc.persist {file, slot, length, sync,
- *                 offset | append: [seq, total, at]} → null   window[slot, +length) → the file
- *   stoc.cancel  {seq}                            → null      an append that will send no (more) parts
- *   stoc.fetch   {file, offset, length, slot}     → null      the file → client staging[slot, +length)
- *   stoc.stat    {file}                           → size | null
- *   stoc.list    {prefix}                         → [[name, size], ...]
- *   stoc.remove  {file}                           → null
- *   stoc.sync    {file}                           → null
- *   stoc.load    null                             → {queueDepth, pendingReadBytes, pendingWriteBytes}
- *   stoc.bye     null                             → null      frees the window once its work is done
- *   stoc.dopen   {file, version}                  → handle    opens (creating) the file for direct
- *                                                   writes on this connection (rpc.ts FILE_WRITE): the
- *                                                   client WRITEs the bytes into its window and names
- *                                                   them; the StoC's progress thread writes and answers
- *                                                   them; the handle lasts until the file is removed or
- *                                                   the connection ends
- *
- * In-memory files (memory-files.ts), a namespace apart from the disk files (the same name may
- * be both, as a memory+disk log is):
- *
- *   stoc.mcreate {file, regionBytes}              → {regionBytes, regions: [RemoteKey bytes]}
- *                                                   a new file, one zeroed region; replaces one of that name
- *   stoc.mget    {file}                           → {regionBytes, regions} | null
- *   stoc.mextend {file, index}                    → RemoteKey bytes of region `index` (allocated
- *                                                   when index = the region count; else the existing one)
- *   stoc.mlist   {prefix}                         → [[name, bytes allocated], ...]
- *   stoc.mremove {file}                           → null      freed after a grace period
- *
- * Clients WRITE and READ a memory file's regions directly; the file is their concatenation.
- * These methods need no hello. A StoC beyond its memory limit answers BUSY.
- *
- * Offloaded compaction (compaction-executor.ts), no hello needed:
- *
- *   stoc.compact {range, inputs: [{file, fragments: [{stoc, offset, size}]}],
- *                 stocs: [[id, address]], smallestSnapshot, deeper: [[smallest, largest]],
- *                 targetBytes, firstFile, maxFiles, scatter}
- *                                                → [{file, size, entries, smallest, largest, fragments}]
- *                 the StoC reads the inputs (its own from disk, the rest from the StoCs in
- *                 `stocs`), merges, and writes output n as table firstFile + n (n < maxFiles):
- *                 ρ = scatter data fragments and a metadata fragment (src/compaction/fragments.ts),
- *                 the first on itself, each synced before the answer
+ * The methods, their arguments and answers are doc/format/wire.md ("StoC protocol"; names are
+ * on the wire: never rename). `Method` below lists them.
  *
  * Data moves by one-sided WRITE into a per-connection window of the StoC's shared file buffer
  * (writes), or into the client's staging region (reads); the RPC names the file and offset. A
