@@ -25,6 +25,7 @@
  * SESSION_WINDOW: a new write to a range whose oldest write is stuck waits for it.
  */
 import { NovaError, type ErrorCode } from '../common/errors.js';
+import { ConnectionCache } from '../common/connection-cache.js';
 import { TcpRpcClient, TcpRemoteError } from '../net/tcp-rpc.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../cluster/config.js';
 import { CoordinatorLocator } from '../cluster/locator.js';
@@ -168,7 +169,7 @@ export class ClientBatch {
 export class NovaClient {
   private config!: ClusterConfig;
   private refreshing: Promise<void> | undefined;
-  private readonly ltcs = new Map<string, Promise<TcpRpcClient>>();
+  private readonly ltcs = new ConnectionCache<string, TcpRpcClient>((link, lost) => link.onClose(lost));
   private closed = false;
   private readonly timeoutMs: number;
   private readonly coordinator: CoordinatorLocator;
@@ -287,8 +288,7 @@ export class NovaClient {
   close(): void {
     this.closed = true;
     this.coordinator.close();
-    for (const c of this.ltcs.values()) c.then((x) => x.close(), () => undefined);
-    this.ltcs.clear();
+    void this.ltcs.closeAll();
   }
 
   /** Sends a read `op` for `key` to its LTC, retrying as the configuration and the LTCs change. */
@@ -400,15 +400,7 @@ export class NovaClient {
   }
 
   private ltc(address: string): Promise<TcpRpcClient> {
-    const known = this.ltcs.get(address);
-    if (known) return known;
-    const c = TcpRpcClient.connect(address, { timeoutMs: 5_000, grouped: GROUPED_OPS });
-    this.ltcs.set(address, c);
-    const drop = (): void => {
-      if (this.ltcs.get(address) === c) this.ltcs.delete(address);
-    };
-    c.then((link) => link.onClose(drop), drop);
-    return c;
+    return this.ltcs.get(address, () => TcpRpcClient.connect(address, { timeoutMs: 5_000, grouped: GROUPED_OPS }));
   }
 
   /** Fetches the configuration (one fetch at a time; callers share it). */

@@ -70,11 +70,17 @@ export function pickCompaction(levels: TableMeta[][], o: LevelOptions, cursor: A
 
 /** A job merging `inputs` (of `level`) with every table of level + 1 their key span meets. */
 export function jobFor(levels: TableMeta[][], level: number, inputs: TableMeta[]): CompactionJob {
-  let smallest = inputs[0].smallest;
-  let largest = inputs[0].largest;
-  for (const t of inputs) {
+  const { smallest, largest } = keySpan(inputs);
+  return { level, inputs, overlapping: overlapping(levels[level + 1] ?? [], smallest, largest) };
+}
+
+/** The internal-key span of `tables` (at least one): the smallest of their smallest keys, the largest of their largest. */
+export function keySpan(tables: readonly TableMeta[]): { smallest: Buffer; largest: Buffer } {
+  let smallest = tables[0].smallest;
+  let largest = tables[0].largest;
+  for (const t of tables) {
     if (compareInternalKeys(t.smallest, smallest) < 0) smallest = t.smallest;
     if (compareInternalKeys(t.largest, largest) > 0) largest = t.largest;
   }
-  return { level, inputs, overlapping: overlapping(levels[level + 1] ?? [], smallest, largest) };
+  return { smallest, largest };
 }

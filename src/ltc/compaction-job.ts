@@ -6,13 +6,13 @@
 import { NovaError } from '../common/errors.js';
 import { compareInternalKeys } from '../common/internal-key.js';
 import { type MergeJob, mergeTables } from '../compaction/merge.js';
-import { type CompactionJob, LEVELS, overlapping } from '../compaction/picker.js';
+import { type CompactionJob, keySpan, overlapping } from '../compaction/picker.js';
 import { mergeOnWorker } from '../compaction/worker-pool.js';
 import { emptyEdit, type TableMeta } from '../log/version-edit.js';
 import type { CompactionRequest, Compactor } from './engine-env.js';
 import { EngineState, type LiveTable } from './engine-state.js';
 import { openTable, readerOf } from './read-path.js';
-import { logEdit } from './version-set.js';
+import { installTables, logEdit } from './version-set.js';
 
 /**
  * Merges the job's tables into level + 1, cutting outputs at the table size between user
@@ -24,12 +24,7 @@ export async function runCompaction(db: EngineState, job: CompactionJob): Promis
   const inputs = [...job.inputs, ...job.overlapping];
   const smallestSnapshot = db.smallestSnapshot();
   // Only deeper tables within the job's key span can stop a tombstone from going.
-  let smallest = inputs[0].smallest;
-  let largest = inputs[0].largest;
-  for (const m of inputs) {
-    if (compareInternalKeys(m.smallest, smallest) < 0) smallest = m.smallest;
-    if (compareInternalKeys(m.largest, largest) > 0) largest = m.largest;
-  }
+  const { smallest, largest } = keySpan(inputs);
   const deeper = overlapping(db.levels.slice(out + 1).flat().map((t) => t.meta), smallest, largest)
     .map((t) => ({ smallest: t.smallest, largest: t.largest }));
   const added = (db.env.compactor && await offload(db, db.env.compactor, out, inputs, smallestSnapshot, deeper))
@@ -37,14 +32,8 @@ export async function runCompaction(db: EngineState, job: CompactionJob): Promis
   const edit = emptyEdit();
   for (const m of job.inputs) edit.removed.push({ level: job.level, file: m.file });
   for (const m of job.overlapping) edit.removed.push({ level: out, file: m.file });
-  edit.added.push(...added.map((t) => t.meta));
-  edit.nextFile = db.nextFile;
-  edit.lastSequence = db.lastSequence;
-  await logEdit(db, edit);
   const gone = new Set(inputs.map((m) => m.file));
-  for (let l = 0; l < LEVELS; l++) db.levels[l] = db.levels[l].filter((t) => !gone.has(t.meta.file));
-  db.levels[out].push(...added);
-  db.levels[out].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
+  await installTables(db, edit, out, added, gone);
   db.compactCursor[job.level] = job.inputs[job.inputs.length - 1].largest;
   db.counts.compactions++;
   for (const f of gone) await db.store.deleteTable(f);

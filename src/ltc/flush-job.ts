@@ -11,7 +11,7 @@ import { Memtable } from '../memtable/memtable.js';
 import type { BuiltTable } from '../sstable/table-builder.js';
 import { EngineState, type LiveTable } from './engine-state.js';
 import { readerOf } from './read-path.js';
-import { logEdit } from './version-set.js';
+import { installTables } from './version-set.js';
 
 /**
  * Writes each memtable of `group` (oldest first) as an L0 table, then records the tables
@@ -24,13 +24,9 @@ export async function flushGroup(db: EngineState, group: Memtable[]): Promise<vo
     if (m.entries > 0) added.push(await writeL0(db, m));
     edit.releasedLogs.push(m.id);
   }
-  edit.added.push(...added.map((t) => t.meta));
-  edit.nextFile = db.nextFile;
-  edit.lastSequence = db.lastSequence;
   // The released logs' records named client writes: the table keeps what they said.
   edit.sessions = db.sessions.encode();
-  await logEdit(db, edit);
-  db.levels[0].push(...added);
+  await installTables(db, edit, 0, added);
   db.memtables.flushed(group);
   db.counts.flushes++;
   for (const m of group) await db.env.logs.remove(m.id);

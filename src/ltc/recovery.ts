@@ -18,7 +18,7 @@ import { newMemtable } from './make-room.js';
 import { MemtableSet } from './memtable-set.js';
 import { removeObsoleteFiles } from './obsolete-files.js';
 import { openTable } from './read-path.js';
-import { logEdit } from './version-set.js';
+import { installTables, logEdit } from './version-set.js';
 
 export async function recover(db: EngineState): Promise<void> {
   const state = new ManifestState();
@@ -90,12 +90,8 @@ export async function recover(db: EngineState): Promise<void> {
     const tables: LiveTable[] = [];
     for (const m of replays) if (m.entries > 0) tables.push(await writeL0(db, m));
     const edit = emptyEdit();
-    edit.added.push(...tables.map((t) => t.meta));
     edit.releasedLogs.push(...logs.keys());
-    edit.nextFile = db.nextFile;
-    edit.lastSequence = db.lastSequence;
-    await logEdit(db, edit);
-    db.levels[0].push(...tables);
+    await installTables(db, edit, 0, tables);
   }
   await removeObsoleteFiles(db);
 }

@@ -4,12 +4,29 @@
  * replicas or grew too large. Functions over EngineState (whose `levels`, `nextFile` and
  * `lastSequence` are the tree the edits describe).
  */
+import { compareInternalKeys } from '../common/internal-key.js';
+import { LEVELS } from '../compaction/picker.js';
 import { encodeEdit, type VersionEdit } from '../log/version-edit.js';
 import type { LogWriter } from '../logc/log-store.js';
-import { EngineState } from './engine-state.js';
+import { EngineState, type LiveTable } from './engine-state.js';
 
 /** A MANIFEST that lost replicas moves to a new file at most this often (rollManifest). */
 const MANIFEST_ROLL_INTERVAL_MS = 10_000;
+
+/**
+ * Records `added` (tables of `level`, stored durably) and the removal of `gone` in `edit`, with
+ * the file number and sequence so far; logs it; then makes the tree so. A flush, a compaction
+ * and the end of recovery all end here.
+ */
+export async function installTables(db: EngineState, edit: VersionEdit, level: number, added: LiveTable[], gone?: ReadonlySet<number>): Promise<void> {
+  edit.added.push(...added.map((t) => t.meta));
+  edit.nextFile = db.nextFile;
+  edit.lastSequence = db.lastSequence;
+  await logEdit(db, edit);
+  if (gone) for (let l = 0; l < LEVELS; l++) db.levels[l] = db.levels[l].filter((t) => !gone.has(t.meta.file));
+  db.levels[level].push(...added); // L0: newest last
+  if (level > 0) db.levels[level].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
+}
 
 export async function logEdit(db: EngineState, edit: VersionEdit): Promise<void> {
   const run = db.manifestChain.then(async () => {

@@ -3,6 +3,7 @@
  * made when first needed; a lost one is dropped and made again on next use (a restarted
  * StoC registers a new address, which arrives with the next configuration).
  */
+import { ConnectionCache } from '../common/connection-cache.js';
 import { NovaError } from '../common/errors.js';
 import type { ClusterConfig } from '../cluster/config.js';
 import { StocClient } from './stoc-client.js';
@@ -17,7 +18,7 @@ export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EX
 
 export class StocPool {
   private addresses = new Map<number, string>();
-  private readonly clients = new Map<number, Promise<StocClient>>();
+  private readonly clients = new ConnectionCache<number, StocClient>((c, lost) => c.onLost(lost));
   /** StoCs that failed recently: not offered for new files until this time. */
   private readonly shunned = new Map<number, number>();
 
@@ -56,17 +57,9 @@ export class StocPool {
   }
 
   get(id: number): Promise<StocClient> {
-    const known = this.clients.get(id);
-    if (known) return known;
     const address = this.addresses.get(id);
     if (address === undefined) return Promise.reject(new NovaError('UNAVAILABLE', `StoC ${id} is not in the configuration`));
-    const c = StocClient.connect(this.fabric, this.rpc, Buffer.from(address, 'base64'), { timeoutMs: CONNECT_MS });
-    this.clients.set(id, c);
-    const drop = (): void => {
-      if (this.clients.get(id) === c) this.clients.delete(id);
-    };
-    c.then((client) => client.onLost(drop), drop);
-    return c;
+    return this.clients.get(id, () => StocClient.connect(this.fabric, this.rpc, Buffer.from(address, 'base64'), { timeoutMs: CONNECT_MS }));
   }
 
   /** Runs `fn` on StoC `id`; a failure that means the StoC is gone shuns it and rethrows. */
@@ -81,13 +74,11 @@ export class StocPool {
   }
 
   close(): void {
-    for (const id of [...this.clients.keys()]) this.forget(id);
+    void this.clients.closeAll();
   }
 
   private forget(id: number): void {
-    const c = this.clients.get(id);
-    this.clients.delete(id);
-    c?.then((client) => client.close(), () => undefined);
+    this.clients.forget(id);
   }
 }
 

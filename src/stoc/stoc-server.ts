@@ -27,6 +27,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { BufferPool } from '../common/buffer-pool.js';
+import { ConnectionCache } from '../common/connection-cache.js';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { Fabric, type Endpoint, type FabricOptions, type MemoryRegion, type RemoteRegion } from '../transport/fabric.js';
@@ -134,7 +135,7 @@ export class StocServer {
   private readonly windowCount: number;
   private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0, compactions: 0, compactionMs: 0 };
   /** Connections to other StoCs, by address, for compaction inputs and outputs. */
-  private readonly peers = new Map<string, Promise<StocClient>>();
+  private readonly peers = new ConnectionCache<string, StocClient>((c, lost) => c.onLost(lost));
   private readonly executor: ExecutorEnv;
   private compacting = 0;
   private nextDirect = 1;
@@ -222,9 +223,7 @@ export class StocServer {
     for (const conn of this.conns.values()) conn.order.fail(closed);
     if (this.active > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     this.rpc.close();
-    const peers = [...this.peers.values()];
-    this.peers.clear();
-    await Promise.all(peers.map((p) => p.then((c) => c.close(), () => undefined)));
+    await this.peers.closeAll();
     this.memory.closeAll(); // the fabric frees their regions
     // No direct write may land after this: their files' descriptors close next.
     for (const conn of [...this.conns.values(), ...this.lingering]) this.closeDirectAll(conn);
@@ -630,16 +629,9 @@ export class StocServer {
   /** A kept connection to the StoC at `address`; a lost or failed one is made again on next use. */
   private peer(address: Uint8Array): Promise<StocClient> {
     const key = Buffer.from(address).toString('base64');
-    const known = this.peers.get(key);
-    if (known) return known;
-    if (this.stopping) return Promise.reject(new NovaError('CLOSED', `StoC ${this.id} is closing`));
-    const c = StocClient.connect(this.fabric, this.rpc, address, { timeoutMs: 5_000 });
-    this.peers.set(key, c);
-    const drop = (): void => {
-      if (this.peers.get(key) === c) this.peers.delete(key);
-    };
-    c.then((client) => client.onLost(drop), drop);
-    return c;
+    // Closing: jobs still running keep their connections, and make no new ones.
+    if (this.stopping && !this.peers.has(key)) return Promise.reject(new NovaError('CLOSED', `StoC ${this.id} is closing`));
+    return this.peers.get(key, () => StocClient.connect(this.fabric, this.rpc, address, { timeoutMs: 5_000 }));
   }
 
   private async syncFile(file: StoredFile): Promise<void> {
