@@ -1110,116 +1110,21 @@ void Fabric::Deliver(Endpoint* ep, const Queued& frame) {
   Emit(frame.event, frame.payload);
 }
 
-namespace {
-
-// A request names bytes instead of carrying them: `length` bytes at `window_offset` of the
-// window the handle was registered with, which the sender WROTE there before sending this
-// (a kOpWriteSend). So no large message crosses the fabric: on shared memory a large one
-// moves in 8 KiB fragments, each of which may wake the receiver.
-struct FileWriteRequest {
-  uint8_t version;
-  uint8_t pad[3];
-  uint32_t request_id;
-  uint32_t handle;
-  uint32_t length;
-  uint64_t offset;
-  uint64_t window_offset;
-};
-static_assert(sizeof(FileWriteRequest) == 32, "FileWriteRequest is a wire format");
-constexpr uint8_t kFileWriteVersion = 2;  // 1, bytes inside the message, is retired
-
-void PutBE32(std::vector<uint8_t>* out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<uint8_t>(v >> shift));
-}
-
-void PutStr8(std::vector<uint8_t>* out, const std::string& s) {
-  size_t n = std::min<size_t>(s.size(), 255);
-  out->push_back(0xd9);
-  out->push_back(static_cast<uint8_t>(n));
-  out->insert(out->end(), s.begin(), s.begin() + n);
-}
-
-// msgpack [1, id, 1, end] (end as a float64: exact to 2^53, and read as a JS number), or
-// [1, id, 0, [code, message]]: the RPC response src/transport/rpc.ts expects.
-std::vector<uint8_t> RpcAnswer(uint32_t id, const char* code, const std::string& message,
-                               uint64_t end) {
-  std::vector<uint8_t> out{0x94, 0x01, 0xce};
-  PutBE32(&out, id);
-  if (code == nullptr) {
-    out.push_back(0x01);
-    out.push_back(0xcb);
-    double d = static_cast<double>(end);
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    PutBE32(&out, static_cast<uint32_t>(bits >> 32));
-    PutBE32(&out, static_cast<uint32_t>(bits));
-  } else {
-    out.push_back(0x00);
-    out.push_back(0x92);
-    PutStr8(&out, code);
-    PutStr8(&out, message);
-  }
-  return out;
-}
-
-}  // namespace
-
 void Fabric::FileWrite(Endpoint* ep, const Payload& payload) {
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.file_writes++;
   }
-  FileWriteRequest r;
-  if (payload.length < 8) {
+  std::vector<uint8_t> answer = files_.Write(ep->id, payload.data, payload.length, [this](uint32_t region) {
+    auto r = regions_.find(region);
+    if (r == regions_.end() || r->second->closing) return WindowBytes{};
+    return WindowBytes{r->second->address, r->second->length};
+  });
+  if (answer.empty()) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.malformed_frames++;  // no request id to answer: the caller's deadline fails it
     return;
   }
-  memset(&r, 0, sizeof r);
-  memcpy(&r, payload.data, std::min(payload.length, sizeof r));
-  const char* code = "BAD_ARGUMENT";
-  std::string message;
-  uint64_t end = 0;
-  auto it = files_.find(r.handle);
-  auto window = it == files_.end() ? regions_.end() : regions_.find(it->second.window_region);
-  if (r.version != kFileWriteVersion) {
-    message = "direct file write of version " + std::to_string(r.version) + ", want 2";
-  } else if (payload.length != sizeof r) {
-    message = "direct file write request of " + std::to_string(payload.length) + " bytes, want " +
-              std::to_string(sizeof r);
-  } else if (it == files_.end() || it->second.ep != ep->id) {
-    message = "direct file handle " + std::to_string(r.handle) + " is not open on this connection";
-  } else if (window == regions_.end() || window->second->closing) {
-    message = "direct file handle " + std::to_string(r.handle) + ": its window is closed";
-  } else if (r.window_offset > it->second.window_length ||
-             r.length > it->second.window_length - r.window_offset) {
-    code = "OUT_OF_BOUNDS";
-    message = "direct file write from window [" + std::to_string(r.window_offset) + ", +" +
-              std::to_string(r.length) + ") is outside its " +
-              std::to_string(it->second.window_length) + "-byte window";
-  } else if (r.offset > it->second.limit || r.length > it->second.limit - r.offset) {
-    code = "OUT_OF_BOUNDS";
-    message = "direct file write [" + std::to_string(r.offset) + ", +" + std::to_string(r.length) +
-              ") is past the file limit";
-  } else {
-    code = nullptr;
-    DirectFile& f = it->second;
-    const uint8_t* bytes = window->second->address + f.window_start + r.window_offset;
-    uint64_t done = 0;
-    while (done < r.length) {
-      ssize_t n = pwrite(f.fd, bytes + done, r.length - done, static_cast<off_t>(r.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        code = "REMOTE";
-        message = std::string("direct file write failed: ") + (n < 0 ? strerror(errno) : "no progress");
-        break;
-      }
-      done += static_cast<uint64_t>(n);
-    }
-    if (code == nullptr) f.end = std::max(f.end, r.offset + r.length);
-    end = f.end;
-  }
-  std::vector<uint8_t> answer = RpcAnswer(r.request_id, code, message, end);
   auto ctx = new SendCtx();
   ctx->header = {kFrameMagic, kFrameVersion, kFrameMessage, ep->remote_id, kMsgRpcResponse,
                  ep->send_seq++};
@@ -1231,7 +1136,7 @@ void Fabric::FileWrite(Endpoint* ep, const Payload& payload) {
 Status Fabric::RegisterFile(uint32_t handle, int fd, uint64_t limit, uint32_t ep_id,
                             const FileWindow& window) {
   return RunControl([=]() -> Status {
-    if (fd < 0 || files_.count(handle) != 0) return kBadArgument;
+    if (fd < 0 || files_.Has(handle)) return kBadArgument;
     auto r = regions_.find(window.region);
     if (r == regions_.end() || r->second->closing) return kClosed;
     if (window.start > r->second->length || window.length > r->second->length - window.start) {
@@ -1239,28 +1144,16 @@ Status Fabric::RegisterFile(uint32_t handle, int fd, uint64_t limit, uint32_t ep
     }
     auto it = endpoints_.find(ep_id);
     if (it == endpoints_.end() || it->second->state == Endpoint::kFailed) return kPeerLost;
-    files_.emplace(handle, DirectFile{fd, limit, ep_id, 0, window.region, window.start, window.length});
-    return kOk;
+    return files_.Register(handle, fd, limit, ep_id, window);
   });
 }
 
 Status Fabric::UnregisterFile(uint32_t handle, uint64_t* end) {
-  return RunControl([=]() -> Status {
-    auto it = files_.find(handle);
-    if (it == files_.end()) return kBadArgument;
-    *end = it->second.end;
-    files_.erase(it);
-    return kOk;
-  });
+  return RunControl([=]() -> Status { return files_.Unregister(handle, end); });
 }
 
 Status Fabric::FileEnd(uint32_t handle, uint64_t* end) {
-  return RunControl([=]() -> Status {
-    auto it = files_.find(handle);
-    if (it == files_.end()) return kBadArgument;
-    *end = it->second.end;
-    return kOk;
-  });
+  return RunControl([=]() -> Status { return files_.End(handle, end); });
 }
 
 void Fabric::Shutdown() {

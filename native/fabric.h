@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "codes.h"
+#include "direct_files.h"
 
 namespace nova {
 
@@ -123,11 +124,7 @@ class Fabric {
   // from there, never reaching JS. The fd must stay open until UnregisterFile returns.
   // A FILE_WRITE's bytes are in [start, +length) of local region `region`, where the peer
   // WROTE them before it sent the message.
-  struct FileWindow {
-    uint32_t region = 0;
-    uint64_t start = 0;
-    uint64_t length = 0;
-  };
+  using FileWindow = DirectFiles::Window;
   Status RegisterFile(uint32_t handle, int fd, uint64_t limit, uint32_t ep_id,
                       const FileWindow& window);
   // Forgets `handle`; *end = the end of the furthest write it took.
@@ -284,16 +281,7 @@ class Fabric {
   std::unordered_set<uint32_t> lost_endpoints_;  // failed ids: later ops fail kPeerLost
   std::vector<OpRef> op_slots_;  // in-flight READs, indexed by the slot in their user_data
   std::vector<uint32_t> op_free_;
-  struct DirectFile {
-    int fd;
-    uint64_t limit;
-    uint32_t ep;
-    uint64_t end = 0;
-    uint32_t window_region = 0;
-    uint64_t window_start = 0;
-    uint64_t window_length = 0;
-  };
-  std::unordered_map<uint32_t, DirectFile> files_;
+  DirectFiles files_;  // on the progress thread only
   int64_t outstanding_ = 0;  // UCX requests handed back and not yet called back
   FabricStats stats_;
   std::mutex stats_mu_;
