@@ -5,9 +5,10 @@
 export { NovaClient, ClientBatch, coordinatorOf, type NovaClientOptions, type ScanOptions as ClientScanOptions } from './client/nova-client.js';
 export { NovaError, RemoteError, type ErrorCode } from './common/errors.js';
 export {
-  Fabric, MemoryRegion, Endpoint, RemoteRegion,
-  type FabricOptions, type ConnectOptions, type MessageHandler, type ImmediateHandler, type FabricStats,
+  Fabric, type FabricOptions, type ConnectOptions, type MessageHandler, type ImmediateHandler, type FabricStats,
 } from './transport/fabric.js';
+export { Endpoint } from './transport/endpoint.js';
+export { MemoryRegion, RemoteRegion } from './transport/regions.js';
 export { RemoteKey } from './transport/remote-key.js';
 export { Rpc, RPC_REQUEST, RPC_RESPONSE, type RpcHandler, type CallOptions } from './transport/rpc.js';
 

@@ -23,7 +23,8 @@
  * Not thread-safe: used from the StocServer's thread.
  */
 import { NovaError } from '../common/errors.js';
-import type { Fabric, MemoryRegion } from '../transport/fabric.js';
+import type { Fabric } from '../transport/fabric.js';
+import type { MemoryRegion } from '../transport/regions.js';
 import type { MemoryFileReply } from './stoc-protocol.js';
 
 export interface MemoryFilesOptions {

@@ -34,7 +34,9 @@
  */
 import { constants as bufferConstants } from 'node:buffer';
 import { NovaError } from '../common/errors.js';
-import type { Endpoint, Fabric, MemoryRegion, RemoteRegion } from '../transport/fabric.js';
+import type { Endpoint } from '../transport/endpoint.js';
+import type { Fabric } from '../transport/fabric.js';
+import type { MemoryRegion, RemoteRegion } from '../transport/regions.js';
 import type { CallOptions, Rpc } from '../transport/rpc.js';
 import { parseCompactReply, type CompactArgs, type CompactOutput } from './compaction-executor.js';
 import { SlotPool } from './slot-pool.js';

@@ -24,6 +24,9 @@
 import { NovaError } from '../common/errors.js';
 import { EVENT_BYTES, EventKind, OP_DESC_BYTES, OpKind, Status, errorCodeOf } from './codes.js';
 import { loadAddon, type NativeFabric, type NativeStats } from '../common/addon.js';
+import { Endpoint } from './endpoint.js';
+import { MemoryRegion, RemoteRegion } from './regions.js';
+import { PendingOps, failure } from './pending-ops.js';
 import { RemoteKey } from './remote-key.js';
 import { openWorkerAddress, sealWorkerAddress } from './worker-address.js';
 
@@ -79,25 +82,12 @@ const INLINE_BACKOFF = 64;
 const DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024;
 const TWO_32 = 0x1_0000_0000;
 
-function failure(status: number, what: string): NovaError {
-  return new NovaError(errorCodeOf(status), `${what} failed: ${errorCodeOf(status)}`);
-}
-
 /** Converts a failed native control call (an Error with a numeric `status`) to a NovaError. */
 function controlError(err: unknown, what: string): NovaError {
   if (err instanceof NovaError) return err;
   const status = (err as { status?: unknown } | null)?.status;
   if (typeof status === 'number') return failure(status, what);
   return new NovaError('TRANSPORT', `${what}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
-}
-
-function checkRange(what: string, offset: number, length: number, size: number): NovaError | undefined {
-  if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 ||
-      offset + length > size) {
-    return new NovaError('OUT_OF_BOUNDS',
-      `${what} [${offset}, ${offset}+${length}) is outside its ${size}-byte region`);
-  }
-  return undefined;
 }
 
 export class Fabric {
@@ -116,11 +106,7 @@ export class Fabric {
   private unhandledMessages = 0;
   private handlerErrors = 0;
 
-  // Pending operations: op id = slot + 1. A slot is reused only after its one event.
-  private readonly resolvers: Array<(() => void) | undefined> = [];
-  private readonly rejecters: Array<((e: NovaError) => void) | undefined> = [];
-  private readonly whats: Array<string | undefined> = [];
-  private readonly freeSlots: number[] = [];
+  private readonly pending = new PendingOps();
 
   // Staged descriptors and message bytes, handed to native code once per JS turn.
   private readonly stage = Buffer.alloc(STAGE_OPS * OP_DESC_BYTES);
@@ -203,7 +189,7 @@ export class Fabric {
         reject(new NovaError('DEADLINE_EXCEEDED', `connect: no answer from the peer within ${timeoutMs} ms`));
         ep?.close();
       }, timeoutMs);
-      const slot = this.takeSlot('connect',
+      const slot = this.pending.take('connect',
         () => {
           clearTimeout(timer);
           if (settled || !ep) return;
@@ -224,7 +210,7 @@ export class Fabric {
         this.endpoints.set(id, ep);
       } catch (err) {
         clearTimeout(timer);
-        this.releaseSlot(slot);
+        this.pending.release(slot);
         settled = true;
         reject(controlError(err, 'connect'));
       }
@@ -280,13 +266,7 @@ export class Fabric {
     this.native.close();
     this.onEvents();
     const closed = new NovaError('CLOSED', 'the fabric was closed');
-    for (let slot = 0; slot < this.rejecters.length; slot++) {
-      const reject = this.rejecters[slot];
-      if (reject) {
-        this.releaseSlot(slot);
-        reject(closed);
-      }
-    }
+    this.pending.failAll(closed);
     for (const ep of [...this.endpoints.values()]) ep.markLost('CLOSED');
     this.endpoints.clear();
   }
@@ -297,7 +277,7 @@ export class Fabric {
   post(kind: number, ep: number, region: number, localOffset: number, length: number,
        rkey: number, imm: number, remoteOffset: number, what: string): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const slot = this.takeSlot(what, resolve, reject);
+      const slot = this.pending.take(what, resolve, reject);
       this.stageOp(kind, slot + 1, ep, region, localOffset, length, rkey, imm, remoteOffset);
     });
   }
@@ -321,7 +301,7 @@ export class Fabric {
     if (typeof offset !== 'number') return Promise.reject(offset);
     const n = this.messagesLength - offset;
     return new Promise<void>((resolve, reject) => {
-      const slot = this.takeSlot('writeThenSend', resolve, reject);
+      const slot = this.pending.take('writeThenSend', resolve, reject);
       this.stageOp(OpKind.WriteSend, 0, ep, region, localOffset, length, rkey, 0, remoteOffset);
       this.stageOp(OpKind.Send | PAIRED_SEND, slot + 1, ep, 0, offset, n, 0, type, 0);
     });
@@ -426,11 +406,11 @@ export class Fabric {
     if (this.closed) return Promise.resolve();
     this.flush(); // staged operations on the region go first; close waits for them
     return new Promise<void>((resolve, reject) => {
-      const slot = this.takeSlot('close region', resolve, reject);
+      const slot = this.pending.take('close region', resolve, reject);
       try {
         this.native.closeRegion(region.id, slot + 1);
       } catch (err) {
-        this.releaseSlot(slot);
+        this.pending.release(slot);
         reject(controlError(err, 'close region'));
       }
     });
@@ -443,25 +423,10 @@ export class Fabric {
 
   // ---- private ----
 
-  private takeSlot(what: string, resolve: () => void, reject: (e: NovaError) => void): number {
-    const slot = this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.resolvers.length;
-    this.resolvers[slot] = resolve;
-    this.rejecters[slot] = reject;
-    this.whats[slot] = what;
-    return slot;
-  }
-
-  private releaseSlot(slot: number): void {
-    this.resolvers[slot] = undefined;
-    this.rejecters[slot] = undefined;
-    this.whats[slot] = undefined;
-    this.freeSlots.push(slot);
-  }
-
   private stageOp(kind: number, opId: number, ep: number, region: number, localOffset: number,
                   length: number, rkey: number, imm: number, remoteOffset: number): void {
     if (this.closed) {
-      this.complete(opId, Status.Closed);
+      this.pending.complete(opId, Status.Closed);
       return;
     }
     const u = this.stageU32;
@@ -523,17 +488,6 @@ export class Fabric {
     this.onEvents();
   }
 
-  private complete(opId: number, status: number): void {
-    const slot = opId - 1;
-    const resolve = this.resolvers[slot];
-    const reject = this.rejecters[slot];
-    if (!resolve || !reject) return;
-    const what = this.whats[slot] ?? 'operation';
-    this.releaseSlot(slot);
-    if (status === Status.Ok) resolve();
-    else reject(failure(status, what));
-  }
-
   private onEvents(): void {
     // Not re-entrant: a handler that closes the fabric must not drain over this loop.
     if (this.draining) return;
@@ -559,7 +513,7 @@ export class Fabric {
         switch (u[i]) {
           case EventKind.OpDone:
           case EventKind.Connected:
-            this.complete(u[i + 1], s[i + 2]);
+            this.pending.complete(u[i + 1], s[i + 2]);
             break;
           case EventKind.Accepted:
             this.accepted(u[i + 3]);
@@ -627,204 +581,6 @@ export class Fabric {
       this.handlerErrors++;
       process.emitWarning(`nova transport handler threw: ${(err as Error)?.stack ?? String(err)}`);
     }
-  }
-}
-
-/** A region of local memory, registered for one-sided access by peers. */
-export class MemoryRegion {
-  /** The region's bytes. Length 0 once the region is closed. */
-  readonly buffer: Buffer;
-  private closing: Promise<void> | undefined;
-
-  /** @internal */
-  constructor(
-    private readonly fabric: Fabric,
-    /** @internal */ readonly id: number,
-    readonly length: number,
-    private readonly memory: ArrayBuffer,
-    /** The key a peer needs to reach the whole region; narrow it with `key.slice`. */
-    readonly key: RemoteKey,
-  ) {
-    this.buffer = Buffer.from(memory, 0, length);
-  }
-
-  get isClosed(): boolean {
-    return this.closing !== undefined || this.fabric.isClosed;
-  }
-
-  /** Closes the region once no operation on it is pending. Idempotent. */
-  close(): Promise<void> {
-    if (!this.closing) {
-      this.detach();
-      this.closing = this.fabric.closeRegion(this);
-    }
-    return this.closing;
-  }
-
-  /** @internal */
-  detach(): void {
-    loadAddon().detach(this.memory);
-  }
-}
-
-/** A peer's region, imported on one endpoint. */
-export class RemoteRegion {
-  private dropped = false;
-
-  /** @internal */
-  constructor(
-    private readonly fabric: Fabric,
-    readonly endpoint: Endpoint,
-    /** @internal */ readonly id: number,
-    readonly length: number,
-  ) {}
-
-  get isDropped(): boolean {
-    return this.dropped;
-  }
-
-  /** Releases the unpacked key. Later operations through it fail with BAD_REMOTE_KEY. */
-  drop(): void {
-    if (this.dropped) return;
-    this.dropped = true;
-    this.fabric.dropKey(this.id);
-  }
-}
-
-export type EndpointState = 'connecting' | 'ready' | 'lost' | 'closed';
-
-/** A connection to one peer's fabric. */
-export class Endpoint {
-  private readonly lostListeners: Array<(code: 'PEER_LOST' | 'CLOSED') => void> = [];
-
-  /** @internal */
-  constructor(
-    private readonly fabric: Fabric,
-    /** @internal */ readonly id: number,
-    /** @internal */ public state: EndpointState,
-  ) {}
-
-  get isReady(): boolean {
-    return this.state === 'ready';
-  }
-
-  /** Unpacks a peer's remote key (or its serialised bytes) for use on this endpoint. */
-  importKey(key: RemoteKey | Uint8Array): RemoteRegion {
-    const parsed = key instanceof RemoteKey ? key : RemoteKey.parse(key);
-    this.assertReady('importKey');
-    return this.fabric.importKey(this, parsed);
-  }
-
-  /** RDMA READ: copies remote[remoteOffset, +length) into local[localOffset, +length). */
-  read(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number,
-       length: number): Promise<void> {
-    const bad = this.check(local, localOffset, remote, remoteOffset, length, 'read');
-    if (bad) return Promise.reject(bad);
-    return this.fabric.post(OpKind.Read, this.id, local.id, localOffset, length, remote.id, 0, remoteOffset, 'read');
-  }
-
-  /** RDMA WRITE: copies local[localOffset, +length) to remote[remoteOffset, +length). */
-  write(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number,
-        length: number): Promise<void> {
-    const bad = this.check(local, localOffset, remote, remoteOffset, length, 'write');
-    if (bad) return Promise.reject(bad);
-    return this.fabric.post(OpKind.Write, this.id, local.id, localOffset, length, remote.id, 0, remoteOffset, 'write');
-  }
-
-  /** WRITE, then a notification carrying `imm` that the peer receives after the data is visible. */
-  writeWithImm(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number,
-               length: number, imm: number): Promise<void> {
-    const bad = this.check(local, localOffset, remote, remoteOffset, length, 'writeWithImm') ??
-      (Number.isInteger(imm) && imm >= 0 && imm < TWO_32 ? undefined
-        : new NovaError('BAD_ARGUMENT', `immediate must be a 32-bit unsigned integer, not ${imm}`));
-    if (bad) return Promise.reject(bad);
-    return this.fabric.post(OpKind.WriteImm, this.id, local.id, localOffset, length, remote.id, imm, remoteOffset, 'writeWithImm');
-  }
-
-  /**
-   * WRITE, then send a message of `type` once the write is complete at the peer, so the peer
-   * can act on the bytes the message names; the message is not sent if the write fails.
-   * Resolves when the message is sent.
-   */
-  writeThenSend(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number, length: number,
-                type: number, payload: Uint8Array, more?: Uint8Array): Promise<void> {
-    const bad = this.check(local, localOffset, remote, remoteOffset, length, 'writeThenSend') ??
-      (Number.isInteger(type) && type >= 0 && type < TWO_32 ? undefined
-        : new NovaError('BAD_ARGUMENT', `message type must be a 32-bit unsigned integer, not ${type}`));
-    if (bad) return Promise.reject(bad);
-    return this.fabric.postWriteSend(this.id, local.id, localOffset, length, remote.id, remoteOffset, type, payload, more);
-  }
-
-  /** Sends a message of `type` (`payload`, then `more` if given) to the peer's handler for that type. Copied. */
-  send(type: number, payload: Uint8Array, more?: Uint8Array): Promise<void> {
-    if (!Number.isInteger(type) || type < 0 || type >= TWO_32) {
-      return Promise.reject(new NovaError('BAD_ARGUMENT', `message type must be a 32-bit unsigned integer, not ${type}`));
-    }
-    const bad = this.stateError('send');
-    if (bad) return Promise.reject(bad);
-    return this.fabric.postSend(this.id, type, payload, more);
-  }
-
-  /** Resolves when every operation posted before it on this endpoint is complete at the peer. */
-  flush(): Promise<void> {
-    const bad = this.stateError('flush');
-    if (bad) return Promise.reject(bad);
-    return this.fabric.post(OpKind.Flush, this.id, 0, 0, 0, 0, 0, 0, 'flush');
-  }
-
-  /** Called once if the peer is lost or the endpoint closes. */
-  onLost(listener: (code: 'PEER_LOST' | 'CLOSED') => void): void {
-    if (this.state === 'lost' || this.state === 'closed') {
-      queueMicrotask(() => listener(this.state === 'lost' ? 'PEER_LOST' : 'CLOSED'));
-      return;
-    }
-    this.lostListeners.push(listener);
-  }
-
-  /** Closes the endpoint; operations still in flight finish or fail on their own. */
-  close(): void {
-    if (this.state === 'closed' || this.state === 'lost') return;
-    this.fabric.closeEndpoint(this);
-    this.markLost('CLOSED');
-  }
-
-  /** @internal */
-  markLost(code: 'PEER_LOST' | 'CLOSED'): void {
-    if (this.state === 'lost' || this.state === 'closed') return;
-    this.state = code === 'PEER_LOST' ? 'lost' : 'closed';
-    for (const listener of this.lostListeners.splice(0)) {
-      try {
-        listener(code);
-      } catch (err) {
-        // A listener's bug must not cut event delivery short (events already drained would
-        // never settle).
-        process.emitWarning(`nova transport onLost listener threw: ${(err as Error)?.stack ?? String(err)}`);
-      }
-    }
-  }
-
-  private stateError(what: string): NovaError | undefined {
-    if (this.fabric.isClosed) return new NovaError('CLOSED', `${what}: fabric is closed`);
-    if (this.state === 'lost') return new NovaError('PEER_LOST', `${what}: the peer is lost`);
-    if (this.state !== 'ready') return new NovaError('CLOSED', `${what}: endpoint is ${this.state}`);
-    return undefined;
-  }
-
-  private assertReady(what: string): void {
-    const bad = this.stateError(what);
-    if (bad) throw bad;
-  }
-
-  private check(local: MemoryRegion, localOffset: number, remote: RemoteRegion, remoteOffset: number,
-                length: number, what: string): NovaError | undefined {
-    const state = this.stateError(what);
-    if (state) return state;
-    if (local.isClosed) return new NovaError('CLOSED', `${what}: local region is closed`);
-    if (remote.endpoint !== this || remote.isDropped) {
-      return new NovaError('BAD_REMOTE_KEY', `${what}: remote region was not imported on this endpoint`);
-    }
-    return checkRange(`${what}: local`, localOffset, length, local.length) ??
-      checkRange(`${what}: remote`, remoteOffset, length, remote.length);
   }
 }
 

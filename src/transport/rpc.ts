@@ -15,7 +15,9 @@
  */
 import { Packr } from 'msgpackr';
 import { NovaError, RemoteError } from '../common/errors.js';
-import type { Endpoint, Fabric, MemoryRegion, RemoteRegion } from './fabric.js';
+import type { Endpoint } from './endpoint.js';
+import type { Fabric } from './fabric.js';
+import type { MemoryRegion, RemoteRegion } from './regions.js';
 
 /** Message types used by the RPC layer. Types below 16 are reserved for the transport. */
 export const RPC_REQUEST = 1;

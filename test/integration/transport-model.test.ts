@@ -6,7 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checksum32 } from '../../src/common/checksum.js';
-import { Fabric, type Endpoint, type MemoryRegion, type RemoteRegion } from '../../src/transport/fabric.js';
+import { Fabric } from '../../src/transport/fabric.js';
+import type { Endpoint } from '../../src/transport/endpoint.js';
+import type { MemoryRegion, RemoteRegion } from '../../src/transport/regions.js';
 import { Rpc } from '../../src/transport/rpc.js';
 import { PeerProcess, pattern, useTls, type Tls } from '../helpers/peer-process.js';
 import { rng } from '../helpers/rng.js';

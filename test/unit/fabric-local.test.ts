@@ -26,7 +26,7 @@ afterEach(async () => {
 async function pair(options?: FabricOptions) {
   const a = open(options);
   const b = open(options);
-  const accepted = new Promise<import('../../src/transport/fabric.js').Endpoint>((r) => b.onConnection(r));
+  const accepted = new Promise<import('../../src/transport/endpoint.js').Endpoint>((r) => b.onConnection(r));
   const ep = await a.connect(b.address);
   return { a, b, ep, back: await accepted };
 }
