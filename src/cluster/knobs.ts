@@ -83,7 +83,7 @@ export const KNOBS: readonly Knob[] = [
   }),
   knob({
     key: 'logMode', flag: 'log-mode', type: 'choice', choices: ['disk', 'memory', 'memory+disk', 'none'], default: 'disk',
-    meaning: 'LogC: where memtable logs live: StoC files (disk), StoC memory, both, or nowhere (README: what each survives)',
+    meaning: 'LogC: where memtable logs live: StoC files (disk), StoC memory, both, or nowhere (doc/durability.md: what each survives)',
     tradeoff: 'memory: faster appends; a write is lost if every replica\'s StoC dies',
   }),
   knob({

@@ -212,7 +212,7 @@ export class LtcServer {
     return s.opening;
   }
 
-  /** Where range `range`'s memtable logs go, by LogC mode (README: what each mode survives). */
+  /** Where range `range`'s memtable logs go, by LogC mode (doc/durability.md: what each mode survives). */
   private logStore(range: number, strictUntil: number): LogStore {
     const { logMode, logReplicas, memtableBytes } = this.config.settings;
     const onLog = (line: string): void => this.log(line);

@@ -6,7 +6,7 @@
  *
  * Contracts:
  *  - Memory files live only as long as this process: a StoC that dies or restarts has none.
- *    That is the memory log mode's documented limit (README, LogC modes).
+ *    That is the memory log mode's documented limit (doc/durability.md, LogC modes).
  *  - A file's bytes past what its writer wrote are zero (regions are zeroed when allocated),
  *    so a reader can find the end of a log without the StoC knowing it.
  *  - The StoC does not know who writes a file or how much was written: a file's size here is
