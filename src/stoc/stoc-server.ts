@@ -482,7 +482,7 @@ export class StocServer {
    * Opens `file` for direct writes on this connection. Why: a log append is then a WRITE into
    * the connection's window and one small message that the fabric's progress thread writes
    * and answers, with no wake-up of this event loop (native/direct_files.h);
-   * bench/README.md has what that bought.
+   * doc/perf-history/2026-11-23.md (fifth session) has what that bought.
    */
   private dopen(args: unknown, ep: Endpoint): Promise<number> {
     const { file: requested, version } = fields(Method.dopen, args);
