@@ -24,10 +24,10 @@ import { Packr } from 'msgpackr';
 import { createHash } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
 import { NovaError, RemoteError } from '../common/errors.js';
+import { PendingCalls } from '../common/pending-calls.js';
 import { DEFAULT_MAX_FRAME, FRAME_HEADER, FrameReader, packFrame } from './frames.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
-const SWEEP_MS = 25;
 /** Bytes of a Unix socket name: sun_path holds 108; one is kept spare for a terminator. */
 const MAX_SOCKET_NAME = 107;
 /** Messages after which a frame leaves at once (Outbox; doc/decisions/tcp-frames.md). */
@@ -237,13 +237,6 @@ export class TcpRpcServer {
   }
 }
 
-interface Pending {
-  resolve: (v: unknown) => void;
-  reject: (e: Error) => void;
-  deadline: number;
-  op: string;
-}
-
 /** An error answered by a TCP RPC server; `detail` carries data such as a newer config id. */
 export class TcpRemoteError extends RemoteError {
   constructor(code: string, message: string, readonly detail: unknown) {
@@ -252,10 +245,8 @@ export class TcpRemoteError extends RemoteError {
 }
 
 export class TcpRpcClient {
-  private readonly pending = new Map<number, Pending>();
-  private nextId = 1;
+  private readonly pending: PendingCalls<string>;
   private readonly out: Outbox;
-  private sweeper: NodeJS.Timeout | undefined;
   private closedWith: NovaError | undefined;
   private readonly closeListeners: Array<() => void> = [];
 
@@ -263,10 +254,10 @@ export class TcpRpcClient {
     private readonly grouped: ReadonlySet<string>,
     /** Whether this connection is on the server's local socket rather than TCP. */
     readonly local: boolean) {
+    this.pending = new PendingCalls<string>((op) => `${address} ${op}: no answer by its deadline`, true);
     this.out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
-      const p = this.pending.get(m[0] as number);
-      this.pending.delete(m[0] as number);
-      p?.reject(new NovaError('BAD_ARGUMENT', `${address} ${p.op}: the request of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: send less at once`));
+      const p = this.pending.take(m[0] as number);
+      p?.reject(new NovaError('BAD_ARGUMENT', `${address} ${p.meta}: the request of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: send less at once`));
       return undefined;
     });
     const reader = new FrameReader(`connection to ${address}`);
@@ -311,11 +302,9 @@ export class TcpRpcClient {
 
   call<T = unknown>(op: string, args: unknown[], timeoutMs = this.defaultTimeoutMs): Promise<T> {
     if (this.closedWith) return Promise.reject(this.closedWith);
-    const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, op });
+      const id = this.pending.add(op, timeoutMs, resolve as (v: unknown) => void, reject);
       this.out.push([id, op, args], !this.grouped.has(op));
-      this.armSweeper();
     });
   }
 
@@ -328,39 +317,18 @@ export class TcpRpcClient {
     if (!Array.isArray(batch)) throw new NovaError('CORRUPTION', `${this.address}: response frame is not a batch`);
     for (const m of batch) {
       if (!Array.isArray(m)) continue;
-      const p = this.pending.get(m[0] as number);
+      const p = this.pending.take(m[0] as number);
       if (!p) continue; // answered after its deadline
-      this.pending.delete(m[0] as number);
       if (m[1] === 0) p.resolve(m[2]);
-      else p.reject(new TcpRemoteError(String(m[2]), `${this.address} ${p.op}: ${String(m[3])}`, m[4]));
+      else p.reject(new TcpRemoteError(String(m[2]), `${this.address} ${p.meta}: ${String(m[3])}`, m[4]));
     }
-  }
-
-  private armSweeper(): void {
-    if (this.sweeper) return;
-    this.sweeper = setInterval(() => {
-      const now = Date.now();
-      for (const [id, p] of this.pending) {
-        if (p.deadline <= now) {
-          this.pending.delete(id);
-          p.reject(new NovaError('DEADLINE_EXCEEDED', `${this.address} ${p.op}: no answer by its deadline`));
-        }
-      }
-      if (this.pending.size === 0) {
-        clearInterval(this.sweeper);
-        this.sweeper = undefined;
-      }
-    }, SWEEP_MS);
-    this.sweeper.unref();
   }
 
   private shut(error: NovaError): void {
     if (this.closedWith) return;
     this.closedWith = error;
     this.socket.destroy();
-    if (this.sweeper) clearInterval(this.sweeper);
-    for (const p of this.pending.values()) p.reject(error);
-    this.pending.clear();
+    this.pending.failAll(error);
     for (const l of this.closeListeners.splice(0)) l();
   }
 }

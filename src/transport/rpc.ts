@@ -9,12 +9,13 @@
  * Contracts:
  *  - Every call settles exactly once: with the result, a RemoteError carrying the handler's
  *    code, UNKNOWN_METHOD, DEADLINE_EXCEEDED, PEER_LOST (the endpoint was lost) or CLOSED.
- *  - Deadlines are checked by one sweeper timer for all calls (granularity SWEEP_MS), not a
- *    timer per call.
+ *  - Deadlines are checked by one sweeping timer for all calls (common/pending-calls.ts), not
+ *    a timer per call.
  *  - A malformed request is answered with BAD_ARGUMENT when its id can be read, and counted.
  */
 import { Packr } from 'msgpackr';
 import { NovaError, RemoteError } from '../common/errors.js';
+import { PendingCalls } from '../common/pending-calls.js';
 import type { Endpoint } from './endpoint.js';
 import type { Fabric } from './fabric.js';
 import type { MemoryRegion, RemoteRegion } from './regions.js';
@@ -34,21 +35,12 @@ const FILE_WRITE_VERSION = 2;
 const FILE_WRITE_REQUEST_BYTES = 32;
 const TWO_32 = 0x1_0000_0000;
 const RPC_VERSION = 1;
-const SWEEP_MS = 20;
 
 export type RpcHandler = (args: unknown, from: Endpoint) => unknown;
 
 export interface CallOptions {
   /** Milliseconds before the call fails with DEADLINE_EXCEEDED. */
   timeoutMs?: number;
-}
-
-interface PendingCall {
-  resolve: (value: unknown) => void;
-  reject: (error: NovaError) => void;
-  deadline: number;
-  ep: Endpoint;
-  method: string;
 }
 
 export interface RpcStats {
@@ -59,16 +51,14 @@ export interface RpcStats {
 export class Rpc {
   private readonly packr = new Packr({ useRecords: false, moreTypes: false });
   private readonly handlers = new Map<string, RpcHandler>();
-  private readonly pending = new Map<number, PendingCall>();
+  private readonly pending = new PendingCalls<{ ep: Endpoint; method: string }>((c) => `rpc ${c.method}: no response by its deadline`);
   private readonly fileWriteHead = Buffer.alloc(FILE_WRITE_REQUEST_BYTES);
   private readonly watched = new WeakSet<Endpoint>();
-  private nextId = 1;
-  private sweeper: NodeJS.Timeout | undefined;
   private readonly defaultTimeoutMs: number;
   private readonly counters: RpcStats = { malformed: 0, lateResponses: 0 };
   private closed = false;
 
-  constructor(private readonly fabric: Fabric, options: { defaultTimeoutMs?: number } = {}) {
+  constructor(fabric: Fabric, options: { defaultTimeoutMs?: number } = {}) {
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 10_000;
     this.fileWriteHead[0] = FILE_WRITE_VERSION;
     fabric.onMessage(RPC_REQUEST, (payload, ep) => this.onRequest(payload, ep));
@@ -82,14 +72,15 @@ export class Rpc {
 
   call<T = unknown>(ep: Endpoint, method: string, args: unknown = null, options: CallOptions = {}): Promise<T> {
     if (this.closed) return Promise.reject(new NovaError('CLOSED', `rpc ${method}: closed`));
-    const id = this.takeId();
-    let bytes: Buffer;
-    try {
-      bytes = this.packr.pack([RPC_VERSION, id, method, args]);
-    } catch (err) {
-      return Promise.reject(new NovaError('BAD_ARGUMENT', `rpc ${method}: arguments cannot be encoded`, { cause: err }));
-    }
-    return this.send<T>(ep, id, method, options, () => ep.send(RPC_REQUEST, bytes));
+    return this.send<T>(ep, method, options, (id) => {
+      let bytes: Buffer;
+      try {
+        bytes = this.packr.pack([RPC_VERSION, id, method, args]);
+      } catch (err) {
+        return Promise.reject(new NovaError('BAD_ARGUMENT', `rpc ${method}: arguments cannot be encoded`, { cause: err }));
+      }
+      return ep.send(RPC_REQUEST, bytes);
+    });
   }
 
   /**
@@ -106,37 +97,29 @@ export class Rpc {
     if (!(length >= 0 && length < TWO_32 && Number.isInteger(length))) {
       return Promise.reject(new NovaError('BAD_ARGUMENT', `rpc file write of ${length} bytes: at most 2^32 - 1`));
     }
-    const id = this.takeId();
-    // One request buffer for every write: writeThenSend copies it into the fabric's batch at once.
-    const head = this.fileWriteHead;
-    head.writeUInt32LE(id, 4);
-    head.writeUInt32LE(handle, 8);
-    head.writeUInt32LE(length, 12);
-    head.writeUInt32LE(offset % TWO_32, 16);
-    head.writeUInt32LE(Math.floor(offset / TWO_32), 20);
-    head.writeUInt32LE(remoteOffset % TWO_32, 24);
-    head.writeUInt32LE(Math.floor(remoteOffset / TWO_32), 28);
-    return this.send<number>(ep, id, 'file write', options,
-      () => ep.writeThenSend(local, localOffset, window, remoteOffset, length, FILE_WRITE, head));
-  }
-
-  private takeId(): number {
-    const id = this.nextId;
-    this.nextId = id === 0x7fffffff ? 1 : id + 1;
-    return id;
+    return this.send<number>(ep, 'file write', options, (id) => {
+      // One request buffer for every write: writeThenSend copies it into the fabric's batch at once.
+      const head = this.fileWriteHead;
+      head.writeUInt32LE(id, 4);
+      head.writeUInt32LE(handle, 8);
+      head.writeUInt32LE(length, 12);
+      head.writeUInt32LE(offset % TWO_32, 16);
+      head.writeUInt32LE(Math.floor(offset / TWO_32), 20);
+      head.writeUInt32LE(remoteOffset % TWO_32, 24);
+      head.writeUInt32LE(Math.floor(remoteOffset / TWO_32), 28);
+      return ep.writeThenSend(local, localOffset, window, remoteOffset, length, FILE_WRITE, head);
+    });
   }
 
   /**
-   * Sends request `id` with `post` (which copies what it sends at once), settled by its
-   * response, its deadline or the endpoint's loss.
+   * Registers a call and sends it with `post` (given its id; it copies what it sends at once),
+   * settled by its response, its deadline or the endpoint's loss.
    */
-  private send<T>(ep: Endpoint, id: number, method: string, options: CallOptions, post: () => Promise<void>): Promise<T> {
+  private send<T>(ep: Endpoint, method: string, options: CallOptions, post: (id: number) => Promise<void>): Promise<T> {
     this.watch(ep);
     return new Promise<T>((resolve, reject) => {
-      const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, deadline: Date.now() + timeoutMs, ep, method });
-      this.armSweeper();
-      post().catch((err: NovaError) => this.fail(id, err));
+      const id = this.pending.add({ ep, method }, options.timeoutMs ?? this.defaultTimeoutMs, resolve as (v: unknown) => void, reject);
+      post(id).catch((err: NovaError) => this.pending.fail(id, err));
     });
   }
 
@@ -147,44 +130,14 @@ export class Rpc {
   /** Fails every pending call with CLOSED and stops serving. */
   close(): void {
     this.closed = true;
-    for (const id of [...this.pending.keys()]) this.fail(id, new NovaError('CLOSED', 'rpc closed'));
-    if (this.sweeper) clearInterval(this.sweeper);
-    this.sweeper = undefined;
+    this.pending.failAll(new NovaError('CLOSED', 'rpc closed'));
   }
 
   private watch(ep: Endpoint): void {
     if (this.watched.has(ep)) return;
     this.watched.add(ep);
-    ep.onLost((code) => {
-      for (const [id, call] of this.pending) {
-        if (call.ep === ep) {
-          this.fail(id, new NovaError(code, `rpc ${call.method}: ${code === 'PEER_LOST' ? 'the peer was lost' : 'endpoint closed'}`));
-        }
-      }
-    });
-  }
-
-  private fail(id: number, error: NovaError): void {
-    const call = this.pending.get(id);
-    if (!call) return;
-    this.pending.delete(id);
-    call.reject(error);
-  }
-
-  private armSweeper(): void {
-    if (this.sweeper) return;
-    this.sweeper = setInterval(() => {
-      const now = Date.now();
-      for (const [id, call] of this.pending) {
-        if (call.deadline <= now) {
-          this.fail(id, new NovaError('DEADLINE_EXCEEDED', `rpc ${call.method}: no response by its deadline`));
-        }
-      }
-      if (this.pending.size === 0 && this.sweeper) {
-        clearInterval(this.sweeper);
-        this.sweeper = undefined;
-      }
-    }, SWEEP_MS);
+    ep.onLost((code) => this.pending.failWhere((c) => c.ep === ep,
+      (c) => new NovaError(code, `rpc ${c.method}: ${code === 'PEER_LOST' ? 'the peer was lost' : 'endpoint closed'}`)));
   }
 
   private decode(payload: Buffer): unknown[] | undefined {
@@ -249,18 +202,17 @@ export class Rpc {
     const msg = this.decode(payload);
     if (!msg) return;
     const [, id, ok, value] = msg as [number, number, unknown, unknown];
-    const call = this.pending.get(id);
+    const call = this.pending.take(id);
     if (!call) {
       this.counters.lateResponses++;
       return;
     }
-    this.pending.delete(id);
     if (ok === 1) {
       call.resolve(value);
     } else if (Array.isArray(value) && typeof value[0] === 'string') {
-      call.reject(new RemoteError(value[0], `rpc ${call.method}: ${String(value[1])}`));
+      call.reject(new RemoteError(value[0], `rpc ${call.meta.method}: ${String(value[1])}`));
     } else {
-      call.reject(new RemoteError('REMOTE', `rpc ${call.method}: malformed error response`));
+      call.reject(new RemoteError('REMOTE', `rpc ${call.meta.method}: malformed error response`));
     }
   }
 }
