@@ -37,14 +37,16 @@ void PutStr8(std::vector<uint8_t>* out, const std::string& s) {
   out->insert(out->end(), s.begin(), s.begin() + n);
 }
 
-// msgpack [1, id, 1, end] (end as a float64: exact to 2^53, and read as a JS number), or
-// [1, id, 0, [code, message]]: the RPC response src/transport/rpc.ts expects.
+// msgpack [2, id, 0, end] (end as a float64: exact to 2^53, and read as a JS number), or
+// [2, id, 1, code, message]: the RPC envelope after the RPC version (src/common/rpc-envelope.ts).
+constexpr uint8_t kRpcVersion = 2;
+
 std::vector<uint8_t> RpcAnswer(uint32_t id, const char* code, const std::string& message,
                                uint64_t end) {
-  std::vector<uint8_t> out{0x94, 0x01, 0xce};
+  std::vector<uint8_t> out{static_cast<uint8_t>(code == nullptr ? 0x94 : 0x95), kRpcVersion, 0xce};
   PutBE32(&out, id);
   if (code == nullptr) {
-    out.push_back(0x01);
+    out.push_back(0x00);
     out.push_back(0xcb);
     double d = static_cast<double>(end);
     uint64_t bits;
@@ -52,8 +54,7 @@ std::vector<uint8_t> RpcAnswer(uint32_t id, const char* code, const std::string&
     PutBE32(&out, static_cast<uint32_t>(bits >> 32));
     PutBE32(&out, static_cast<uint32_t>(bits));
   } else {
-    out.push_back(0x00);
-    out.push_back(0x92);
+    out.push_back(0x01);
     PutStr8(&out, code);
     PutStr8(&out, message);
   }

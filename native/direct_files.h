@@ -5,7 +5,7 @@
 // - It hands over each FILE_WRITE message: the endpoint it came on, its payload, and a way to
 //   see a local region's bytes (`WindowOf`), where the peer WROTE the bytes before sending.
 // - It gets back the RPC answer to send to that endpoint, as msgpack in the shape
-//   src/transport/rpc.ts reads (`[1, id, 1, end]` or `[1, id, 0, [code, message]]`), or nothing
+//   src/transport/rpc.ts reads (`[2, id, 0, end]` or `[2, id, 1, code, message]`), or nothing
 //   when the request is too short to name its id (the caller's deadline then fails it).
 // - Handles are registered, looked up and forgotten on the transport's progress thread only:
 //   not thread-safe, no locks. The fd of a handle must stay open until Unregister returns.

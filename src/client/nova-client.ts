@@ -26,7 +26,8 @@
  */
 import { NovaError, type ErrorCode } from '../common/errors.js';
 import { ConnectionCache } from '../common/connection-cache.js';
-import { TcpRpcClient, TcpRemoteError } from '../net/tcp-rpc.js';
+import { RpcRemoteError } from '../common/rpc-envelope.js';
+import { TcpRpcClient } from '../net/tcp-rpc.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../cluster/config.js';
 import { CoordinatorLocator } from '../cluster/locator.js';
 import { idName, randomClientId, type ClientId } from '../common/write-id.js';
@@ -353,7 +354,7 @@ export class NovaClient {
           error = err as NovaError;
         }
       }
-      if (w && sent && !(error instanceof TcpRemoteError && NOT_APPLIED.has(error.code))) w.maybeApplied = true;
+      if (w && sent && !(error instanceof RpcRemoteError && NOT_APPLIED.has(error.code))) w.maybeApplied = true;
       if (w && error.code === 'SESSION_EXPIRED') {
         if (this.session === w.session) {
           this.session = new Session();
@@ -380,7 +381,7 @@ export class NovaClient {
         await new Promise((r) => setTimeout(r, wait));
         wait = Math.min(RETRY_MAX_MS, wait * 2);
       }
-      const newer = error instanceof TcpRemoteError && typeof error.detail === 'number' ? error.detail : undefined;
+      const newer = error instanceof RpcRemoteError && typeof error.detail === 'number' ? error.detail : undefined;
       if (newer === undefined || newer > this.config.id) await this.refresh().catch(() => undefined);
     }
   }

@@ -23,8 +23,9 @@ import { createConnection, createServer, type NetConnectOpts, type Server, type 
 import { Packr } from 'msgpackr';
 import { createHash } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
-import { NovaError, RemoteError } from '../common/errors.js';
+import { NovaError } from '../common/errors.js';
 import { PendingCalls } from '../common/pending-calls.js';
+import { errorResponse, failureResponse, okResponse, readResponse, remoteError } from '../common/rpc-envelope.js';
 import { DEFAULT_MAX_FRAME, FRAME_HEADER, FrameReader, packFrame } from './frames.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
@@ -167,7 +168,7 @@ export class TcpRpcServer {
     const reader = new FrameReader(`${this.options.name} connection from ${peer}`, this.options.maxFrame ?? DEFAULT_MAX_FRAME);
     const out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
       this.options.onLog?.(`${this.options.name}: a response of ${bytes} bytes to ${peer} exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit; answered BAD_ARGUMENT`);
-      return [m[0], 1, 'BAD_ARGUMENT', `the response of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: ask for less`, null];
+      return errorResponse(m[0] as number, 'BAD_ARGUMENT', `the response of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: ask for less`);
     });
     socket.on('data', (chunk: Buffer) => {
       let payloads: Buffer[];
@@ -214,33 +215,24 @@ export class TcpRpcServer {
     const [, op, args] = m;
     if (typeof op !== 'string' || !Array.isArray(args)) {
       this.malformed++;
-      out.push([id, 1, 'BAD_ARGUMENT', 'a request is [id, op, args]', null]);
+      out.push(errorResponse(id, 'BAD_ARGUMENT', 'a request is [id, op, args]'));
       return;
     }
     const handler = Object.hasOwn(this.options.handlers, op) ? this.options.handlers[op] : undefined;
     if (!handler) {
-      out.push([id, 1, 'UNKNOWN_METHOD', `${this.options.name} has no request "${op}"`, null]);
+      out.push(errorResponse(id, 'UNKNOWN_METHOD', `${this.options.name} has no request "${op}"`));
       return;
     }
     const fail = (err: unknown): void => {
-      const e = err as { code?: unknown; message?: unknown; detail?: unknown };
-      const code = typeof e?.code === 'string' ? e.code : 'REMOTE';
-      out.push([id, 1, code, String(e?.message ?? err), e?.detail ?? null]);
+      out.push(failureResponse(id, err));
     };
     try {
       const result = handler(args, peer);
-      if (result instanceof Promise) result.then((r) => out.push([id, 0, r ?? null]), fail);
-      else out.push([id, 0, result ?? null]);
+      if (result instanceof Promise) result.then((r) => out.push(okResponse(id, r ?? null)), fail);
+      else out.push(okResponse(id, result ?? null));
     } catch (err) {
       fail(err);
     }
-  }
-}
-
-/** An error answered by a TCP RPC server; `detail` carries data such as a newer config id. */
-export class TcpRemoteError extends RemoteError {
-  constructor(code: string, message: string, readonly detail: unknown) {
-    super(code, message);
   }
 }
 
@@ -317,10 +309,11 @@ export class TcpRpcClient {
     if (!Array.isArray(batch)) throw new NovaError('CORRUPTION', `${this.address}: response frame is not a batch`);
     for (const m of batch) {
       if (!Array.isArray(m)) continue;
-      const p = this.pending.take(m[0] as number);
-      if (!p) continue; // answered after its deadline
-      if (m[1] === 0) p.resolve(m[2]);
-      else p.reject(new TcpRemoteError(String(m[2]), `${this.address} ${p.meta}: ${String(m[3])}`, m[4]));
+      const r = readResponse(m);
+      const p = r && this.pending.take(r.id);
+      if (!r || !p) continue; // not a response, or answered after its deadline
+      if (r.ok) p.resolve(r.value);
+      else p.reject(remoteError(r, `${this.address} ${p.meta}`));
     }
   }
 

@@ -1,10 +1,11 @@
 /**
  * RPC over transport messages: request ids, msgpackr payloads, a deadline per call, and
- * typed remote errors (doc/format/wire.md, "RPC").
+ * typed remote errors (doc/format/wire.md, "RPC"). One message per transport message, the
+ * RPC envelope (common/rpc-envelope.ts) after the RPC version:
  *
- *   request  = msgpack [1, id, method, args]        message type RPC_REQUEST
- *   response = msgpack [1, id, 1, result]            message type RPC_RESPONSE
- *            | msgpack [1, id, 0, [code, message]]
+ *   request  = msgpack [2, id, method, args]                     message type RPC_REQUEST
+ *   response = msgpack [2, id, 0, result]                        message type RPC_RESPONSE
+ *            | msgpack [2, id, 1, code, message, detail?]
  *
  * Contracts:
  *  - Every call settles exactly once: with the result, a RemoteError carrying the handler's
@@ -14,8 +15,9 @@
  *  - A malformed request is answered with BAD_ARGUMENT when its id can be read, and counted.
  */
 import { Packr } from 'msgpackr';
-import { NovaError, RemoteError } from '../common/errors.js';
+import { NovaError } from '../common/errors.js';
 import { PendingCalls } from '../common/pending-calls.js';
+import { errorResponse, failureResponse, okResponse, readResponse, remoteError } from '../common/rpc-envelope.js';
 import type { Endpoint } from './endpoint.js';
 import type { Fabric } from './fabric.js';
 import type { MemoryRegion, RemoteRegion } from './regions.js';
@@ -34,7 +36,8 @@ export const FILE_WRITE = 3;
 const FILE_WRITE_VERSION = 2;
 const FILE_WRITE_REQUEST_BYTES = 32;
 const TWO_32 = 0x1_0000_0000;
-const RPC_VERSION = 1;
+/** 1: responses [1, id, 1, result] | [1, id, 0, [code, message]] (retired); 2: the RPC envelope. */
+const RPC_VERSION = 2;
 
 export type RpcHandler = (args: unknown, from: Endpoint) => unknown;
 
@@ -143,7 +146,7 @@ export class Rpc {
   private decode(payload: Buffer): unknown[] | undefined {
     try {
       const v: unknown = this.packr.unpack(payload);
-      if (Array.isArray(v) && v.length === 4 && v[0] === RPC_VERSION && Number.isInteger(v[1])) return v;
+      if (Array.isArray(v) && v.length >= 4 && v[0] === RPC_VERSION && Number.isInteger(v[1])) return v;
     } catch {
       // fall through: malformed
     }
@@ -172,27 +175,26 @@ export class Rpc {
       return;
     }
     if (result instanceof Promise) {
-      result.then((value) => this.respond(ep, [RPC_VERSION, id, 1, value]), (err) => this.respondFailure(ep, id, err));
+      result.then((value) => this.respond(ep, okResponse(id, value)), (err) => this.respondFailure(ep, id, err));
     } else {
-      this.respond(ep, [RPC_VERSION, id, 1, result]);
+      this.respond(ep, okResponse(id, result));
     }
   }
 
   private respondFailure(ep: Endpoint, id: number, err: unknown): void {
-    const code = typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : 'REMOTE';
-    this.respondError(ep, id, code, (err as Error)?.message ?? String(err));
+    this.respond(ep, failureResponse(id, err));
   }
 
   private respondError(ep: Endpoint, id: number, code: string, message: string): void {
-    this.respond(ep, [RPC_VERSION, id, 0, [code, message]]);
+    this.respond(ep, errorResponse(id, code, message));
   }
 
   private respond(ep: Endpoint, response: unknown[]): void {
     let bytes: Buffer;
     try {
-      bytes = this.packr.pack(response);
+      bytes = this.packr.pack([RPC_VERSION, ...response]);
     } catch (err) {
-      bytes = this.packr.pack([RPC_VERSION, response[1], 0, ['BAD_ARGUMENT', `result cannot be encoded: ${(err as Error).message}`]]);
+      bytes = this.packr.pack([RPC_VERSION, ...errorResponse(response[0] as number, 'BAD_ARGUMENT', `result cannot be encoded: ${(err as Error).message}`)]);
     }
     // The caller may be gone; its own deadline or peer-loss handles that side.
     ep.send(RPC_RESPONSE, bytes).catch(() => undefined);
@@ -200,19 +202,17 @@ export class Rpc {
 
   private onResponse(payload: Buffer): void {
     const msg = this.decode(payload);
-    if (!msg) return;
-    const [, id, ok, value] = msg as [number, number, unknown, unknown];
-    const call = this.pending.take(id);
+    const r = msg && readResponse(msg, 1);
+    if (!r) {
+      if (msg) this.counters.malformed++;
+      return;
+    }
+    const call = this.pending.take(r.id);
     if (!call) {
       this.counters.lateResponses++;
       return;
     }
-    if (ok === 1) {
-      call.resolve(value);
-    } else if (Array.isArray(value) && typeof value[0] === 'string') {
-      call.reject(new RemoteError(value[0], `rpc ${call.meta.method}: ${String(value[1])}`));
-    } else {
-      call.reject(new RemoteError('REMOTE', `rpc ${call.meta.method}: malformed error response`));
-    }
+    if (r.ok) call.resolve(r.value);
+    else call.reject(remoteError(r, `rpc ${call.meta.method}`));
   }
 }
