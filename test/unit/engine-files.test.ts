@@ -257,7 +257,7 @@ describe('manual full compaction (compactAll)', () => {
   });
 });
 
-describe('engine review fixes', () => {
+describe('write batches', () => {
   it('snapshots a batch at write(): reusing it before the commit does not change the first write', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
     dirs.push(dir);
