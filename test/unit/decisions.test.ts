@@ -1,0 +1,84 @@
+/**
+ * The decisions the engine and the cluster make, as data-driven cases (test/testdata/*.txt):
+ * which compaction is due, which StoCs a table goes to, where Dranges are cut.
+ * NOVA_REWRITE=1 rewrites the expected outputs.
+ */
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'vitest';
+import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
+import { pickCompaction, LEVELS } from '../../src/compaction/picker.js';
+import type { TableMeta } from '../../src/log/version-edit.js';
+import type { Placement } from '../../src/cluster/config.js';
+import { place } from '../../src/cluster/placement.js';
+import { boundsFromSample, drangeOf } from '../../src/ltc/dranges.js';
+import { run, type Case } from '../helpers/datadriven.js';
+import { rng } from '../helpers/rng.js';
+
+const DATA = join(dirname(fileURLToPath(import.meta.url)), '..', 'testdata');
+
+/** `L<n>: file:smallest-largest[:size] ...` lines as levels of tables (user keys, sequence 1). */
+function levelsOf(c: Case): TableMeta[][] {
+  const levels: TableMeta[][] = Array.from({ length: LEVELS }, () => []);
+  for (const line of c.input) {
+    const m = /^L(\d):\s*(.*)$/.exec(line.trim());
+    if (!m) throw new Error(`${c.where}: not a level line: ${line}`);
+    const level = Number(m[1]);
+    for (const t of m[2].split(/\s+/).filter(Boolean)) {
+      const [file, span, size] = t.split(':');
+      const [lo, hi] = span.split('-');
+      levels[level].push({
+        level, file: Number(file), size: Number(size ?? 100), entries: 1, fragments: [],
+        smallest: makeInternalKey(Buffer.from(lo), 1, ValueType.Put), largest: makeInternalKey(Buffer.from(hi), 1, ValueType.Put),
+      });
+    }
+  }
+  return levels;
+}
+
+describe('decisions', () => {
+  it('compaction picking (testdata/compaction-picking.txt)', async () => {
+    await run(join(DATA, 'compaction-picking.txt'), (c) => {
+      const levels = levelsOf(c);
+      const cursor: Array<Buffer | undefined> = new Array(LEVELS);
+      if (c.args.cursor) cursor[Number(c.args.cursorLevel ?? 1)] = makeInternalKey(Buffer.from(c.args.cursor), 1, ValueType.Put);
+      const job = pickCompaction(levels, { l0Trigger: Number(c.args.l0Trigger ?? 4), l1Bytes: Number(c.args.l1Bytes ?? 1000) }, cursor);
+      if (!job) return 'nothing due';
+      const files = (ts: TableMeta[]): string => ts.map((t) => t.file).join(' ') || 'none';
+      return `L${job.level} -> L${job.level + 1}: inputs ${files(job.inputs)}; overlapping ${files(job.overlapping)}`;
+    });
+  });
+
+  it('placement (testdata/placement.txt)', async () => {
+    await run(join(DATA, 'placement.txt'), async (c) => {
+      const loads = new Map((c.args.loads ?? '').split(',').filter(Boolean).map((kv) => kv.split(':').map(Number) as [number, number]));
+      const ids = c.args.stocs.split(',').map(Number);
+      const state = { next: Number(c.args.next ?? 0) };
+      const random = rng(Number(c.args.seed ?? 1));
+      const picks: string[] = [];
+      try {
+        for (let i = 0; i < Number(c.args.rounds ?? 1); i++) {
+          const got = await place(c.args.policy as Placement, ids, Number(c.args.rho), state, async (id) => {
+            const load = loads.get(id);
+            if (load === undefined) throw new Error(`StoC ${id} does not answer`);
+            return load;
+          }, random);
+          picks.push(got.join(','));
+        }
+      } catch (err) {
+        picks.push(`error: ${(err as Error).message}`);
+      }
+      return picks.join(' | ');
+    });
+  });
+
+  it('Drange cuts (testdata/dranges.txt)', async () => {
+    await run(join(DATA, 'dranges.txt'), (c) => {
+      const sample = c.input.join(' ').split(/\s+/).filter(Boolean).map((k) => Buffer.from(k));
+      const bounds = boundsFromSample(sample, Number(c.args.count));
+      const probes = (c.args.probe ?? '').split(',').filter(Boolean);
+      const where = probes.map((k) => `${k}->${drangeOf(bounds, Buffer.from(k))}`).join(' ');
+      return `bounds [${bounds.map((b) => b.toString()).join(', ')}]${where ? `; ${where}` : ''}`;
+    });
+  });
+});
