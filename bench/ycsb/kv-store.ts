@@ -1,0 +1,61 @@
+/**
+ * What the runner drives (KvStore), how an engine opens one (EngineAdapter), and the loading
+ * of an optional package a peer engine comes from.
+ */
+export interface KvStore {
+  put(key: Buffer, value: Buffer): Promise<void>;
+  get(key: Buffer): Promise<Buffer | undefined>;
+  /** Up to `count` entries with key >= start, in key order. */
+  scan(start: Buffer, count: number): Promise<Array<[Buffer, Buffer]>>;
+  /** Writes many entries at once (the load phase). */
+  putMany(entries: Array<[Buffer, Buffer]>): Promise<void>;
+  /** Compacts what the load left, so runs start from a settled tree; says what it did. */
+  settle(): Promise<string>;
+  /** What the store measured about itself, for the report (optional). */
+  report?(): Promise<string>;
+  /**
+   * The processes whose disk writes are the store's (their /proc/PID/io is read around each
+   * phase). Default: this process, where in-process engines run.
+   */
+  processes?(): number[];
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  /** Make each write durable before acknowledging it. */
+  sync: boolean;
+  /** Records loaded: the cluster cuts its ranges evenly over this key space. */
+  records?: number;
+  cluster?: ClusterBenchOptions;
+}
+
+/** How the `nova` engine finds or starts its cluster. */
+export interface ClusterBenchOptions {
+  /** Use this running cluster; otherwise one is started in the engine's directory and stopped after. */
+  coordinator?: string;
+  ltcs?: number;
+  stocs?: number;
+  ranges?: number;
+  /** LogC mode of the cluster it starts (default: the cluster's default, disk). */
+  logMode?: string;
+  /** Where the cluster it starts runs compaction merges (default: the cluster's, stoc). */
+  compaction?: string;
+}
+
+export interface EngineAdapter {
+  name: string;
+  /** What it is, for reports. */
+  describe: string;
+  /** undefined when usable; otherwise why not (e.g. the package is not installed). */
+  available(): Promise<string | undefined>;
+  open(dir: string, o: StoreOptions): Promise<KvStore>;
+}
+
+/** Dynamic import of an optional package; undefined when it is not installed or fails to load. */
+export async function optional<T>(name: string): Promise<{ mod?: T; error?: string }> {
+  try {
+    return { mod: (await import(name)) as T };
+  } catch (err) {
+    return { error: `${name} is not installed or failed to load (${(err as Error).message.split('\n')[0]}); run npm install ${name}` };
+  }
+}
