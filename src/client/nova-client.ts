@@ -27,7 +27,7 @@
 import { NovaError, type ErrorCode } from '../common/errors.js';
 import { ConnectionCache } from '../common/connection-cache.js';
 import { RpcRemoteError } from '../common/rpc-envelope.js';
-import { TcpRpcClient } from '../net/tcp-rpc.js';
+import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../cluster/config.js';
 import { CoordinatorLocator } from '../cluster/locator.js';
 import { idName, randomClientId, type ClientId } from '../common/write-id.js';

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
-import { TcpRpcClient } from '../net/tcp-rpc.js';
+import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 
 /** Where `nova up` recorded the coordinator of the cluster in `dir`. */
 export function coordinatorOf(dir: string): string {

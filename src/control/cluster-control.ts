@@ -16,7 +16,7 @@ import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
 import { processAlive, replaceFile } from '../common/files.js';
-import { TcpRpcClient } from '../net/tcp-rpc.js';
+import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import { CONFIG_FILE, type ClusterStatus } from '../coordinator/coordinator.js';
 import { configFromJson, configFromWire, type ClusterConfig } from '../cluster/config.js';
 

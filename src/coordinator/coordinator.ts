@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { lockDir, replaceFile } from '../common/files.js';
-import { TcpRpcServer } from '../net/tcp-rpc.js';
+import { TcpRpcServer } from '../net/tcp-rpc-server.js';
 import {
   configFromJson, configToJson, makeRanges, type ClusterConfig, type Member, type Role, type Settings,
 } from '../cluster/config.js';

@@ -1,7 +1,7 @@
 /**
  * The LTC process (DESIGN.md §4): serves the ranges the coordinator assigns to it, each an
  * Engine whose tables live on StoCs (StocBlockStore) and whose memtable logs live on StoCs
- * through LogC (StocLogStore). Clients reach it over TCP (tcp-rpc.ts).
+ * through LogC (StocLogStore). Clients reach it over TCP (net/tcp-rpc-server.ts).
  *
  * Every client request carries the config id it routed by. A request with an older id, or
  * for a key in a range this LTC does not serve, fails with STALE_CONFIG carrying the
@@ -16,7 +16,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
-import { TcpRpcServer } from '../net/tcp-rpc.js';
+import { TcpRpcServer } from '../net/tcp-rpc-server.js';
 import { rangeOf, type ClusterConfig, type RangeInfo } from '../cluster/config.js';
 import { Membership } from '../cluster/membership.js';
 import { StocLogStore } from '../logc/stoc-log-store.js';

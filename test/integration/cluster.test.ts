@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/net/frames.js';
-import { parseAddress, TcpRpcClient } from '../../src/net/tcp-rpc.js';
+import { parseAddress, TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { NODE_FLAGS, fetchStatus, readClusterFile } from '../../src/control/cluster-control.js';
 import { BIN, key, missing, startCluster, value, writeKeys, type TestCluster } from '../helpers/cluster.js';
 

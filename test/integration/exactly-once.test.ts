@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { TcpRpcClient } from '../../src/net/tcp-rpc.js';
+import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { NovaClient } from '../../src/client/nova-client.js';
 import { fetchStatus, readClusterFile } from '../../src/control/cluster-control.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';

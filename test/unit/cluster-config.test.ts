@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { TcpRpcClient } from '../../src/net/tcp-rpc.js';
+import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { configFromJson, configToJson, makeRanges, rangeOf, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';

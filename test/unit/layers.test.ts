@@ -78,12 +78,12 @@ describe('layers', () => {
   });
 
   it('reports an upward import, a sibling import and an unplaced folder with file and line', () => {
-    const text = "import { a } from '../ltc/engine.js';\nimport type { B } from '../net/tcp-rpc.js';\n" +
+    const text = "import { a } from '../ltc/engine.js';\nimport type { B } from '../net/tcp-rpc-client.js';\n" +
       "export { c } from './own.js';\nconst d = await import('../common/errors.js');\n";
     expect(importsOf('src/transport/x.ts', text).map((i) => i.line)).toEqual([1, 2, 3, 4]);
     expect(violations(importsOf('src/transport/x.ts', text))).toEqual([
       'src/transport/x.ts:1: imports ../ltc/engine.js from src/ltc, a higher layer than src/transport',
-      'src/transport/x.ts:2: imports ../net/tcp-rpc.js from src/net, a sibling of src/transport in the same layer',
+      'src/transport/x.ts:2: imports ../net/tcp-rpc-client.js from src/net, a sibling of src/transport in the same layer',
     ]);
     expect(violations(importsOf('src/newfolder/y.ts', "import x from '../common/coding.js';\n"))).toEqual([
       'src/newfolder/y.ts:1: folder src/newfolder is in no layer (add it to LAYERS in test/unit/layers.test.ts)',

@@ -2,7 +2,9 @@
  * The TCP RPC in this process: batching, deadlines, local sockets, malformed input, the coordinator over it.
  */
 import { describe, expect, it } from 'vitest';
-import { TcpRpcClient, TcpRpcServer, localSocketOf } from '../../src/net/tcp-rpc.js';
+import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
+import { TcpRpcServer } from '../../src/net/tcp-rpc-server.js';
+import { localSocketOf } from '../../src/net/local-socket.js';
 import { createConnection, createServer } from 'node:net';
 
 describe('TCP RPC', () => {

@@ -1,0 +1,132 @@
+/**
+ * The client side of request/response over plain TCP (tcp-rpc-server.ts has the protocol):
+ * calls pipelined and batched per event-loop turn, a deadline each, the server's local socket
+ * tried first when it is on this machine.
+ */
+import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
+import { NovaError } from '../common/errors.js';
+import { PendingCalls } from '../common/pending-calls.js';
+import { readResponse, remoteError } from '../common/rpc-envelope.js';
+import { DEFAULT_MAX_FRAME, FrameReader } from './frames.js';
+import { localSocketOf, ownAddress } from './local-socket.js';
+import { Outbox, packr } from './outbox.js';
+
+export class TcpRpcClient {
+  private readonly pending: PendingCalls<string>;
+  private readonly out: Outbox;
+  private closedWith: NovaError | undefined;
+  private readonly closeListeners: Array<() => void> = [];
+
+  private constructor(private readonly socket: Socket, readonly address: string, private readonly defaultTimeoutMs: number,
+    private readonly grouped: ReadonlySet<string>,
+    /** Whether this connection is on the server's local socket rather than TCP. */
+    readonly local: boolean) {
+    this.pending = new PendingCalls<string>((op) => `${address} ${op}: no answer by its deadline`, true);
+    this.out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
+      const p = this.pending.take(m[0] as number);
+      p?.reject(new NovaError('BAD_ARGUMENT', `${address} ${p.meta}: the request of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: send less at once`));
+      return undefined;
+    });
+    const reader = new FrameReader(`connection to ${address}`);
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        for (const p of reader.push(chunk)) this.onFrame(p);
+      } catch (err) {
+        this.shut(err as NovaError);
+      }
+    });
+    socket.on('error', (err) => this.shut(new NovaError('PEER_LOST', `${address}: ${err.message}`)));
+    socket.on('close', () => this.shut(new NovaError('PEER_LOST', `${address}: connection closed`)));
+  }
+
+  /**
+   * `grouped`: ops the server handles in groups (an LTC's writes), whose requests do not cut
+   * a frame early (Outbox).
+   */
+  static async connect(address: string, options: { timeoutMs?: number; grouped?: readonly string[] } = {}): Promise<TcpRpcClient> {
+    const { host, port } = parseAddress(address);
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    const grouped = new Set(options.grouped);
+    const deadline = Date.now() + timeoutMs;
+    const path = ownAddress(host) ? localSocketOf(address) : undefined;
+    if (path !== undefined) {
+      // Refused at once when the server is on another machine (or predates local sockets).
+      const socket = await open({ path }, address, timeoutMs).catch(() => undefined);
+      if (socket) return new TcpRpcClient(socket, address, timeoutMs, grouped, true);
+    }
+    const socket = await open({ host, port, noDelay: true }, address, Math.max(1, deadline - Date.now()));
+    return new TcpRpcClient(socket, address, timeoutMs, grouped, false);
+  }
+
+  get closed(): boolean {
+    return this.closedWith !== undefined;
+  }
+
+  onClose(listener: () => void): void {
+    if (this.closed) queueMicrotask(listener);
+    else this.closeListeners.push(listener);
+  }
+
+  call<T = unknown>(op: string, args: unknown[], timeoutMs = this.defaultTimeoutMs): Promise<T> {
+    if (this.closedWith) return Promise.reject(this.closedWith);
+    return new Promise<T>((resolve, reject) => {
+      const id = this.pending.add(op, timeoutMs, resolve as (v: unknown) => void, reject);
+      this.out.push([id, op, args], !this.grouped.has(op));
+    });
+  }
+
+  close(): void {
+    this.shut(new NovaError('CLOSED', `connection to ${this.address} closed`));
+  }
+
+  private onFrame(payload: Buffer): void {
+    const batch = packr.unpack(payload) as unknown;
+    if (!Array.isArray(batch)) throw new NovaError('CORRUPTION', `${this.address}: response frame is not a batch`);
+    for (const m of batch) {
+      if (!Array.isArray(m)) continue;
+      const r = readResponse(m);
+      const p = r && this.pending.take(r.id);
+      if (!r || !p) continue; // not a response, or answered after its deadline
+      if (r.ok) p.resolve(r.value);
+      else p.reject(remoteError(r, `${this.address} ${p.meta}`));
+    }
+  }
+
+  private shut(error: NovaError): void {
+    if (this.closedWith) return;
+    this.closedWith = error;
+    this.socket.destroy();
+    this.pending.failAll(error);
+    for (const l of this.closeListeners.splice(0)) l();
+  }
+}
+
+/** A connected socket, or DEADLINE_EXCEEDED / PEER_LOST naming `address`. */
+function open(to: NetConnectOpts, address: string, timeoutMs: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = createConnection(to);
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new NovaError('DEADLINE_EXCEEDED', `connect to ${address}: no answer in ${timeoutMs} ms`));
+    }, timeoutMs);
+    socket.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new NovaError('PEER_LOST', `connect to ${address}: ${err.message}`));
+    });
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.removeAllListeners('error');
+      resolve(socket);
+    });
+  });
+}
+
+/** Splits "host:port"; a bad address is a BAD_ARGUMENT that says what was expected. */
+export function parseAddress(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  const port = Number(address.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) {
+    throw new NovaError('BAD_ARGUMENT', `"${address}" is not HOST:PORT`);
+  }
+  return { host: address.slice(0, i), port };
+}
