@@ -27,6 +27,8 @@ export interface Knob<K extends keyof Settings = keyof Settings> {
   meaning: string;
   /** What a larger value (or the other choice) buys and costs, in a clause. */
   tradeoff: string;
+  /** Each range's engine opens with it (EngineOptions has the same name). */
+  engine?: true;
 }
 
 const MiB = 1024 * 1024;
@@ -37,37 +39,37 @@ function knob<K extends keyof Settings>(k: Knob<K>): Knob<K> {
 
 export const KNOBS: readonly Knob[] = [
   knob({
-    key: 'memtableBytes', flag: 'memtable-bytes', greek: 'τ', type: 'bytes', min: 1, default: 16 * MiB,
+    key: 'memtableBytes', engine: true, flag: 'memtable-bytes', greek: 'τ', type: 'bytes', min: 1, default: 16 * MiB,
     meaning: 'a memtable is retired (and becomes an L0 table) once it holds this many bytes; also the target size of SSTables',
     tradeoff: 'larger: fewer, larger flushes and compactions; more memory per range and a longer log to replay',
   }),
   knob({
-    key: 'activeMemtables', flag: 'active-memtables', greek: 'α', type: 'count', min: 1, default: 1,
+    key: 'activeMemtables', engine: true, flag: 'active-memtables', greek: 'α', type: 'count', min: 1, default: 1,
     meaning: 'active memtables per range, one per Drange, cut from a sample of the first memtable to fill',
     tradeoff: 'more: L0 tables that do not overlap, for parallel L0 compactions; more logs, and with --sync more fdatasyncs per group commit',
   }),
   knob({
-    key: 'maxMemtables', flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
+    key: 'maxMemtables', engine: true, flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
     meaning: 'memtables per range, active and waiting for their flush; writes stall when a full one cannot be retired',
     tradeoff: 'more: bursts ride out slow flushes; more memory',
   }),
   knob({
-    key: 'l0Trigger', flag: 'l0-trigger', type: 'count', min: 1, default: 8,
+    key: 'l0Trigger', engine: true, flag: 'l0-trigger', type: 'count', min: 1, default: 8,
     meaning: 'L0 tables that make L0 due for a compaction into L1 while nothing scans',
     tradeoff: 'more: L1 is rewritten less often per byte written; reads probe more L0 tables',
   }),
   knob({
-    key: 'l0ScanTrigger', flag: 'l0-scan-trigger', type: 'count', min: 1, default: 4,
+    key: 'l0ScanTrigger', engine: true, flag: 'l0-scan-trigger', type: 'count', min: 1, default: 4,
     meaning: 'the same once scans have used up the oldest L0 table\'s allowance (one scan per 16 KiB of it, at least 100); lowered to l0Trigger if above it',
     tradeoff: 'fewer: scans, which seek every L0 table, meet fewer of them; more rewriting of L1',
   }),
   knob({
-    key: 'idleCompactionMs', flag: 'idle-compaction-ms', type: 'ms', min: 0, default: 250,
+    key: 'idleCompactionMs', engine: true, flag: 'idle-compaction-ms', type: 'ms', min: 0, default: 250,
     meaning: 'once no write has reached a range for this long, its L0 is merged into L1 whatever its size (0: never)',
     tradeoff: 'shorter: reads stop probing L0 sooner after a burst; a pause with few L0 tables rewrites L1 for little new data',
   }),
   knob({
-    key: 'sessionTimeoutMs', flag: 'session-timeout-ms', type: 'ms', min: 1, default: 300_000,
+    key: 'sessionTimeoutMs', engine: true, flag: 'session-timeout-ms', type: 'ms', min: 1, default: 300_000,
     meaning: 'a client session that sent a range no write for this long (the range\'s running time) expires there; the client starts a new one. A NovaClient\'s deadline must be under half of it',
     tradeoff: 'longer: clients may retry for longer; the session table holds idle clients longer',
   }),
@@ -92,7 +94,7 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: survives more StoC failures; more bytes written per write',
   }),
   knob({
-    key: 'sync', flag: 'sync', type: 'bool', default: false,
+    key: 'sync', engine: true, flag: 'sync', type: 'bool', default: false,
     meaning: 'fdatasync each write\'s log record on its StoCs before acknowledging it (off: a write survives the crash of any process, not a power loss of a majority of its log\'s StoCs)',
     tradeoff: 'on: survives power loss; an fdatasync per group commit per log',
   }),
@@ -102,11 +104,16 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'stoc: the LTC\'s CPU stays with reads and writes; tables cross the fabric twice',
   }),
   knob({
-    key: 'blockCacheBytes', flag: 'block-cache-bytes', type: 'bytes', min: 0, default: 0,
+    key: 'blockCacheBytes', engine: true, flag: 'block-cache-bytes', type: 'bytes', min: 0, default: 0,
     meaning: 'data blocks each range caches on its LTC, which then holds only its tables\' filters and indexes (0: tables held whole)',
     tradeoff: 'more than 0: data larger than the LTC\'s memory; a read that misses waits for a StoC',
   }),
 ];
+
+/** The settings each range's engine opens with: the knobs marked `engine`. */
+export function engineSettings(s: Settings): Partial<Settings> {
+  return Object.fromEntries(KNOBS.filter((k) => k.engine).map((k) => [k.key, s[k.key]]));
+}
 
 /** The knob of settings key `key`. */
 export function knobOf(key: keyof Settings): Knob {

@@ -19,18 +19,13 @@ import { lockDir } from '../common/files.js';
 import { TcpRpcServer } from '../net/tcp-rpc-server.js';
 import { rangeOf, type ClusterConfig, type RangeInfo } from '../cluster/config.js';
 import { Membership } from '../cluster/membership.js';
-import { StocLogStore } from '../logc/stoc-log-store.js';
-import { StocManifestStore } from '../logc/stoc-manifest-store.js';
-import { MemoryDiskLogStore, MemoryLogStore } from '../logc/memory-log-store.js';
-import { NoLogStore } from '../logc/no-log-store.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
 import type { SessionRef } from '../common/write-id.js';
-import { LocalManifestStore } from './local-store.js';
-import type { LogStore } from '../logc/log-store.js';
-import { StocBlockStore } from './stoc-block-store.js';
-import { StocCompactor } from './stoc-compactor.js';
+import { rangeEnv } from './range-env.js';
+import type { StocBlockStore } from './stoc-block-store.js';
+import type { StocCompactor } from './stoc-compactor.js';
 import { StocPool } from '../stoc/stoc-pool.js';
 
 /** Largest scan one request may ask for; clients page through longer ones. */
@@ -167,22 +162,8 @@ export class LtcServer {
         throw new NovaError('UNAVAILABLE', `waiting for StoCs: ${stocs} registered, ${want} wanted`);
       }
       const dir = join(this.o.dir, `range-${s.info.id}`);
-      const store = new StocBlockStore(this.pool, s.info.id, settings.scatter, settings.placement);
-      const compactor = settings.compaction === 'stoc'
-        ? new StocCompactor(this.pool, s.info.id, settings.scatter, (line) => this.log(line)) : undefined;
-      const engine = await Engine.open(dir, {
-        memtableBytes: settings.memtableBytes, activeMemtables: settings.activeMemtables, maxMemtables: settings.maxMemtables,
-        l0Trigger: settings.l0Trigger, l0ScanTrigger: settings.l0ScanTrigger,
-        idleCompactionMs: settings.idleCompactionMs, sessionTimeoutMs: settings.sessionTimeoutMs, sync: settings.sync, blockCacheBytes: settings.blockCacheBytes,
-        env: {
-          store,
-          logs: this.logStore(s.info.id, since + STRICT_LOG_READ_MS),
-          manifests: new StocManifestStore(this.pool, s.info.id, settings.logReplicas, (line) => this.log(line), new LocalManifestStore(dir)),
-          compactor,
-        },
-        onWarning: (m) => this.log(`range ${s.info.id}: ${m}`),
-        onNote: (m) => this.log(`range ${s.info.id}: ${m}`),
-      });
+      const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS);
+      const engine = await Engine.open(dir, options);
       if (this.closing) {
         await engine.close();
         return;
@@ -210,18 +191,6 @@ export class LtcServer {
     };
     s.opening = loop();
     return s.opening;
-  }
-
-  /** Where range `range`'s memtable logs go, by LogC mode (doc/durability.md: what each mode survives). */
-  private logStore(range: number, strictUntil: number): LogStore {
-    const { logMode, logReplicas, memtableBytes } = this.config.settings;
-    const onLog = (line: string): void => this.log(line);
-    switch (logMode) {
-      case 'disk': return new StocLogStore(this.pool, range, logReplicas, onLog, strictUntil);
-      case 'memory': return new MemoryLogStore(this.pool, range, logReplicas, { regionBytes: memtableBytes, onLog, strictUntil });
-      case 'memory+disk': return new MemoryDiskLogStore(this.pool, range, logReplicas, { regionBytes: memtableBytes, onLog, strictUntil });
-      case 'none': return new NoLogStore();
-    }
   }
 
   /** The engine serving `key` for a request routed by config `id`, or the reason why not. */

@@ -11,9 +11,9 @@ import { Command } from 'commander';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addClusterCommands } from '../../src/cli/cluster-commands.js';
 import { DEFAULT_SETTINGS, configFromJson, configToJson, makeRanges, type ClusterConfig, type Settings } from '../../src/cluster/config.js';
-import { KNOBS, clusterConflicts, knobTable, newSettings, settingsConflicts } from '../../src/cluster/knobs.js';
+import { KNOBS, clusterConflicts, engineSettings, knobTable, newSettings, settingsConflicts } from '../../src/cluster/knobs.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
-import { resolveOptions } from '../../src/ltc/engine-options.js';
+import { resolveOptions, type EngineOptions } from '../../src/ltc/engine-options.js';
 
 const README = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'README.md');
 const BEGIN = '<!-- knobs:begin -->\n';
@@ -41,12 +41,18 @@ describe('knob table', () => {
     expect(configFromJson(JSON.parse(JSON.stringify(configToJson(c))), 'test').settings).toEqual(DEFAULT_SETTINGS);
   });
 
-  it('the engine takes the defaults of the knobs it shares from the table', () => {
+  it('the engine takes the defaults of the knobs it shares from the table, and each range the cluster\'s values', () => {
     const o = resolveOptions({});
     for (const key of ['memtableBytes', 'activeMemtables', 'l0Trigger', 'l0ScanTrigger', 'idleCompactionMs', 'sessionTimeoutMs', 'blockCacheBytes'] as const) {
       expect(o[key], key).toBe(DEFAULT_SETTINGS[key]);
     }
     expect(o.maxMemtables).toBe(2 * o.activeMemtables);
+    // The knobs marked `engine` are options of the same name: a range opens with the cluster's value of each.
+    const cluster = { ...DEFAULT_SETTINGS, memtableBytes: 4096, activeMemtables: 2, maxMemtables: 5, l0Trigger: 6, l0ScanTrigger: 3, idleCompactionMs: 0, sessionTimeoutMs: 9_000, sync: true, blockCacheBytes: 1 << 20 };
+    const given = engineSettings(cluster);
+    expect(Object.keys(given).sort()).toEqual(KNOBS.filter((k) => k.engine).map((k) => k.key).sort());
+    const resolved = resolveOptions(given as EngineOptions);
+    for (const key of Object.keys(given) as Array<keyof typeof given>) expect(resolved[key as keyof typeof resolved], key).toBe(cluster[key]);
   });
 
   it('nova up and nova coordinator have a flag per knob, with no default of their own', () => {
