@@ -45,7 +45,7 @@ import type { LogStore, LogWriter } from './log-store.js';
 import { sample } from '../cluster/placement.js';
 import { filesOf, logFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, type StocPool } from '../stoc/stoc-pool.js';
-import type { MemoryFile } from '../stoc/stoc-client.js';
+import type { MemoryFile } from '../stoc/memory-file-client.js';
 import { LOG_BLOCK, LogFramer, readLog } from '../log/log-format.js';
 import { StocLogStore } from './stoc-log-store.js';
 

@@ -39,10 +39,13 @@ import type { Fabric } from '../transport/fabric.js';
 import type { MemoryRegion, RemoteRegion } from '../transport/regions.js';
 import type { CallOptions, Rpc } from '../transport/rpc.js';
 import { parseCompactReply, type CompactArgs, type CompactOutput } from './compaction-executor.js';
+import { left, parseList, wrap, type Op, type PartState } from './client-calls.js';
+import * as memory from './memory-file-client.js';
+import type { MemoryFile } from './memory-file-client.js';
 import { SlotPool } from './slot-pool.js';
 import {
   DIRECT_WRITE_VERSION, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint,
-  type HelloReply, type MemoryFileReply, type StocLoad,
+  type HelloReply, type StocLoad,
 } from './stoc-protocol.js';
 
 export interface StocClientOptions {
@@ -66,75 +69,22 @@ export interface DirectFile {
   write(offset: number, bytes: Uint8Array, sync: boolean, options?: CallOptions): Promise<void>;
 }
 
-/** One call's description (for errors) and deadline. */
-interface Op {
-  what: string;
-  deadline: number;
-}
-
-/** Set once a part's request is on its way: from then on, no answer means the slot is unsafe. */
-interface PartState {
-  sent: boolean;
-}
-
 type Part = (slotOffset: number, at: number, length: number, state: PartState) => Promise<void>;
-
-/**
- * One StoC in-memory file as this client sees it: the regions it imported so far, in file
- * order. The file is the concatenation of its regions; bytes never written read as zeros.
- * Valid while its StocClient is; close it to drop the imported keys.
- */
-export class MemoryFile {
-  /** @internal Imported regions, grown by StocClient as writes reach past them. */
-  readonly regions: RemoteRegion[] = [];
-  /** @internal An mextend in flight, so concurrent writes ask for each region once. */
-  extending: Promise<void> | undefined;
-  private closed = false;
-
-  /** @internal */
-  constructor(private readonly client: StocClient, readonly name: string, readonly regionBytes: number) {}
-
-  /** Bytes allocated to the file as far as this handle knows. */
-  get length(): number {
-    return this.regions.length * this.regionBytes;
-  }
-
-  get isClosed(): boolean {
-    return this.closed;
-  }
-
-  /** Writes `bytes` at `offset`, extending the file by whole regions as needed. */
-  write(offset: number, bytes: Uint8Array, options?: CallOptions): Promise<void> {
-    return this.client.writeMemory(this, offset, bytes, options);
-  }
-
-  /** The `length` bytes at `offset`, which must lie within the regions this handle knows. */
-  read(offset: number, length: number, options?: CallOptions): Promise<Buffer> {
-    return this.client.readMemory(this, offset, length, options);
-  }
-
-  /** Drops the imported keys (the StoC keeps the file). Idempotent. */
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    for (const r of this.regions) r.drop();
-  }
-}
 
 export class StocClient {
   private closed = false;
   private nextAppend = 0;
 
   private constructor(
-    private readonly rpc: Rpc,
-    private readonly ep: Endpoint,
+    /** @internal */ readonly rpc: Rpc,
+    /** @internal */ readonly ep: Endpoint,
     private readonly window: RemoteRegion,
-    private readonly staging: MemoryRegion,
+    /** @internal */ readonly staging: MemoryRegion,
     /** The StoC's id, as it said at hello. */
     readonly stocId: number,
-    private readonly pool: SlotPool,
+    /** @internal */ readonly pool: SlotPool,
     private readonly directPool: SlotPool,
-    private readonly timeoutMs: number,
+    /** @internal */ readonly timeoutMs: number,
   ) {
     ep.onLost((code) => this.failSlots(new NovaError(code, code === 'PEER_LOST' ? 'the StoC was lost' : 'the connection was closed')));
   }
@@ -332,59 +282,29 @@ export class StocClient {
     await this.simple(`sync of ${String(name)}`, Method.sync, name, options);
   }
 
-  // ---- in-memory files ----
+  // ---- in-memory files (memory-file-client.ts) ----
 
   /**
    * Creates in-memory file `name` with one zeroed region of `regionBytes` (replacing a file
    * of that name) and imports it. BUSY when the StoC is at its memory limit.
    */
-  async createMemory(name: string, regionBytes: number, options?: CallOptions): Promise<MemoryFile> {
-    const op = this.begin(`create of memory file ${String(name)}`, options);
-    try {
-      checkName(name);
-      checkUint('regionBytes', regionBytes);
-      this.usable();
-      return this.importMemory(name, parseMemoryReply(await this.call(op, Method.mcreate, { file: name, regionBytes })));
-    } catch (err) {
-      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
-    }
+  createMemory(name: string, regionBytes: number, options?: CallOptions): Promise<MemoryFile> {
+    return memory.create(this, name, regionBytes, options);
   }
 
   /** In-memory file `name` with all its regions imported, or undefined if the StoC has none. */
-  async openMemory(name: string, options?: CallOptions): Promise<MemoryFile | undefined> {
-    const op = this.begin(`open of memory file ${String(name)}`, options);
-    try {
-      checkName(name);
-      this.usable();
-      const reply = await this.call(op, Method.mget, { file: name });
-      return reply === null || reply === undefined ? undefined : this.importMemory(name, parseMemoryReply(reply));
-    } catch (err) {
-      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
-    }
+  openMemory(name: string, options?: CallOptions): Promise<MemoryFile | undefined> {
+    return memory.open(this, name, options);
   }
 
   /** Every allocated byte of in-memory file `name` (zeros past what was written), or undefined. */
-  async readMemoryAll(name: string, options?: CallOptions): Promise<Buffer | undefined> {
-    const deadline = Date.now() + (options?.timeoutMs ?? this.timeoutMs);
-    const file = await this.openMemory(name, options);
-    if (!file) return undefined;
-    try {
-      return await file.read(0, file.length, { timeoutMs: left(deadline) });
-    } finally {
-      file.close();
-    }
+  readMemoryAll(name: string, options?: CallOptions): Promise<Buffer | undefined> {
+    return memory.readAll(this, name, options);
   }
 
   /** In-memory files whose names start with `prefix`, in name order, with the bytes allocated to each. */
-  async listMemory(prefix: string, options?: CallOptions): Promise<Array<{ name: string; size: number }>> {
-    const op = this.begin(`list of memory files starting "${String(prefix)}"`, options);
-    try {
-      checkPrefix(prefix);
-      this.usable();
-      return parseList(await this.call(op, Method.mlist, { prefix }));
-    } catch (err) {
-      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
-    }
+  listMemory(prefix: string, options?: CallOptions): Promise<Array<{ name: string; size: number }>> {
+    return memory.list(this, prefix, options);
   }
 
   /**
@@ -393,66 +313,6 @@ export class StocClient {
    */
   async removeMemory(name: string, options?: CallOptions): Promise<void> {
     await this.simple(`remove of memory file ${String(name)}`, Method.mremove, name, options);
-  }
-
-  /** See MemoryFile.write. Parts go one after another, so a failure leaves a prefix written. */
-  async writeMemory(file: MemoryFile, offset: number, bytes: Uint8Array, options?: CallOptions): Promise<void> {
-    const op = this.begin(`write of memory file ${file.name} [${offset}, +${bytes?.length})`, options);
-    try {
-      checkUint('offset', offset);
-      this.usableMemory(file);
-      for (let at = 0; at < bytes.length;) {
-        const pos = offset + at;
-        const within = pos % file.regionBytes;
-        const n = Math.min(bytes.length - at, file.regionBytes - within, this.pool.slotBytes);
-        const region = await this.memoryRegion(op, file, Math.floor(pos / file.regionBytes));
-        const part = bytes.subarray(at, at + n);
-        await this.withSlot(this.pool, op.deadline, async (slot, state) => {
-          this.usableMemory(file);
-          this.staging.buffer.set(part, slot);
-          state.sent = true;
-          await this.oneSided(op, this.ep.write(this.staging, slot, region, within, n));
-        });
-        at += n;
-      }
-    } catch (err) {
-      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
-    }
-  }
-
-  /** See MemoryFile.read. Parts are in flight together. */
-  async readMemory(file: MemoryFile, offset: number, length: number, options?: CallOptions): Promise<Buffer> {
-    const op = this.begin(`read of memory file ${file.name} [${offset}, +${length})`, options);
-    try {
-      checkUint('offset', offset);
-      checkUint('length', length, bufferConstants.MAX_LENGTH);
-      this.usableMemory(file);
-      if (offset + length > file.length) {
-        throw new NovaError('CORRUPTION', `the read is past the ${file.length} bytes of the file's regions`);
-      }
-      const out = Buffer.allocUnsafe(length);
-      const parts: Array<Promise<void>> = [];
-      for (let at = 0; at < length;) {
-        const pos = offset + at;
-        const within = pos % file.regionBytes;
-        const n = Math.min(length - at, file.regionBytes - within, this.pool.slotBytes);
-        const region = file.regions[Math.floor(pos / file.regionBytes)];
-        const into = at;
-        parts.push(this.withSlot(this.pool, op.deadline, async (slot, state) => {
-          this.usableMemory(file);
-          state.sent = true;
-          await this.oneSided(op, this.ep.read(this.staging, slot, region, within, n));
-          this.usableMemory(file);
-          this.staging.buffer.copy(out, into, slot, slot + n);
-        }));
-        at += n;
-      }
-      const failed = (await Promise.allSettled(parts)).find((r) => r.status === 'rejected');
-      if (failed) throw (failed as PromiseRejectedResult).reason;
-      return out;
-    } catch (err) {
-      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
-    }
   }
 
   /** Runs a compaction job on the StoC (compaction-executor.ts); the outputs it wrote. */
@@ -499,56 +359,15 @@ export class StocClient {
 
   // ---- private ----
 
-  private begin(what: string, options: CallOptions | undefined): Op {
+  /** @internal */
+  begin(what: string, options: CallOptions | undefined): Op {
     return { what, deadline: Date.now() + (options?.timeoutMs ?? this.timeoutMs) };
   }
 
-  private usable(): void {
+  /** @internal */
+  usable(): void {
     if (this.closed) throw new NovaError('CLOSED', 'the client was closed');
     if (!this.ep.isReady) throw new NovaError('PEER_LOST', 'the StoC was lost');
-  }
-
-  private usableMemory(file: MemoryFile): void {
-    this.usable();
-    if (file.isClosed) throw new NovaError('CLOSED', `memory file ${file.name}: the handle was closed`);
-  }
-
-  private importMemory(name: string, reply: MemoryFileReply): MemoryFile {
-    const file = new MemoryFile(this, name, reply.regionBytes);
-    try {
-      for (const key of reply.regions) file.regions.push(this.importRegion(key, reply.regionBytes));
-    } catch (err) {
-      file.close();
-      throw err;
-    }
-    return file;
-  }
-
-  /** A memory region's key, checked to be as long as its file's regions, then imported. */
-  private importRegion(key: Uint8Array, regionBytes: number): RemoteRegion {
-    const region = this.ep.importKey(key);
-    if (region.length !== regionBytes) {
-      region.drop();
-      throw new NovaError('CORRUPTION', `the StoC gave a region of ${region.length} bytes for a file of ${regionBytes}-byte regions`);
-    }
-    return region;
-  }
-
-  /** Region `index` of `file`, asking the StoC for the regions up to it that this handle lacks. */
-  private async memoryRegion(op: Op, file: MemoryFile, index: number): Promise<RemoteRegion> {
-    while (file.regions.length <= index) {
-      file.extending ??= this.extendMemory(op, file).finally(() => { file.extending = undefined; });
-      await file.extending;
-      this.usableMemory(file);
-    }
-    return file.regions[index];
-  }
-
-  private async extendMemory(op: Op, file: MemoryFile): Promise<void> {
-    const key = await this.call(op, Method.mextend, { file: file.name, index: file.regions.length });
-    if (!(key instanceof Uint8Array)) throw new NovaError('CORRUPTION', 'the StoC answered mextend without a key');
-    this.usableMemory(file);
-    file.regions.push(this.importRegion(key, file.regionBytes));
   }
 
   /**
@@ -556,7 +375,8 @@ export class StocClient {
    * fabric has no deadline of its own, and a StoC that stops progressing (over TCP) would
    * hold the caller forever. The transfer may still finish later: its slot is retired.
    */
-  private oneSided(op: Op, transfer: Promise<void>): Promise<void> {
+  /** @internal */
+  oneSided(op: Op, transfer: Promise<void>): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', 'the one-sided transfer did not finish by its deadline')),
@@ -565,7 +385,8 @@ export class StocClient {
     return Promise.race([transfer, late]).finally(() => clearTimeout(timer));
   }
 
-  private call(op: Op, method: string, args: unknown): Promise<unknown> {
+  /** @internal */
+  call(op: Op, method: string, args: unknown): Promise<unknown> {
     const timeoutMs = op.deadline - Date.now();
     if (timeoutMs <= 0) return Promise.reject(new NovaError('DEADLINE_EXCEEDED', 'the deadline passed'));
     return this.rpc.call(this.ep, method, args, { timeoutMs });
@@ -602,7 +423,8 @@ export class StocClient {
   }
 
   /** Runs `fn` on a slot of `pool`, asked for now (so in call order; see SlotPool). */
-  private async withSlot(pool: SlotPool, deadline: number, fn: (slotOffset: number, state: PartState) => Promise<void>): Promise<void> {
+  /** @internal */
+  async withSlot(pool: SlotPool, deadline: number, fn: (slotOffset: number, state: PartState) => Promise<void>): Promise<void> {
     const slot = await pool.acquire(deadline);
     const state: PartState = { sent: false };
     let safe = true;
@@ -654,36 +476,4 @@ function parseHello(v: unknown): HelloReply {
     windowBytes: checkUint('windowBytes', h.windowBytes),
     window: h.window,
   };
-}
-
-function parseList(reply: unknown): Array<{ name: string; size: number }> {
-  if (!Array.isArray(reply)) throw new NovaError('CORRUPTION', 'the StoC answered list with a non-array');
-  return reply.map((e: unknown) => {
-    if (!Array.isArray(e) || typeof e[0] !== 'string') throw new NovaError('CORRUPTION', 'malformed list entry from the StoC');
-    return { name: e[0], size: checkUint('size in the StoC reply', e[1]) };
-  });
-}
-
-function parseMemoryReply(v: unknown): MemoryFileReply {
-  const r = v as Partial<MemoryFileReply> | null;
-  if (!Array.isArray(r?.regions) || !r.regions.every((k) => k instanceof Uint8Array)) {
-    throw new NovaError('CORRUPTION', 'the StoC answered with a malformed memory file');
-  }
-  return { regionBytes: checkUint('regionBytes in the StoC reply', r.regionBytes), regions: r.regions };
-}
-
-function left(deadline: number): number {
-  return Math.max(1, deadline - Date.now());
-}
-
-/**
- * The error with `context` ("StoC 3: write of f [0, +9)") in front, keeping its code. The
- * StoC's own messages already name it and the file, and are kept as they are.
- */
-function wrap(err: unknown, context: string): NovaError {
-  const e = err instanceof NovaError ? err
-    : new NovaError('BAD_ARGUMENT', (err as Error)?.message ?? String(err), { cause: err });
-  const stoc = context.slice(0, context.indexOf(':'));
-  if (e.message.includes(`${stoc}:`)) return e;
-  return new NovaError(e.code, `${context}: ${e.message}`, { cause: err });
 }
