@@ -27,7 +27,6 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { BufferPool } from '../common/buffer-pool.js';
-import { ConnectionCache } from '../common/connection-cache.js';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { Fabric, type FabricOptions } from '../transport/fabric.js';
@@ -36,10 +35,9 @@ import type { MemoryRegion, RemoteRegion } from '../transport/regions.js';
 import { RemoteKey } from '../transport/remote-key.js';
 import { Rpc } from '../transport/rpc.js';
 import { AppendOrder } from './append-order.js';
-import { parseCompactArgs, runCompaction, type CompactOutput, type ExecutorEnv } from './compaction-executor.js';
+import { CompactionService, type CompactionHost } from './compaction-service.js';
 import { FileTable, type StoredFile } from './file-table.js';
 import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
-import { StocClient } from './stoc-client.js';
 import {
   DIRECT_WRITE_VERSION, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
   type HelloReply, type MemoryFileReply, type StocLoad,
@@ -104,13 +102,6 @@ const MAX_FILE_BYTES = 2 ** 47;
 const MAX_REGION_BYTES = 2 ** 32;
 /** Append parts that may wait for an earlier append, per connection. */
 const MAX_WAITING_PARTS = 4096;
-/**
- * Compactions a StoC runs at once; more are answered BUSY (the LTC then merges them itself).
- * A job holds its inputs in memory, and the merge worker takes one job at a time: two lets
- * one read its inputs while the other merges.
- */
-const MAX_COMPACTIONS = 2;
-
 type Kind = 'read' | 'write' | 'other';
 
 /** One client connection's state. */
@@ -128,18 +119,15 @@ class Connection {
   constructor(readonly window: number) {}
 }
 
-export class StocServer {
+export class StocServer implements CompactionHost {
   readonly id: number;
   /** The fabric's sealed worker address: what the coordinator hands to LTCs. */
   readonly address: Buffer;
   private readonly conns = new Map<Endpoint, Connection>();
   private readonly freeWindows: number[] = [];
   private readonly windowCount: number;
-  private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0, compactions: 0, compactionMs: 0 };
-  /** Connections to other StoCs, by address, for compaction inputs and outputs. */
-  private readonly peers = new ConnectionCache<string, StocClient>((c, lost) => c.onLost(lost));
-  private readonly executor: ExecutorEnv;
-  private compacting = 0;
+  private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0 };
+  private readonly compactions: CompactionService;
   private nextDirect = 1;
   /** Every open direct handle, for the files they write. */
   private readonly directByFile = new Map<StoredFile, Set<number>>();
@@ -148,21 +136,22 @@ export class StocServer {
   private readonly load: StocLoad = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
   private active = 0;
   private idleWaiters: Array<() => void> = [];
-  private stopping = false;
+  /** @internal (CompactionHost) */
+  stopping = false;
   private closing: Promise<void> | undefined;
 
   private constructor(
     opts: StocServerOptions,
-    private readonly fabric: Fabric,
-    private readonly rpc: Rpc,
+    /** @internal (CompactionHost) */ readonly fabric: Fabric,
+    /** @internal (CompactionHost) */ readonly rpc: Rpc,
     private readonly buffer: MemoryRegion,
     private readonly windowBytes: number,
-    private readonly files: FileTable,
+    /** @internal (CompactionHost) */ readonly files: FileTable,
     private readonly memory: MemoryFiles,
     private readonly unlock: () => void,
   ) {
     this.id = opts.id;
-    this.executor = this.executorEnv(opts.onLog ?? ((line) => process.stderr.write(`${line}\n`)),
+    this.compactions = new CompactionService(this, opts.onLog ?? ((line) => process.stderr.write(`${line}\n`)),
       new BufferPool(checkUint('compactionMemoryBytes', opts.compactionMemoryBytes ?? 256 * MiB)));
     this.address = fabric.address;
     this.windowCount = Math.floor(buffer.length / windowBytes);
@@ -207,8 +196,9 @@ export class StocServer {
       directWrites: this.fabric.stats().fileWrites,
       ...this.memory.stats(),
       ...this.counters,
-      compactionMemoryBytes: this.executor.memory.bytes,
-      compactionMemoryReuses: this.executor.memory.counters.reused,
+      ...this.compactions.counters,
+      compactionMemoryBytes: this.compactions.env.memory.bytes,
+      compactionMemoryReuses: this.compactions.env.memory.counters.reused,
       ...this.load,
     };
   }
@@ -225,7 +215,7 @@ export class StocServer {
     for (const conn of this.conns.values()) conn.order.fail(closed);
     if (this.active > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     this.rpc.close();
-    await this.peers.closeAll();
+    await this.compactions.close();
     this.memory.closeAll(); // the fabric frees their regions
     // No direct write may land after this: their files' descriptors close next.
     for (const conn of [...this.conns.values(), ...this.lingering]) this.closeDirectAll(conn);
@@ -260,7 +250,7 @@ export class StocServer {
       this.memory.remove(checkName(fields(Method.mremove, a).file));
       return null;
     });
-    serve(Method.compact, (a, ep) => this.compact(a, ep));
+    serve(Method.compact, (a, ep) => this.compactions.compact(a, ep, (work) => this.track(undefined, 'other', 0, work)));
     serve(Method.dopen, (a, ep) => this.dopen(a, ep));
   }
 
@@ -536,7 +526,7 @@ export class StocServer {
     try {
       end = this.fabric.unregisterFile(handle);
     } catch (err) {
-      this.executor.log(`StoC ${this.id}: direct handle ${handle} of ${file.name} not closed (kept open): ${(err as Error).message}`);
+      this.compactions.env.log(`StoC ${this.id}: direct handle ${handle} of ${file.name} not closed (kept open): ${(err as Error).message}`);
       return;
     }
     conn.direct.delete(handle);
@@ -580,69 +570,19 @@ export class StocServer {
 
   // ---- offloaded compaction ----
 
-  /** Runs a compaction job for the LTC at `ep`; its outputs go if the LTC is lost first. */
-  private compact(args: unknown, ep: Endpoint): Promise<CompactOutput[]> {
-    const job = parseCompactArgs(args);
-    if (this.compacting >= MAX_COMPACTIONS) {
-      throw new NovaError('BUSY', `StoC ${this.id}: ${MAX_COMPACTIONS} compactions are running already; merge this one elsewhere`);
-    }
-    this.compacting++;
-    return this.track(undefined, 'other', 0, async () => {
-      const started = performance.now();
-      const outputs = await runCompaction(this.executor, job, () => !ep.isReady);
-      this.counters.compactions++;
-      this.counters.compactionMs += performance.now() - started;
-      return outputs;
-    }).finally(() => { this.compacting--; });
+  /** @internal (CompactionHost) */
+  wrote(bytes: number): void {
+    this.counters.bytesWritten += bytes;
   }
 
-  private executorEnv(log: (line: string) => void, memory: BufferPool): ExecutorEnv {
-    return {
-      id: this.id,
-      log,
-      memory,
-      readLocal: (name, into) => this.disk(`read of ${name}`, async () => {
-        const file = await this.files.acquire(name, false);
-        if (!file) throw new NovaError('CORRUPTION', `${name} does not exist`);
-        try {
-          if (into.length > file.size) throw new NovaError('CORRUPTION', `${name} has ${file.size} bytes, not the ${into.length} expected`);
-          await file.readAt(into, 0);
-        } finally {
-          file.unpin();
-        }
-      }),
-      sizeLocal: (name) => this.disk(`stat of ${name}`, () => this.files.size(name)),
-      createLocal: (name, bytes) => this.disk(`write of ${name}`, async () => {
-        const file = (await this.files.acquire(name, true))!;
-        try {
-          file.extend(bytes.length);
-          await file.writeAt(bytes, 0);
-          await this.syncFile(file);
-          this.counters.bytesWritten += bytes.length;
-        } finally {
-          file.unpin();
-        }
-      }),
-      removeLocal: (name) => this.disk(`remove of ${name}`, () => this.files.remove(name)),
-      peer: (address) => this.peer(address),
-    };
-  }
-
-  /** A kept connection to the StoC at `address`; a lost or failed one is made again on next use. */
-  private peer(address: Uint8Array): Promise<StocClient> {
-    const key = Buffer.from(address).toString('base64');
-    // Closing: jobs still running keep their connections, and make no new ones.
-    if (this.stopping && !this.peers.has(key)) return Promise.reject(new NovaError('CLOSED', `StoC ${this.id} is closing`));
-    return this.peers.get(key, () => StocClient.connect(this.fabric, this.rpc, address, { timeoutMs: 5_000 }));
-  }
-
-  private async syncFile(file: StoredFile): Promise<void> {
+  /** @internal (CompactionHost) */
+  async syncFile(file: StoredFile): Promise<void> {
     await file.sync();
     this.counters.syncs++;
   }
 
-  /** Runs file-system work; an errno failure becomes REMOTE naming the StoC and the operation. */
-  private async disk<T>(what: string, work: () => Promise<T>): Promise<T> {
+  /** @internal (CompactionHost) Runs file-system work; an errno failure becomes REMOTE naming the StoC and the operation. */
+  async disk<T>(what: string, work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } catch (err) {

@@ -1,0 +1,110 @@
+/**
+ * A StoC's offloaded compactions (stoc.compact): at most MAX_COMPACTIONS at once, each run by
+ * compaction-executor.ts over this StoC's files and connections to the other StoCs that hold
+ * its inputs or take its outputs; a job whose LTC is lost removes what it wrote.
+ */
+import { performance } from 'node:perf_hooks';
+import { BufferPool } from '../common/buffer-pool.js';
+import { ConnectionCache } from '../common/connection-cache.js';
+import { NovaError } from '../common/errors.js';
+import type { Endpoint } from '../transport/endpoint.js';
+import type { Fabric } from '../transport/fabric.js';
+import type { Rpc } from '../transport/rpc.js';
+import { parseCompactArgs, runCompaction, type CompactOutput, type ExecutorEnv } from './compaction-executor.js';
+import type { FileTable, StoredFile } from './file-table.js';
+import { StocClient } from './stoc-client.js';
+
+/**
+ * Compactions a StoC runs at once; more are answered BUSY (the LTC then merges them itself).
+ * A job holds its inputs in memory, and the merge worker takes one job at a time: two lets
+ * one read its inputs while the other merges.
+ */
+const MAX_COMPACTIONS = 2;
+
+/** What the service needs of its StoC. */
+export interface CompactionHost {
+  readonly id: number;
+  readonly fabric: Fabric;
+  readonly rpc: Rpc;
+  readonly files: FileTable;
+  /** Runs file-system work; an errno failure becomes REMOTE naming the StoC and the operation. */
+  disk<T>(what: string, work: () => Promise<T>): Promise<T>;
+  /** fdatasyncs `file`, counted. */
+  syncFile(file: StoredFile): Promise<void>;
+  /** Counts bytes written to this StoC's disk. */
+  wrote(bytes: number): void;
+  /** Whether the StoC is closing: no new connections to other StoCs then. */
+  readonly stopping: boolean;
+}
+
+export class CompactionService {
+  readonly counters = { compactions: 0, compactionMs: 0 };
+  readonly env: ExecutorEnv;
+  /** Connections to other StoCs, by address, for compaction inputs and outputs. */
+  private readonly peers = new ConnectionCache<string, StocClient>((c, lost) => c.onLost(lost));
+  private running = 0;
+
+  constructor(private readonly host: CompactionHost, log: (line: string) => void, memory: BufferPool) {
+    this.env = {
+      id: host.id,
+      log,
+      memory,
+      readLocal: (name, into) => host.disk(`read of ${name}`, async () => {
+        const file = await host.files.acquire(name, false);
+        if (!file) throw new NovaError('CORRUPTION', `${name} does not exist`);
+        try {
+          if (into.length > file.size) throw new NovaError('CORRUPTION', `${name} has ${file.size} bytes, not the ${into.length} expected`);
+          await file.readAt(into, 0);
+        } finally {
+          file.unpin();
+        }
+      }),
+      sizeLocal: (name) => host.disk(`stat of ${name}`, () => host.files.size(name)),
+      createLocal: (name, bytes) => host.disk(`write of ${name}`, async () => {
+        const file = (await host.files.acquire(name, true))!;
+        try {
+          file.extend(bytes.length);
+          await file.writeAt(bytes, 0);
+          await host.syncFile(file);
+          host.wrote(bytes.length);
+        } finally {
+          file.unpin();
+        }
+      }),
+      removeLocal: (name) => host.disk(`remove of ${name}`, () => host.files.remove(name)),
+      peer: (address) => this.peer(address),
+    };
+  }
+
+  /**
+   * Runs the job in `args` for the LTC at `ep` (its outputs go if the LTC is lost first);
+   * `track` counts it among the StoC's running requests.
+   */
+  compact(args: unknown, ep: Endpoint, track: (work: () => Promise<CompactOutput[]>) => Promise<CompactOutput[]>): Promise<CompactOutput[]> {
+    const job = parseCompactArgs(args);
+    if (this.running >= MAX_COMPACTIONS) {
+      throw new NovaError('BUSY', `StoC ${this.host.id}: ${MAX_COMPACTIONS} compactions are running already; merge this one elsewhere`);
+    }
+    this.running++;
+    return track(async () => {
+      const started = performance.now();
+      const outputs = await runCompaction(this.env, job, () => !ep.isReady);
+      this.counters.compactions++;
+      this.counters.compactionMs += performance.now() - started;
+      return outputs;
+    }).finally(() => { this.running--; });
+  }
+
+  /** Closes the connections to other StoCs. */
+  close(): Promise<void> {
+    return this.peers.closeAll();
+  }
+
+  /** A kept connection to the StoC at `address`; a lost or failed one is made again on next use. */
+  private peer(address: Uint8Array): Promise<StocClient> {
+    const key = Buffer.from(address).toString('base64');
+    // Closing: jobs still running keep their connections, and make no new ones.
+    if (this.host.stopping && !this.peers.has(key)) return Promise.reject(new NovaError('CLOSED', `StoC ${this.host.id} is closing`));
+    return this.peers.get(key, () => StocClient.connect(this.host.fabric, this.host.rpc, address, { timeoutMs: 5_000 }));
+  }
+}
