@@ -107,6 +107,9 @@ export function filesOf(range: number, names: string[], suffix: StocFileSuffix):
 }
 
 /** The directory lock (src/common/files.ts); never served as a file. */
+/** Largest file a client may write (offset + length); beyond is BAD_ARGUMENT. */
+export const MAX_FILE_BYTES = 2 ** 47;
+
 export const RESERVED_NAMES: ReadonlySet<string> = new Set(['LOCK']);
 
 /** Throws BAD_ARGUMENT unless `name` is a plain file name the StoC may serve. */

@@ -31,15 +31,16 @@ import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { Fabric, type FabricOptions } from '../transport/fabric.js';
 import type { Endpoint } from '../transport/endpoint.js';
-import type { MemoryRegion, RemoteRegion } from '../transport/regions.js';
+import type { MemoryRegion } from '../transport/regions.js';
 import { RemoteKey } from '../transport/remote-key.js';
 import { Rpc } from '../transport/rpc.js';
-import { AppendOrder } from './append-order.js';
+import { Connection } from './connection.js';
+import { DirectFileService, type DirectHost } from './direct-file-service.js';
 import { CompactionService, type CompactionHost } from './compaction-service.js';
 import { FileTable, type StoredFile } from './file-table.js';
 import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
 import {
-  DIRECT_WRITE_VERSION, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
+  MAX_FILE_BYTES, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
   type HelloReply, type MemoryFileReply, type StocLoad,
 } from './stoc-protocol.js';
 
@@ -96,30 +97,11 @@ export interface StocServerStats extends StocLoad, MemoryFilesStats {
 }
 
 const MiB = 1024 * 1024;
-/** Larger offsets are refused: no real file gets there, and positions stay exact. */
-const MAX_FILE_BYTES = 2 ** 47;
 /** Larger memory regions are refused: one region is one memtable's log. */
 const MAX_REGION_BYTES = 2 ** 32;
-/** Append parts that may wait for an earlier append, per connection. */
-const MAX_WAITING_PARTS = 4096;
 type Kind = 'read' | 'write' | 'other';
 
-/** One client connection's state. */
-class Connection {
-  client: RemoteRegion | undefined;
-  inflight = 0;
-  gone = false;
-  freed = false;
-  /** Called once the window is free (a bye waits for this). */
-  readonly onFreed: Array<() => void> = [];
-  readonly order = new AppendOrder(MAX_WAITING_PARTS);
-  /** Direct-write handles opened on this connection (stoc.dopen), with their pinned files. */
-  readonly direct = new Map<number, StoredFile>();
-  /** Index of the connection's window in the buffer. */
-  constructor(readonly window: number) {}
-}
-
-export class StocServer implements CompactionHost {
+export class StocServer implements CompactionHost, DirectHost {
   readonly id: number;
   /** The fabric's sealed worker address: what the coordinator hands to LTCs. */
   readonly address: Buffer;
@@ -128,11 +110,7 @@ export class StocServer implements CompactionHost {
   private readonly windowCount: number;
   private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0 };
   private readonly compactions: CompactionService;
-  private nextDirect = 1;
-  /** Every open direct handle, for the files they write. */
-  private readonly directByFile = new Map<StoredFile, Set<number>>();
-  /** Ended connections holding direct handles that would not close (see closeDirectAll). */
-  private readonly lingering = new Set<Connection>();
+  private readonly direct: DirectFileService;
   private readonly load: StocLoad = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
   private active = 0;
   private idleWaiters: Array<() => void> = [];
@@ -144,13 +122,14 @@ export class StocServer implements CompactionHost {
     opts: StocServerOptions,
     /** @internal (CompactionHost) */ readonly fabric: Fabric,
     /** @internal (CompactionHost) */ readonly rpc: Rpc,
-    private readonly buffer: MemoryRegion,
-    private readonly windowBytes: number,
+    /** @internal (DirectHost) */ readonly buffer: MemoryRegion,
+    /** @internal (DirectHost) */ readonly windowBytes: number,
     /** @internal (CompactionHost) */ readonly files: FileTable,
     private readonly memory: MemoryFiles,
     private readonly unlock: () => void,
   ) {
     this.id = opts.id;
+    this.direct = new DirectFileService(this);
     this.compactions = new CompactionService(this, opts.onLog ?? ((line) => process.stderr.write(`${line}\n`)),
       new BufferPool(checkUint('compactionMemoryBytes', opts.compactionMemoryBytes ?? 256 * MiB)));
     this.address = fabric.address;
@@ -192,7 +171,7 @@ export class StocServer implements CompactionHost {
       windows: this.windowCount,
       windowsInUse: this.windowCount - this.freeWindows.length,
       openFiles: this.files.openFiles,
-      directHandles: [...this.conns.values(), ...this.lingering].reduce((n, c) => n + c.direct.size, 0),
+      directHandles: this.direct.handles(),
       directWrites: this.fabric.stats().fileWrites,
       ...this.memory.stats(),
       ...this.counters,
@@ -218,7 +197,7 @@ export class StocServer implements CompactionHost {
     await this.compactions.close();
     this.memory.closeAll(); // the fabric frees their regions
     // No direct write may land after this: their files' descriptors close next.
-    for (const conn of [...this.conns.values(), ...this.lingering]) this.closeDirectAll(conn);
+    this.direct.closeEverywhere();
     await this.files.closeAll();
     await this.fabric.close();
     this.unlock();
@@ -251,7 +230,7 @@ export class StocServer implements CompactionHost {
       return null;
     });
     serve(Method.compact, (a, ep) => this.compactions.compact(a, ep, (work) => this.track(undefined, 'other', 0, work)));
-    serve(Method.dopen, (a, ep) => this.dopen(a, ep));
+    serve(Method.dopen, (a, ep) => this.direct.open(a, ep));
   }
 
   // ---- connections and windows ----
@@ -295,7 +274,7 @@ export class StocServer implements CompactionHost {
     this.conns.delete(ep);
     conn.gone = true;
     const freed = new Promise<null>((resolve) => conn.onFreed.push(() => resolve(null)));
-    this.closeDirectAll(conn); // may free the window already
+    this.direct.closeAll(conn); // may free the window already
     conn.order.fail(new NovaError('CLOSED', `StoC ${this.id}: the connection ended`));
     this.freeIfDone(conn);
     return freed;
@@ -303,7 +282,8 @@ export class StocServer implements CompactionHost {
 
   // A handle that lingers (closeDirect) keeps the window: its endpoint's FILE_WRITEs name
   // bytes in it, which must not become another client's.
-  private freeIfDone(conn: Connection): void {
+  /** @internal (DirectHost) */
+  freeIfDone(conn: Connection): void {
     if (!conn.gone || conn.inflight > 0 || conn.freed || conn.direct.size > 0) return;
     conn.freed = true;
     conn.client?.drop();
@@ -311,7 +291,8 @@ export class StocServer implements CompactionHost {
     for (const cb of conn.onFreed.splice(0)) cb();
   }
 
-  private connection(ep: Endpoint, method: string): Connection {
+  /** @internal (DirectHost) */
+  connection(ep: Endpoint, method: string): Connection {
     const conn = this.conns.get(ep);
     if (!conn) throw new NovaError('BAD_ARGUMENT', `StoC ${this.id}: ${method} before ${Method.hello} on this connection`);
     return conn;
@@ -326,7 +307,8 @@ export class StocServer implements CompactionHost {
   // ---- requests ----
 
   /** Runs a request, counting it in the load and keeping its connection's window alive. */
-  private async track<T>(conn: Connection | undefined, kind: Kind, bytes: number, work: () => Promise<T>): Promise<T> {
+  /** @internal (DirectHost) */
+  async track<T>(conn: Connection | undefined, kind: Kind, bytes: number, work: () => Promise<T>): Promise<T> {
     this.active++;
     this.load.queueDepth++;
     if (conn) conn.inflight++;
@@ -445,99 +427,8 @@ export class StocServer implements CompactionHost {
     await this.disk(`remove of ${name}`, () => this.files.remove(name));
     // Then its direct handles end (so its descriptor closes): after the unlink, so that a
     // dopen whose open was under way when the remove came is closed too.
-    this.closeDirectOf(name);
+    this.direct.closeOf(name);
     return null;
-  }
-
-  /**
-   * Closes the direct handles of `conn` (those of file `name` only, if given). A handle that
-   * would not close stays with its connection; a connection that ended with some is kept in
-   * `lingering`, so a later remove or the shutdown tries them again.
-   */
-  private closeDirectAll(conn: Connection, name?: string): void {
-    for (const [handle, file] of [...conn.direct]) if (name === undefined || file.name === name) this.closeDirect(conn, handle);
-    if (conn.gone && conn.direct.size > 0) {
-      this.lingering.add(conn);
-    } else {
-      this.lingering.delete(conn);
-      this.freeIfDone(conn);
-    }
-  }
-
-  private closeDirectOf(name: string): void {
-    for (const conn of [...this.conns.values(), ...this.lingering]) this.closeDirectAll(conn, name);
-  }
-
-  /**
-   * Opens `file` for direct writes on this connection. Why: a log append is then a WRITE into
-   * the connection's window and one small message that the fabric's progress thread writes
-   * and answers, with no wake-up of this event loop (native/direct_files.h);
-   * doc/perf-history/2026-11-23.md (fifth session) has what that bought.
-   */
-  private dopen(args: unknown, ep: Endpoint): Promise<number> {
-    const { file: requested, version } = fields(Method.dopen, args);
-    const name = checkName(requested);
-    if (version !== DIRECT_WRITE_VERSION) {
-      throw new NovaError('BAD_ARGUMENT', `StoC ${this.id}: direct writes of version ${String(version)} asked for; ` +
-        `this StoC takes version ${DIRECT_WRITE_VERSION} (run the same Nova on every component)`);
-    }
-    const conn = this.connection(ep, Method.dopen);
-    return this.track(conn, 'other', 0, () => this.disk(`direct open of ${name}`, async () => {
-      const file = (await this.files.acquire(name, true))!;
-      if (conn.gone) {
-        file.unpin();
-        throw new NovaError('CLOSED', `StoC ${this.id}: the connection ended`);
-      }
-      const handle = this.nextDirect++;
-      try {
-        // The client WRITEs each write's bytes into its window and names them (Rpc.writeFile).
-        this.fabric.registerFile(handle, file.fd, MAX_FILE_BYTES, ep,
-          { region: this.buffer, start: conn.window * this.windowBytes, length: this.windowBytes });
-      } catch (err) {
-        file.unpin();
-        throw err;
-      }
-      conn.direct.set(handle, file);
-      let handles = this.directByFile.get(file);
-      if (!handles) {
-        const mine = new Set<number>();
-        this.directByFile.set(file, (handles = mine));
-        file.directEnd = () => {
-          let end = 0;
-          for (const h of mine) end = Math.max(end, this.fabric.fileEnd(h));
-          return end;
-        };
-      }
-      handles.add(handle);
-      return handle;
-    }));
-  }
-
-  /**
-   * Ends direct writes under `handle`. If the fabric cannot say they ended (a control call
-   * that timed out), the handle and its pin stay: the descriptor must not close, nor its
-   * number go to another file, while the progress thread may still write to it. A later
-   * close (the connection's end, a remove of the file, the shutdown) tries again.
-   */
-  private closeDirect(conn: Connection, handle: number): void {
-    const file = conn.direct.get(handle);
-    if (!file) return;
-    let end: number;
-    try {
-      end = this.fabric.unregisterFile(handle);
-    } catch (err) {
-      this.compactions.env.log(`StoC ${this.id}: direct handle ${handle} of ${file.name} not closed (kept open): ${(err as Error).message}`);
-      return;
-    }
-    conn.direct.delete(handle);
-    const handles = this.directByFile.get(file)!;
-    handles.delete(handle);
-    if (handles.size === 0) {
-      this.directByFile.delete(file);
-      file.directEnd = undefined;
-    }
-    file.cover(end);
-    file.unpin();
   }
 
   private sync(args: unknown): Promise<null> {
@@ -569,6 +460,16 @@ export class StocServer implements CompactionHost {
   }
 
   // ---- offloaded compaction ----
+
+  /** @internal (DirectHost) */
+  connections(): Iterable<Connection> {
+    return this.conns.values();
+  }
+
+  /** @internal (DirectHost) */
+  log(line: string): void {
+    this.compactions.env.log(line);
+  }
 
   /** @internal (CompactionHost) */
   wrote(bytes: number): void {
