@@ -22,10 +22,12 @@
  * Not thread-safe: use a Fabric from the thread that opened it.
  */
 import { NovaError } from '../common/errors.js';
-import { EVENT_BYTES, EventKind, OP_DESC_BYTES, OpKind, Status, errorCodeOf } from './codes.js';
+import { OP_DESC_BYTES, OpKind, Status, errorCodeOf } from './codes.js';
 import { loadAddon, type NativeFabric, type NativeStats } from '../common/addon.js';
 import { Endpoint } from './endpoint.js';
 import { MemoryRegion, RemoteRegion } from './regions.js';
+import { EventDrain, type EventSink } from './event-drain.js';
+import { Handlers, type ImmediateHandler, type MessageHandler } from './handlers.js';
 import { PendingOps, failure } from './pending-ops.js';
 import { RemoteKey } from './remote-key.js';
 import { openWorkerAddress, sealWorkerAddress } from './worker-address.js';
@@ -57,8 +59,7 @@ export interface ConnectOptions {
   timeoutMs?: number;
 }
 
-export type MessageHandler = (payload: Buffer, from: Endpoint) => void;
-export type ImmediateHandler = (imm: number, from: Endpoint) => void;
+export type { MessageHandler, ImmediateHandler } from './handlers.js';
 
 export interface FabricStats extends NativeStats {
   unhandledMessages: number;
@@ -70,8 +71,6 @@ export interface FabricStats extends NativeStats {
 const STAGE_OPS = 4096;
 /** Descriptor byte 1 of the send that follows a WriteSend: alone, native refuses it. */
 const PAIRED_SEND = 1 << 8;
-const EVENT_BATCH = 1024;
-const ARENA_BYTES = 256 * 1024;
 /**
  * Inline completions (FabricOptions.inlineWaitUs): at most INLINE_PER_TURN times per
  * event-loop turn, so timers and I/O still run; after a miss (a slow transport), not again
@@ -100,11 +99,7 @@ export class Fabric {
 
   private readonly endpoints = new Map<number, Endpoint>();
   private readonly regions = new Set<MemoryRegion>();
-  private readonly messageHandlers = new Map<number, MessageHandler>();
-  private immediateHandler: ImmediateHandler | undefined;
-  private connectionHandler: ((ep: Endpoint) => void) | undefined;
-  private unhandledMessages = 0;
-  private handlerErrors = 0;
+  private readonly handlers = new Handlers();
 
   private readonly pending = new PendingOps();
 
@@ -121,13 +116,15 @@ export class Fabric {
   private inlineSkip = 0;
   private draining = false;
 
-  private readonly eventBuffer = Buffer.alloc(EVENT_BATCH * EVENT_BYTES);
-  private readonly eventU32 = new Uint32Array(this.eventBuffer.buffer, this.eventBuffer.byteOffset, this.eventBuffer.length / 4);
-  private readonly eventI32 = new Int32Array(this.eventBuffer.buffer, this.eventBuffer.byteOffset, this.eventBuffer.length / 4);
-  // Small message payloads are copied into this arena by native code, then out of it into
-  // pooled Buffers: far cheaper than one external Buffer (with finalizer) per message.
-  private readonly arena = Buffer.alloc(ARENA_BYTES);
-  private readonly large: Buffer[] = [];
+  private readonly events = new EventDrain();
+  /** Where drained events go. */
+  private readonly sink: EventSink = {
+    complete: (opId, status) => this.pending.complete(opId, status),
+    accepted: (id) => this.accepted(id),
+    lost: (id, status) => this.lost(id, status),
+    message: (id, type, payload) => this.handlers.deliverMessage(this.endpoints.get(id), type, payload),
+    immediate: (id, imm) => this.handlers.deliverImmediate(this.endpoints.get(id), imm),
+  };
 
   private constructor(options: FabricOptions) {
     const addon = loadAddon();
@@ -219,7 +216,7 @@ export class Fabric {
 
   /** Called with each endpoint a peer opens to us, once it is ready. */
   onConnection(handler: (ep: Endpoint) => void): void {
-    this.connectionHandler = handler;
+    this.handlers.connection = handler;
   }
 
   /** Routes messages of `type` (a non-negative 32-bit number) to `handler`. */
@@ -227,19 +224,19 @@ export class Fabric {
     if (!Number.isInteger(type) || type < 0 || type >= TWO_32) {
       throw new NovaError('BAD_ARGUMENT', `message type must be a 32-bit unsigned integer, not ${type}`);
     }
-    this.messageHandlers.set(type, handler);
+    this.handlers.messages.set(type, handler);
   }
 
   /** Called with each writeWithImm notification, after its data is visible. */
   onImmediate(handler: ImmediateHandler): void {
-    this.immediateHandler = handler;
+    this.handlers.immediate = handler;
   }
 
   stats(): FabricStats {
     return {
       ...this.native.stats(),
-      unhandledMessages: this.unhandledMessages,
-      handlerErrors: this.handlerErrors,
+      unhandledMessages: this.handlers.unhandled,
+      handlerErrors: this.handlers.errors,
       inlineBatches: this.inlineBatches,
     };
   }
@@ -493,57 +490,16 @@ export class Fabric {
     if (this.draining) return;
     this.draining = true;
     try {
-      this.drainAll();
+      this.events.drain(this.native, this.sink);
     } finally {
       this.draining = false;
     }
   }
 
-  private drainAll(): void {
-    const u = this.eventU32;
-    const s = this.eventI32;
-    let more = true;
-    while (more) {
-      this.large.length = 0;
-      const r = this.native.drain(this.eventBuffer, this.arena, this.large);
-      const n = r >>> 1;
-      more = (r & 1) === 1;
-      for (let k = 0; k < n; k++) {
-        const i = k * (EVENT_BYTES / 4);
-        switch (u[i]) {
-          case EventKind.OpDone:
-          case EventKind.Connected:
-            this.pending.complete(u[i + 1], s[i + 2]);
-            break;
-          case EventKind.Accepted:
-            this.accepted(u[i + 3]);
-            break;
-          case EventKind.PeerLost:
-            this.lost(u[i + 3], s[i + 2]);
-            break;
-          case EventKind.Message:
-            this.message(u[i + 3], u[i + 6], this.payload(u[i + 1], u[i + 4], u[i + 7]));
-            break;
-          case EventKind.Imm:
-            this.immediate(u[i + 3], u[i + 6]);
-            break;
-        }
-      }
-    }
-  }
-
-  /** A message's payload: copied out of the arena (inArena = 1), or the large Buffer itself. */
-  private payload(inArena: number, value: number, length: number): Buffer {
-    if (inArena === 0) return this.large[value];
-    const out = Buffer.allocUnsafe(length);
-    this.arena.copy(out, 0, value, value + length);
-    return out;
-  }
-
   private accepted(id: number): void {
     const ep = new Endpoint(this, id, 'ready');
     this.endpoints.set(id, ep);
-    this.guard(() => this.connectionHandler?.(ep));
+    this.handlers.deliverConnection(ep);
   }
 
   private lost(id: number, status: number): void {
@@ -553,35 +509,6 @@ export class Fabric {
     ep.markLost(errorCodeOf(status) === 'CLOSED' ? 'CLOSED' : 'PEER_LOST');
   }
 
-  private message(id: number, type: number, payload: Buffer): void {
-    const ep = this.endpoints.get(id);
-    const handler = this.messageHandlers.get(type);
-    if (!ep || !handler) {
-      this.unhandledMessages++;
-      return;
-    }
-    this.guard(() => handler(payload, ep));
-  }
-
-  private immediate(id: number, imm: number): void {
-    const ep = this.endpoints.get(id);
-    if (!ep || !this.immediateHandler) {
-      this.unhandledMessages++;
-      return;
-    }
-    const handler = this.immediateHandler;
-    this.guard(() => handler(imm, ep));
-  }
-
-  /** A throwing handler must not stop event delivery; it is counted and reported. */
-  private guard(fn: () => void): void {
-    try {
-      fn();
-    } catch (err) {
-      this.handlerErrors++;
-      process.emitWarning(`nova transport handler threw: ${(err as Error)?.stack ?? String(err)}`);
-    }
-  }
 }
 
 /**
