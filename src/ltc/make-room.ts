@@ -22,13 +22,50 @@ const STALL_NOTE_MS = 100;
  * Retires full active memtables (LevelDB MakeRoomForWrite). When δ memtables exist or L0
  * is at its stop trigger, waits for the background to flush or compact: a write stall.
  */
+/** What makeRoom sees before a commit round. */
+export interface RoomState {
+  /** The oldest immutable memtable shares records with active ones (a batch across Dranges). */
+  flushNeedsActives: boolean;
+  /** A Drange whose active memtable is full, or -1. */
+  fullDrange: number;
+  memtables: number;
+  /** δ: memtables allowed in all. */
+  memtableLimit: number;
+  l0Tables: number;
+  l0StopTrigger: number;
+}
+
+export type RoomStep =
+  | { kind: 'retire-with-actives' }
+  | { kind: 'room' }
+  | { kind: 'retire'; drange: number }
+  | { kind: 'stall'; onL0: boolean; cause: string };
+
+/**
+ * The write path's next step before a round (LevelDB MakeRoomForWrite's rule), pure
+ * (test/testdata/stalls.txt): retire the actives an immutable memtable shares records with;
+ * else go on if no active memtable is full; else retire the full one if δ and L0 leave room;
+ * else stall, on L0 if it is at its stop trigger, else waiting for a flush.
+ */
+export function roomStep(s: RoomState): RoomStep {
+  if (s.flushNeedsActives) return { kind: 'retire-with-actives' };
+  if (s.fullDrange < 0) return { kind: 'room' };
+  if (s.memtables < s.memtableLimit && s.l0Tables < s.l0StopTrigger) return { kind: 'retire', drange: s.fullDrange };
+  return s.l0Tables >= s.l0StopTrigger
+    ? { kind: 'stall', onL0: true, cause: `L0 at ${s.l0Tables} tables, its stop trigger` }
+    : { kind: 'stall', onL0: false, cause: `${s.memtables} memtables, waiting for a flush` };
+}
+
 export async function makeRoom(db: EngineState): Promise<void> {
   let stalledAt: number | undefined;
   let stallCause = '';
   for (;;) {
     if (db.failed) throw db.failed;
-    if (db.flushNeedsActives) {
-      // The oldest immutable memtable shares records with active ones: they go together.
+    const step = roomStep({
+      flushNeedsActives: db.flushNeedsActives, fullDrange: db.memtables.fullDrange(db.options.memtableBytes),
+      memtables: db.memtables.size, memtableLimit: db.memtableLimit, l0Tables: db.levels[0].length, l0StopTrigger: db.options.l0StopTrigger,
+    });
+    if (step.kind === 'retire-with-actives') {
       db.flushNeedsActives = false;
       for (const m of db.memtables.nextFlush()) {
         const d = db.memtables.drangeOfActive(m);
@@ -37,22 +74,16 @@ export async function makeRoom(db: EngineState): Promise<void> {
       kick(db);
       continue;
     }
-    const full = db.memtables.fullDrange(db.options.memtableBytes);
-    if (full < 0) break;
-    const roomy = db.memtables.size < db.memtableLimit && db.levels[0].length < db.options.l0StopTrigger;
-    if (roomy) {
-      await retire(db, full, true);
+    if (step.kind === 'room') break;
+    if (step.kind === 'retire') {
+      await retire(db, step.drange, true);
       kick(db);
       continue;
     }
     if (stalledAt === undefined) {
       stalledAt = performance.now();
-      if (db.levels[0].length >= db.options.l0StopTrigger) {
-        db.counts.l0Stalls++;
-        stallCause = `L0 at ${db.levels[0].length} tables, its stop trigger`;
-      } else {
-        stallCause = `${db.memtables.size} memtables, waiting for a flush`;
-      }
+      if (step.onL0) db.counts.l0Stalls++;
+      stallCause = step.cause;
     }
     kick(db);
     if (!background(db)) {

@@ -1,6 +1,6 @@
 /**
  * The decisions the engine and the cluster make, as data-driven cases (test/testdata/*.txt):
- * which compaction is due, which StoCs a table goes to, where Dranges are cut.
+ * which compaction is due, which StoCs a table goes to, where Dranges are cut, when writes stall.
  * NOVA_REWRITE=1 rewrites the expected outputs.
  */
 import { dirname, join } from 'node:path';
@@ -12,6 +12,7 @@ import type { TableMeta } from '../../src/log/version-edit.js';
 import type { Placement } from '../../src/cluster/config.js';
 import { place } from '../../src/cluster/placement.js';
 import { boundsFromSample, drangeOf } from '../../src/ltc/dranges.js';
+import { roomStep } from '../../src/ltc/make-room.js';
 import { run, type Case } from '../helpers/datadriven.js';
 import { rng } from '../helpers/rng.js';
 
@@ -79,6 +80,17 @@ describe('decisions', () => {
       const probes = (c.args.probe ?? '').split(',').filter(Boolean);
       const where = probes.map((k) => `${k}->${drangeOf(bounds, Buffer.from(k))}`).join(' ');
       return `bounds [${bounds.map((b) => b.toString()).join(', ')}]${where ? `; ${where}` : ''}`;
+    });
+  });
+
+  it('stall rules (testdata/stalls.txt)', async () => {
+    await run(join(DATA, 'stalls.txt'), (c) => {
+      const n = (k: string, d: number): number => (c.args[k] === undefined ? d : Number(c.args[k]));
+      const step = roomStep({
+        flushNeedsActives: 'needsActives' in c.args, fullDrange: n('full', -1), memtables: n('memtables', 1),
+        memtableLimit: n('limit', 2), l0Tables: n('l0', 0), l0StopTrigger: n('l0Stop', 24),
+      });
+      return step.kind === 'retire' ? `retire Drange ${step.drange}` : step.kind === 'stall' ? `stall${step.onL0 ? ' on L0' : ''}: ${step.cause}` : step.kind;
     });
   });
 });
