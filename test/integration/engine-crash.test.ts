@@ -4,20 +4,16 @@
  * are whole, and nothing was written twice.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { ROOT } from '../helpers/peer-process.js';
 import { rng } from '../helpers/rng.js';
+import { tempDirs } from '../helpers/temp.js';
 
 const WRITER = join(ROOT, 'dist', 'test', 'fixtures', 'engine-writer.js');
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs('nova-crash-', 'all');
 
 
 interface WriterConfig {
@@ -53,8 +49,7 @@ describe.each([
   { alpha: 4, depth: 8 }, // Dranges, batches across them, group commits and background flushes
 ])('engine crash safety (α $alpha, $depth writes in flight)', ({ alpha, depth }) => {
   it('keeps every acknowledged write across ten kill -9s', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-crash-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const r = rng(5 + alpha);
     let next = 0;
     const all: number[] = [];

@@ -2,10 +2,8 @@
  * StoC persistent files: a StocServer and StocClients on separate fabrics in this process,
  * over shared memory. Data path, append order, validation, restarts, window reuse, load.
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
 import { FileTable } from '../../src/stoc/file-table.js';
@@ -17,20 +15,15 @@ import { pattern } from '../fixtures/pattern.js';
 import { useTls } from '../helpers/peer-process.js';
 import { rng } from '../helpers/rng.js';
 import { until } from '../helpers/until.js';
+import { tempDirs } from '../helpers/temp.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
 const SLOT = 256 * KiB; // the client's default slot
 
-const dirs: string[] = [];
+const tempDir = tempDirs('nova-stoc-', 'all');
 const servers: StocServer[] = [];
 const fabrics: Fabric[] = [];
-
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'nova-stoc-'));
-  dirs.push(d);
-  return d;
-}
 
 async function startServer(dir = tempDir(), windows = 4, maxOpenFiles?: number): Promise<StocServer> {
   useTls('sm');
@@ -66,9 +59,6 @@ function bytes(n: number, seed: number): Buffer {
 afterEach(async () => {
   for (const f of fabrics.splice(0)) await f.close();
   for (const s of servers.splice(0)) await s.close();
-});
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 describe('StoC persistent files', () => {

@@ -4,21 +4,17 @@
  * before a job leaves; a declined job is merged by the engine; an answer outside the
  * reservation, or corruption, fails the engine; reopening keeps every write.
  */
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { cpSync, readdirSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import { Engine } from '../../src/ltc/engine.js';
 import { localEnv } from '../../src/ltc/local-store.js';
 import type { EngineEnv } from '../../src/ltc/engine-env.js';
 import type { CompactedTable, CompactionRequest } from '../../src/ltc/engine-env.js';
 import { mergeTables } from '../../src/compaction/merge.js';
+import { tempDirs } from '../helpers/temp.js';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs('nova-compactor-');
 
 const key = (i: number): Buffer => Buffer.from(`key${String(i).padStart(6, '0')}`);
 const val = (i: number, v: number): Buffer => Buffer.from(`v${v}-${i}-`.padEnd(300, '*'));
@@ -76,8 +72,7 @@ async function check(e: Engine, n: number, version: number): Promise<void> {
 
 describe('engine with a compactor', () => {
   it('installs the outputs it answers, numbered inside a reservation made before the job left', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const { env, jobs } = offloading(dir);
     let e = await Engine.open(dir, { ...OPTIONS, env });
     await load(e, 3000, 1);
@@ -105,8 +100,7 @@ describe('engine with a compactor', () => {
   });
 
   it('merges a declined job itself', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const { env, jobs } = offloading(dir, 'decline');
     const e = await Engine.open(dir, { ...OPTIONS, env });
     await load(e, 3000, 1);
@@ -119,8 +113,7 @@ describe('engine with a compactor', () => {
   });
 
   it('outputs that cannot be read back (a StoC went away) are dropped and the job is merged here', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const o = offloading(dir);
     const read = o.env.store.readTable.bind(o.env.store);
     o.env.store.readTable = async (file, fragments) => {
@@ -147,8 +140,7 @@ describe('engine with a compactor', () => {
 
   for (const fault of ['outside', 'corrupt'] as const) {
     it(`an answer ${fault === 'outside' ? 'outside the reserved numbers' : 'of corruption'} fails the engine; reopening keeps every write`, async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
-      dirs.push(dir);
+      const dir = tempDir();
       const failing = offloading(dir);
       const e = await Engine.open(dir, { ...OPTIONS, env: failing.env });
       await load(e, 3000, 1);
@@ -169,9 +161,8 @@ describe('engine with a compactor', () => {
   }
 
   it('a crash while a job is away: the reopened engine numbers new tables past the job\'s reservation', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
-    const copy = mkdtempSync(join(tmpdir(), 'nova-compactor-crash-'));
-    dirs.push(dir, copy);
+    const dir = tempDir();
+    const copy = tempDir('nova-compactor-crash-');
     const o = offloading(dir);
     const e = await Engine.open(dir, { ...OPTIONS, env: o.env });
     await load(e, 3000, 1);
@@ -201,8 +192,7 @@ describe('engine with a compactor', () => {
   });
 
   it('flushes go on while a compaction is away (writes do not wait for it)', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const o = offloading(dir);
     const hold = holdJobs(o.env);
     const e = await Engine.open(dir, { ...OPTIONS, env: o.env, l0StopTrigger: 100 });
@@ -218,8 +208,7 @@ describe('engine with a compactor', () => {
   });
 
   it('a compaction that ends after a MANIFEST append failed appends no edit and deletes no input', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-compactor-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const o = offloading(dir);
     const hold = holdJobs(o.env);
     const fault = { armed: false, failed: false, after: 0 };

@@ -3,19 +3,14 @@
  * fails to write a table. The engine refuses further work, and reopening (with healthy I/O)
  * finds every acknowledged write and nothing twice.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { localEnv } from '../../src/ltc/local-store.js';
 import type { EngineEnv } from '../../src/ltc/engine-env.js';
 import type { LogWriter } from '../../src/logc/log-store.js';
+import { tempDirs } from '../helpers/temp.js';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs('nova-fault-');
 
 function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?: number; manifestFailsAfter?: number; manifestFailsOnlyAt?: number; appendsAfterFailure?: { n: number } }): EngineEnv {
   const base = localEnv(dir);
@@ -90,8 +85,7 @@ async function acked(db: Engine, n: number, prefix: string): Promise<string[]> {
 }
 
 function newDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'nova-fault-'));
-  dirs.push(dir);
+  const dir = tempDir();
   return dir;
 }
 

@@ -2,20 +2,16 @@
  * The engine's files under damage: a corrupted table or MANIFEST is reported with its file
  * and offset, never read as data; a torn log tail is truncated with a warning. Iterators.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
+import { tempDirs } from '../helpers/temp.js';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs('nova-files-');
 
 async function filled(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-  dirs.push(dir);
+  const dir = tempDir();
   const db = await Engine.open(dir, { memtableBytes: 8 * 1024, sync: false });
   for (let i = 0; i < 300; i++) await db.put(Buffer.from(`k${String(i).padStart(4, '0')}`), Buffer.alloc(100, i & 0xff));
   await db.flush();
@@ -66,8 +62,7 @@ describe('engine files', () => {
   });
 
   it('truncates a torn log tail with a warning and keeps what was before it', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const db = await Engine.open(dir, { sync: false });
     await db.put(Buffer.from('a'), Buffer.from('1'));
     await db.put(Buffer.from('b'), Buffer.from('2'));
@@ -102,8 +97,7 @@ describe('engine files', () => {
   });
 
   it('refuses a second open of a directory until the first closes; takes over a dead owner\'s lock', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const db = await Engine.open(dir, { sync: false });
     await expect(Engine.open(dir)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/in use by this process/) });
     await db.close();
@@ -120,8 +114,7 @@ describe('engine files', () => {
   });
 
   it('close waits for every write accepted before it, even past a group commit\'s size cap', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const db = await Engine.open(dir, { memtableBytes: 64 * 1024, sync: false });
     const writes = Array.from({ length: 40 }, (_, i) => db.put(Buffer.from(`c${i}`), Buffer.alloc(4000, i)));
     await db.close();
@@ -132,8 +125,7 @@ describe('engine files', () => {
   });
 
   it('reopens a tree cut into more Dranges than the α it is opened with', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const value = Buffer.alloc(200, 3);
     const db = await Engine.open(dir, { memtableBytes: 4096, activeMemtables: 4, sync: false });
     for (let i = 0; db.stats.dranges < 3; i++) await db.put(Buffer.from(`k${i % 500}`), value);
@@ -146,15 +138,13 @@ describe('engine files', () => {
   });
 
   it('refuses memtables too small to hold an entry', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     await expect(Engine.open(dir, { memtableBytes: 64 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/memtableBytes/) });
     await expect(Engine.open(dir, { activeMemtables: 4, maxMemtables: 4 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/maxMemtables/) });
   });
 
   it('group-commits concurrent synced writes: one fdatasync for many', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const db = await Engine.open(dir, { sync: true });
     await Promise.all(Array.from({ length: 200 }, (_, i) => db.put(Buffer.from(`g${i}`), Buffer.from(`v${i}`))));
     const s = db.stats;
@@ -168,8 +158,7 @@ describe('engine files', () => {
   });
 
   it('iterates at a snapshot while writes, flushes and compactions go on', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const db = await Engine.open(dir, { memtableBytes: 4 * 1024, sync: false });
     for (let i = 0; i < 200; i++) await db.put(Buffer.from(`k${String(i).padStart(3, '0')}`), Buffer.from(`v${i}`));
     const it = db.iterator();
@@ -188,8 +177,7 @@ describe('engine files', () => {
 
 describe('manual full compaction (compactAll)', () => {
   it('merges the whole tree into its deepest level: newest values kept, deleted keys absent, writes meanwhile kept, the same after a reopen', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const key = (i: number) => Buffer.from(`k${String((i * 7919) % 4000).padStart(5, '0')}`); // scattered order
     // No idle compactions: the tree's shape is compared across a reopen.
     const o = { memtableBytes: 8 * 1024, l1Bytes: 32 * 1024, l0Trigger: 4, sync: false, idleCompactionMs: 0 };
@@ -236,8 +224,7 @@ describe('manual full compaction (compactAll)', () => {
   });
 
   it('a flush does not wait for it, a close stops it between jobs; nothing is lost', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const key = (i: number) => Buffer.from(`k${String((i * 7919) % 4000).padStart(5, '0')}`);
     const o = { memtableBytes: 8 * 1024, l1Bytes: 32 * 1024, sync: false };
     const db = await Engine.open(dir, o);
@@ -259,8 +246,7 @@ describe('manual full compaction (compactAll)', () => {
 
 describe('write batches', () => {
   it('snapshots a batch at write(): reusing it before the commit does not change the first write', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-files-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const db = await Engine.open(dir, { sync: false });
     const b = db.newBatch().put(Buffer.from('k1'), Buffer.from('v1'));
     const first = db.write(b);
@@ -276,8 +262,7 @@ describe('write batches', () => {
 
 describe('the L0 trigger and scans', () => {
   it('L0 waits for l0Trigger tables while nothing scans, and is compacted at l0ScanTrigger once scans use up the oldest table\'s allowance', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
-    dirs.push(dir);
+    const dir = tempDir('nova-l0-');
     const db = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, l0ScanTrigger: 2, sync: false, mergeInWorker: false, idleCompactionMs: 0 });
     let n = 0;
     for (let t = 0; t < 3; t++) { // three L0 tables, each a memtable of 20 puts flushed
@@ -308,8 +293,7 @@ describe('the L0 trigger and scans', () => {
   });
 
   it('refuses triggers that are not positive integers', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
-    dirs.push(dir);
+    const dir = tempDir('nova-l0-');
     for (const o of [{ l0Trigger: 0 }, { l0ScanTrigger: 0 }, { l0ScanTrigger: 1.5 }]) {
       await expect(Engine.open(dir, { ...o, sync: false })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/l0(Scan)?Trigger/) });
     }
@@ -319,8 +303,7 @@ describe('the L0 trigger and scans', () => {
   });
 
   it('by default L0 holds up to 8 tables before a compaction when nothing scans', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-l0-'));
-    dirs.push(dir);
+    const dir = tempDir('nova-l0-');
     // Idle compactions off: a slow flush here would look like a pause in writes.
     const db = await Engine.open(dir, { memtableBytes: 8 * 1024, sync: false, mergeInWorker: false, idleCompactionMs: 0 });
     for (let t = 0; t < 7; t++) {
@@ -350,8 +333,7 @@ describe('idle compaction (idleCompactionMs)', () => {
   };
 
   it('merges L0 into L1 below its trigger once writes pause, not while they go on', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-idle-'));
-    dirs.push(dir);
+    const dir = tempDir('nova-idle-');
     const db = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, sync: false, mergeInWorker: false, idleCompactionMs: 1000 });
     await threeTables(db, 0);
     expect(db.stats.tablesPerLevel[0]).toBe(3);
@@ -373,8 +355,7 @@ describe('idle compaction (idleCompactionMs)', () => {
   });
 
   it('after a reopen, merges the L0 it recovered when no writes come; with 0, never', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-idle-'));
-    dirs.push(dir);
+    const dir = tempDir('nova-idle-');
     const off = await Engine.open(dir, { memtableBytes: 8 * 1024, l0Trigger: 6, sync: false, mergeInWorker: false, idleCompactionMs: 0 });
     await threeTables(off, 0);
     await new Promise((r) => setTimeout(r, 400));

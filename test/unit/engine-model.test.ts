@@ -2,10 +2,9 @@
  * The engine against an in-memory oracle: random puts, deletes, batches, gets, scans and
  * snapshots, with forced flushes and reopens in between. Fixed seeds; NOVA_SOAK=1 runs longer.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { localEnv } from '../../src/ltc/local-store.js';
 import type { EngineEnv } from '../../src/ltc/engine-env.js';
@@ -13,12 +12,10 @@ import type { Snapshot } from '../../src/ltc/engine-options.js';
 import { tableName } from '../../src/ltc/local-store.js';
 import type { LogWriter } from '../../src/logc/log-store.js';
 import { rng } from '../helpers/rng.js';
+import { tempDirs } from '../helpers/temp.js';
 
 const SOAK = process.env.NOVA_SOAK === '1';
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs('nova-engine-');
 
 
 function scanOracle(m: Map<string, string>, start: string, end: string | undefined, limit: number): Array<[string, string]> {
@@ -86,8 +83,7 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
 
 describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms, block cache $cache)', ({ seed, alpha: α, delta: δ, slowMs, cache }) => {
   it('matches the oracle through flushes and reopens', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const r = rng(seed);
     const warnings: string[] = [];
     const delays = rng(seed + 100);
@@ -186,8 +182,7 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
 
 describe('engine input checks', () => {
   it('refuses oversize keys and values with the limit, and works after', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const db = await Engine.open(dir, { limits: { maxKeyBytes: 16, maxValueBytes: 64 } });
     await expect(db.put(Buffer.alloc(17), Buffer.alloc(1))).rejects.toThrow(/limit of 16 bytes/);
     await expect(db.put(Buffer.alloc(1), Buffer.alloc(65))).rejects.toThrow(/limit of 64 bytes/);
@@ -234,8 +229,7 @@ describe('pipelined commit rounds', () => {
     { valueBytes: 1536, tau: 16 * 1024, writes: 2000 },
     { valueBytes: 40, tau: 8 * 1024, writes: 3000 },
   ])('acknowledge in order, apply in order, and lose nothing across memtable switches and a reopen ($valueBytes B values)', async ({ valueBytes, tau, writes }) => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const r = rng(11);
     const open = () => Engine.open(dir, {
       memtableBytes: tau, activeMemtables: 4, maxMemtables: 8, l0Trigger: 3, l0StopTrigger: 6, sync: false,
@@ -303,8 +297,7 @@ describe('engine write stalls', () => {
   }
 
   it('waits when δ memtables exist and none can be retired', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const gate = gatedEnv(dir, 0); // no flush finishes until released
     const db = await Engine.open(dir, { memtableBytes: 4096, maxMemtables: 3, sync: false, env: gate.env });
     await expectStall(db, gate.release);
@@ -314,8 +307,7 @@ describe('engine write stalls', () => {
   });
 
   it('waits when L0 is at its stop trigger until a compaction ends', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-engine-'));
-    dirs.push(dir);
+    const dir = tempDir();
     // Flushes go on; the first compaction waits (on a compactor that then declines the job,
     // so the engine merges it itself) until released.
     let release!: () => void;
