@@ -28,6 +28,10 @@ describe('exactly-once writes in a cluster', () => {
     cluster = await startCluster();
     const k = Buffer.from('the-key');
     const b = cluster.client;
+    // The put below must go to a log on all three StoCs. A range that opened while a StoC was
+    // still registering (a loaded machine) has its first log on fewer, where one StoC is a
+    // majority: a flush starts a new log on the StoCs up now, which are all three.
+    await b.flush();
     await b.put(k, Buffer.from('before'));
     // Client A speaks the wire itself, so its retry comes exactly when the test says.
     const session = [randomBytes(6).readUIntLE(0, 6), 42, 1, 1, 1];
