@@ -246,7 +246,7 @@ void Fabric::Sequence(Endpoint* ep, uint32_t seq, Queued frame) {
 
 // A FILE_WRITE is done here rather than handed to JS: a StoC's log append then costs it no
 // wake-up of its event loop, which on a busy host is most of an append's cost
-// (doc/perf-history/2026-11-23.md, fifth session).
+// (doc/decisions/direct-file-writes.md).
 void Fabric::Deliver(Endpoint* ep, const Queued& frame) {
   if (frame.event.kind == kEvMessage && frame.event.arg == kMsgFileWrite) {
     FileWrite(ep, frame.payload);

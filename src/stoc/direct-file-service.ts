@@ -71,8 +71,7 @@ export class DirectFileService {
   /**
    * Opens `file` for direct writes on this connection. Why: a log append is then a WRITE into
    * the connection's window and one small message that the fabric's progress thread writes
-   * and answers, with no wake-up of this event loop (native/direct_files.h);
-   * doc/perf-history/2026-11-23.md (fifth session) has what that bought.
+   * and answers, with no wake-up of this event loop (doc/decisions/direct-file-writes.md).
    */
   open(args: unknown, ep: Endpoint): Promise<number> {
     const { file: requested, version } = fields(Method.dopen, args);
