@@ -6,7 +6,7 @@
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import { NovaError } from '../common/errors.js';
 import { PendingCalls } from '../common/pending-calls.js';
-import { readResponse, remoteError } from '../common/rpc-envelope.js';
+import { responseError, responseId, responseOk } from '../common/rpc-envelope.js';
 import { DEFAULT_MAX_FRAME, FrameReader } from './frames.js';
 import { localSocketOf, ownAddress } from './local-socket.js';
 import { Outbox, packr } from './outbox.js';
@@ -84,11 +84,11 @@ export class TcpRpcClient {
     if (!Array.isArray(batch)) throw new NovaError('CORRUPTION', `${this.address}: response frame is not a batch`);
     for (const m of batch) {
       if (!Array.isArray(m)) continue;
-      const r = readResponse(m);
-      const p = r && this.pending.take(r.id);
-      if (!r || !p) continue; // not a response, or answered after its deadline
-      if (r.ok) p.resolve(r.value);
-      else p.reject(remoteError(r, `${this.address} ${p.meta}`));
+      const id = responseId(m);
+      const p = id === undefined ? undefined : this.pending.take(id);
+      if (!p) continue; // not a response, or answered after its deadline
+      if (responseOk(m)) p.resolve(m[2]);
+      else p.reject(responseError(m, 0, `${this.address} ${p.meta}`));
     }
   }
 

@@ -17,7 +17,7 @@
 import { Packr } from 'msgpackr';
 import { NovaError } from '../common/errors.js';
 import { PendingCalls } from '../common/pending-calls.js';
-import { errorResponse, failureResponse, okResponse, readResponse, remoteError } from '../common/rpc-envelope.js';
+import { errorResponse, failureResponse, okResponse, responseError, responseId, responseOk } from '../common/rpc-envelope.js';
 import type { Endpoint } from './endpoint.js';
 import type { Fabric } from './fabric.js';
 import type { MemoryRegion, RemoteRegion } from './regions.js';
@@ -175,26 +175,26 @@ export class Rpc {
       return;
     }
     if (result instanceof Promise) {
-      result.then((value) => this.respond(ep, okResponse(id, value)), (err) => this.respondFailure(ep, id, err));
+      result.then((value) => this.respond(ep, okResponse(id, value, RPC_VERSION)), (err) => this.respondFailure(ep, id, err));
     } else {
-      this.respond(ep, okResponse(id, result));
+      this.respond(ep, okResponse(id, result, RPC_VERSION));
     }
   }
 
   private respondFailure(ep: Endpoint, id: number, err: unknown): void {
-    this.respond(ep, failureResponse(id, err));
+    this.respond(ep, failureResponse(id, err, RPC_VERSION));
   }
 
   private respondError(ep: Endpoint, id: number, code: string, message: string): void {
-    this.respond(ep, errorResponse(id, code, message));
+    this.respond(ep, errorResponse(id, code, message, null, RPC_VERSION));
   }
 
   private respond(ep: Endpoint, response: unknown[]): void {
     let bytes: Buffer;
     try {
-      bytes = this.packr.pack([RPC_VERSION, ...response]);
+      bytes = this.packr.pack(response);
     } catch (err) {
-      bytes = this.packr.pack([RPC_VERSION, ...errorResponse(response[0] as number, 'BAD_ARGUMENT', `result cannot be encoded: ${(err as Error).message}`)]);
+      bytes = this.packr.pack(errorResponse(response[1] as number, 'BAD_ARGUMENT', `result cannot be encoded: ${(err as Error).message}`, null, RPC_VERSION));
     }
     // The caller may be gone; its own deadline or peer-loss handles that side.
     ep.send(RPC_RESPONSE, bytes).catch(() => undefined);
@@ -202,17 +202,17 @@ export class Rpc {
 
   private onResponse(payload: Buffer): void {
     const msg = this.decode(payload);
-    const r = msg && readResponse(msg, 1);
-    if (!r) {
+    const id = msg && responseId(msg, 1);
+    if (msg === undefined || id === undefined) {
       if (msg) this.counters.malformed++;
       return;
     }
-    const call = this.pending.take(r.id);
+    const call = this.pending.take(id);
     if (!call) {
       this.counters.lateResponses++;
       return;
     }
-    if (r.ok) call.resolve(r.value);
-    else call.reject(remoteError(r, `rpc ${call.meta.method}`));
+    if (responseOk(msg, 1)) call.resolve(msg[3]);
+    else call.reject(responseError(msg, 1, `rpc ${call.meta.method}`));
   }
 }
