@@ -170,7 +170,8 @@ export class ClientBatch {
 export class NovaClient {
   private config!: ClusterConfig;
   private refreshing: Promise<void> | undefined;
-  private readonly ltcs = new ConnectionCache<string, TcpRpcClient>((link, lost) => link.onClose(lost));
+  private readonly ltcs = new ConnectionCache<string, TcpRpcClient>(
+    (address) => TcpRpcClient.connect(address, { timeoutMs: 5_000, grouped: GROUPED_OPS }), (link, lost) => link.onClose(lost));
   private closed = false;
   private readonly timeoutMs: number;
   private readonly coordinator: CoordinatorLocator;
@@ -401,7 +402,7 @@ export class NovaClient {
   }
 
   private ltc(address: string): Promise<TcpRpcClient> {
-    return this.ltcs.get(address, () => TcpRpcClient.connect(address, { timeoutMs: 5_000, grouped: GROUPED_OPS }));
+    return this.ltcs.get(address);
   }
 
   /** Fetches the configuration (one fetch at a time; callers share it). */

@@ -11,14 +11,17 @@ export interface Closable {
 export class ConnectionCache<K, C extends Closable> {
   private readonly conns = new Map<K, Promise<C>>();
 
-  /** @param watch calls `lost` once `c` is lost (its onClose or onLost). */
-  constructor(private readonly watch: (c: C, lost: () => void) => void) {}
+  /**
+   * @param connect makes the connection of a key (a rejection is dropped like a loss).
+   * @param watch calls `lost` once `c` is lost (its onClose or onLost).
+   */
+  constructor(private readonly connect: (key: K) => Promise<C>, private readonly watch: (c: C, lost: () => void) => void) {}
 
-  /** The connection of `key`, made with `connect` if there is none (or the last one was lost). */
-  get(key: K, connect: () => Promise<C>): Promise<C> {
+  /** The connection of `key`, made if there is none (or the last one was lost). */
+  get(key: K): Promise<C> {
     const known = this.conns.get(key);
     if (known) return known;
-    const c = connect();
+    const c = this.connect(key);
     this.conns.set(key, c);
     const drop = (): void => {
       if (this.conns.get(key) === c) this.conns.delete(key);

@@ -41,7 +41,8 @@ export class CompactionService {
   readonly counters = { compactions: 0, compactionMs: 0 };
   readonly env: ExecutorEnv;
   /** Connections to other StoCs, by address, for compaction inputs and outputs. */
-  private readonly peers = new ConnectionCache<string, StocClient>((c, lost) => c.onLost(lost));
+  private readonly peers = new ConnectionCache<string, StocClient>(
+    (key) => StocClient.connect(this.host.fabric, this.host.rpc, Buffer.from(key, 'base64'), { timeoutMs: 5_000 }), (c, lost) => c.onLost(lost));
   private running = 0;
 
   constructor(private readonly host: CompactionHost, log: (line: string) => void, memory: BufferPool) {
@@ -105,6 +106,6 @@ export class CompactionService {
     const key = Buffer.from(address).toString('base64');
     // Closing: jobs still running keep their connections, and make no new ones.
     if (this.host.stopping && !this.peers.has(key)) return Promise.reject(new NovaError('CLOSED', `StoC ${this.host.id} is closing`));
-    return this.peers.get(key, () => StocClient.connect(this.host.fabric, this.host.rpc, address, { timeoutMs: 5_000 }));
+    return this.peers.get(key);
   }
 }

@@ -18,7 +18,11 @@ export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EX
 
 export class StocPool {
   private addresses = new Map<number, string>();
-  private readonly clients = new ConnectionCache<number, StocClient>((c, lost) => c.onLost(lost));
+  private readonly clients = new ConnectionCache<number, StocClient>((id) => {
+    const address = this.addresses.get(id);
+    if (address === undefined) return Promise.reject(new NovaError('UNAVAILABLE', `StoC ${id} is not in the configuration`));
+    return StocClient.connect(this.fabric, this.rpc, Buffer.from(address, 'base64'), { timeoutMs: CONNECT_MS });
+  }, (c, lost) => c.onLost(lost));
   /** StoCs that failed recently: not offered for new files until this time. */
   private readonly shunned = new Map<number, number>();
 
@@ -57,9 +61,7 @@ export class StocPool {
   }
 
   get(id: number): Promise<StocClient> {
-    const address = this.addresses.get(id);
-    if (address === undefined) return Promise.reject(new NovaError('UNAVAILABLE', `StoC ${id} is not in the configuration`));
-    return this.clients.get(id, () => StocClient.connect(this.fabric, this.rpc, Buffer.from(address, 'base64'), { timeoutMs: CONNECT_MS }));
+    return this.clients.get(id);
   }
 
   /** Runs `fn` on StoC `id`; a failure that means the StoC is gone shuns it and rethrows. */
