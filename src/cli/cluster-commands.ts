@@ -7,8 +7,7 @@ import { nonNegativeInt, port, positiveInt } from './args.js';
 import { join } from 'node:path';
 import { NovaClient, coordinatorOf } from '../client/nova-client.js';
 import type { Settings } from '../cluster/config.js';
-import { KNOBS, clusterConflicts, defaultText } from '../cluster/knobs.js';
-import { NovaError } from '../common/errors.js';
+import { KNOBS, defaultText, refuseConflicts } from '../cluster/knobs.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { printable } from '../tools/inspect.js';
 import { down, fetchStatus, readClusterFile, storedConfig, up } from '../control/cluster-control.js';
@@ -108,11 +107,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--host <host>', 'address components listen on', '127.0.0.1'))
     .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string }) => {
       const stored = storedConfig(o.dir);
-      const conflicts = stored ? clusterConflicts(stored, givenSettings(o), splitsOf(o)) : [];
-      if (conflicts.length > 0) {
-        throw new NovaError('BAD_ARGUMENT', `the cluster in ${o.dir} exists, and its settings are fixed when it is created; ` +
-          `not ${conflicts.join(', ')}. Leave those flags out, or start a new cluster with another --dir`);
-      }
+      if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);
       const file = await up({
         dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, host: o.host, bin, coordinatorArgs: knobArgs(o),
         progress: (line) => process.stderr.write(`nova up: ${line}\n`),

@@ -7,6 +7,7 @@
  * A cluster's settings are fixed when it is created: none can change live yet, so a knob given
  * to an existing cluster must equal what it has (settingsConflicts), else the command refuses.
  */
+import { NovaError } from '../common/errors.js';
 import type { ClusterConfig, Settings } from './config.js';
 
 export type KnobType = 'bytes' | 'count' | 'ms' | 'bool' | 'choice';
@@ -115,13 +116,6 @@ export function engineSettings(s: Settings): Partial<Settings> {
   return Object.fromEntries(KNOBS.filter((k) => k.engine).map((k) => [k.key, s[k.key]]));
 }
 
-/** The knob of settings key `key`. */
-export function knobOf(key: keyof Settings): Knob {
-  const k = KNOBS.find((x) => x.key === key);
-  if (!k) throw new Error(`no knob ${key}`);
-  return k;
-}
-
 /** The cluster's defaults, every knob's. */
 export function defaultSettings(): Settings {
   return Object.fromEntries(KNOBS.map((k) => [k.key, k.default])) as unknown as Settings;
@@ -159,23 +153,30 @@ export function clusterConflicts(c: ClusterConfig, given: Partial<Settings>, spl
   return out;
 }
 
-function shown(k: Knob): string {
+/**
+ * BAD_ARGUMENT naming what flags for a new cluster would change in existing cluster `c` (kept
+ * at `where`), if anything: its settings are fixed when it is created.
+ */
+export function refuseConflicts(c: ClusterConfig, given: Partial<Settings>, splits: Buffer[] | undefined, where: string): void {
+  const conflicts = clusterConflicts(c, given, splits);
+  if (conflicts.length === 0) return;
+  throw new NovaError('BAD_ARGUMENT', `${where}: the cluster exists, and its settings are fixed when it is created; ` +
+    `not ${conflicts.join(', ')}. Leave those flags out, or start a new cluster in another directory`);
+}
+
+/** The default as `--help` and README.md show it. */
+export function defaultText(k: Knob): string {
   if (k.defaultText) return k.defaultText;
   if (k.type === 'bool') return k.default ? 'on' : 'off';
   if (k.type === 'bytes' && typeof k.default === 'number' && k.default >= MiB && k.default % MiB === 0) return `${k.default / MiB} MiB`;
   return String(k.default);
 }
 
-/** The default as `--help` shows it. */
-export function defaultText(k: Knob): string {
-  return shown(k);
-}
-
 /** README.md's knob table (between its knob-table markers), one row per knob. */
 export function knobTable(): string {
   const rows = KNOBS.map((k) => {
     const name = `\`--${k.flag}\`${k.greek ? ` (${k.greek})` : ''} [${k.key}]`;
-    return `| ${name} | ${shown(k)} | ${k.meaning} | ${k.tradeoff} |`;
+    return `| ${name} | ${defaultText(k)} | ${k.meaning} | ${k.tradeoff} |`;
   });
   return ['| flag [config.json key] | default | meaning | trade-off |', '|---|---|---|---|', ...rows].join('\n') + '\n';
 }

@@ -17,8 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
 import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
-import { CONFIG_FILE, type ClusterStatus } from '../coordinator/coordinator.js';
-import { configFromJson, configFromWire, type ClusterConfig } from '../cluster/config.js';
+import { readConfigFile, type ClusterStatus } from '../coordinator/coordinator.js';
+import { configFromWire, type ClusterConfig } from '../cluster/config.js';
 
 const HERE = fileURLToPath(import.meta.url);
 /** bin/nova.js of this installation (from dist/src/control/ or, in tests, src/control/). */
@@ -124,9 +124,7 @@ export async function fetchStatus(coordinator: string, timeoutMs = 5_000): Promi
 
 /** The configuration the coordinator of the cluster in `dir` keeps, if it has one yet. */
 export function storedConfig(dir: string): ClusterConfig | undefined {
-  const path = join(componentDir(resolve(dir), 'coordinator', 1), CONFIG_FILE);
-  if (!existsSync(path)) return undefined;
-  return configFromJson(JSON.parse(readFileSync(path, 'utf8')), path);
+  return readConfigFile(componentDir(resolve(dir), 'coordinator', 1));
 }
 
 /** Starts what is missing of the cluster in `o.dir` and waits until every range is served. */

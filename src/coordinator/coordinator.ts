@@ -16,12 +16,25 @@ import {
   configFromJson, configToJson, makeRanges, type ClusterConfig, type Member, type Role, type Settings,
 } from '../cluster/config.js';
 import { HEARTBEAT_MS } from '../cluster/membership.js';
-import { clusterConflicts, newSettings } from '../cluster/knobs.js';
+import { newSettings, refuseConflicts } from '../cluster/knobs.js';
 
 /** A member missing this many heartbeats in a row is reported down. */
 const MISSED_BEATS = 6;
 /** The configuration in the coordinator's directory. */
-export const CONFIG_FILE = 'config.json';
+const CONFIG_FILE = 'config.json';
+
+/** The configuration a coordinator keeps in `dir`, if it has one; CORRUPTION naming the file if it does not read. */
+export function readConfigFile(dir: string): ClusterConfig | undefined {
+  const path = join(dir, CONFIG_FILE);
+  if (!existsSync(path)) return undefined;
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new NovaError('CORRUPTION', `${path}: not valid JSON (${(err as Error).message}); restore it from a backup`);
+  }
+  return configFromJson(json, path);
+}
 
 export interface CoordinatorOptions {
   dir: string;
@@ -116,21 +129,10 @@ export class Coordinator {
   }
 
   private load(): ClusterConfig {
-    const path = join(this.o.dir, CONFIG_FILE);
-    if (existsSync(path)) {
-      let json: unknown;
-      try {
-        json = JSON.parse(readFileSync(path, 'utf8'));
-      } catch (err) {
-        throw new NovaError('CORRUPTION', `${path}: not valid JSON (${(err as Error).message}); restore it from a backup`);
-      }
-      const c = configFromJson(json, path);
-      const conflicts = clusterConflicts(c, this.o.settings ?? {}, this.o.splits);
-      if (conflicts.length > 0) {
-        throw new NovaError('BAD_ARGUMENT', `${path}: the cluster exists, and its settings are fixed when it is created; ` +
-          `not ${conflicts.join(', ')}. Leave those flags out, or start a new cluster in another directory`);
-      }
-      return c;
+    const stored = readConfigFile(this.o.dir);
+    if (stored) {
+      refuseConflicts(stored, this.o.settings ?? {}, this.o.splits, join(this.o.dir, CONFIG_FILE));
+      return stored;
     }
     const c: ClusterConfig = {
       id: 1,

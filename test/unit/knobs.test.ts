@@ -3,17 +3,17 @@
  * defaults, the flags, the engine's shared defaults and README.md's table derive from it, and
  * an existing cluster refuses a knob that would change it.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { addClusterCommands } from '../../src/cli/cluster-commands.js';
 import { DEFAULT_SETTINGS, configFromJson, configToJson, makeRanges, type ClusterConfig, type Settings } from '../../src/cluster/config.js';
 import { KNOBS, clusterConflicts, engineSettings, knobTable, newSettings, settingsConflicts } from '../../src/cluster/knobs.js';
-import { Coordinator } from '../../src/coordinator/coordinator.js';
+import { Coordinator, readConfigFile } from '../../src/coordinator/coordinator.js';
 import { resolveOptions, type EngineOptions } from '../../src/ltc/engine-options.js';
+import { tempDirs } from '../helpers/temp.js';
 
 const README = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'README.md');
 const BEGIN = '<!-- knobs:begin -->\n';
@@ -95,18 +95,14 @@ describe('knob table', () => {
 });
 
 describe('coordinator with an existing configuration', () => {
-  const dirs: string[] = [];
-  afterEach(() => {
-    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-  });
+  const tempDir = tempDirs('nova-knobs-');
 
   async function start(dir: string, settings: Partial<Settings>, splits?: Buffer[]): Promise<Coordinator> {
     return Coordinator.start({ dir, host: '127.0.0.1', port: 0, settings, splits });
   }
 
   it('keeps what it has when the same knobs are given, and refuses a different one, naming it', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-knobs-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const first = await start(dir, { logMode: 'memory', activeMemtables: 2 }, [Buffer.from('k')]);
     expect(first.current().settings).toMatchObject({ logMode: 'memory', activeMemtables: 2, maxMemtables: 4 });
     await first.close();
@@ -118,5 +114,12 @@ describe('coordinator with an existing configuration', () => {
       message: expect.stringContaining('not --l0-trigger 4 (the cluster has 8), --log-mode disk (the cluster has memory)'),
     });
     await expect(start(dir, {}, [Buffer.from('q')])).rejects.toMatchObject({ message: expect.stringContaining('ranges cut at [q] (the cluster has [k])') });
+  });
+
+  it('a configuration that does not read is CORRUPTION naming its file, for the coordinator and for nova up', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'config.json'), '{ not json');
+    await expect(start(dir, {})).rejects.toMatchObject({ code: 'CORRUPTION', message: expect.stringContaining(join(dir, 'config.json')) });
+    expect(() => readConfigFile(dir)).toThrow(/config\.json: not valid JSON/);
   });
 });
