@@ -27,8 +27,8 @@ export interface StocHarness {
   /** A configuration whose StoCs are `stocs`. */
   config(stocs: StocServer[]): ClusterConfig;
   makePool(stocs: StocServer[]): StocPool;
-  /** A client of `s` on a fabric of its own (`options` may be an index when mapped over: ignored). */
-  connect(s: StocServer, options?: { timeoutMs?: number } | number): Promise<StocClient>;
+  /** A client of `s` on a fabric of its own. */
+  connect(s: StocServer, options?: { timeoutMs?: number }): Promise<StocClient>;
 }
 
 export function stocHarness(prefix: string): StocHarness {
@@ -78,7 +78,7 @@ export function stocHarness(prefix: string): StocHarness {
     },
     async connect(s, options) {
       const { fabric, rpc } = h.openFabric();
-      return StocClient.connect(fabric, rpc, s.address, typeof options === 'object' ? options : {});
+      return StocClient.connect(fabric, rpc, s.address, options);
     },
   };
   return h;

@@ -182,7 +182,7 @@ describe('LogC disk mode', () => {
     // Removed once every replica answered; remove() itself never waits on a slow one.
     await log.append([Buffer.from('last')], false);
     await store.remove(1);
-    const clients = await Promise.all(stocs.map(connect));
+    const clients = await Promise.all(stocs.map((s) => connect(s)));
     const present = async () => (await Promise.all(clients.map((c) => c.size('r9-000001.log')))).filter((n) => n !== undefined).length;
     const end = Date.now() + 5000;
     while (await present() > 0) {
