@@ -1,16 +1,17 @@
 /**
  * `nova bench micro`: single-thread figures for the engine's building blocks (issue 3):
  * memtable inserts and gets, SSTable build, point lookups on a table with warm filter and
- * index, the merge that compactions run, and a get that misses through 10 SSTables.
+ * index, the merge that compactions run, a get that misses through 10 SSTables, and scans.
  * Everything is in memory: this measures CPU cost, not I/O.
  */
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { ValueType, makeInternalKey } from '../src/common/internal-key.js';
+import { SEEK_TYPE, ValueType, makeInternalKey } from '../src/common/internal-key.js';
 import { Memtable } from '../src/memtable/memtable.js';
 import { mergeTables } from '../src/compaction/merge.js';
 import { TableBuilder } from '../src/sstable/table-builder.js';
 import { TableReader } from '../src/sstable/table-reader.js';
+import { MergingIterator, VisibleIterator, levelIterator } from '../src/sstable/merging-iterator.js';
 import { htmlReport, textTable, type Column } from './report.js';
 
 export interface MicroRow {
@@ -137,7 +138,36 @@ export function runMicroBench(o: MicroOptions): MicroRow[] {
   for (const k of misses.slice(0, 5000)) missGet(k);
   const us = (time(() => { for (const k of misses) missGet(k); }) / misses.length) * 1e6;
   rows.push({ name: 'get missing through 10 SSTables (filters)', value: us, unit: 'µs', target: '<= 10', met: us <= 10 });
+
+  o.log('scans of 100 rows over 4 L0 tables and a level of 8');
+  rows.push({ name: 'scan 100 rows (4 L0 tables + a level of 8)', value: scanRate(), unit: 'ops/s' });
   return rows;
+}
+
+/**
+ * Scans/s of what an engine's scan runs (read-path scanInto): a seek, then 100 visible rows
+ * of a merge over 4 overlapping L0 tables and a sorted level of 8, 100 B values, all warm.
+ */
+function scanRate(): number {
+  const value = Buffer.alloc(100, 3);
+  const levelKeys = keys16(80_000, 21, true);
+  const levelParts = Array.from({ length: 8 }, (_, i) => internalKeys(levelKeys.slice(i * 10_000, (i + 1) * 10_000), 1 + i * 10_000));
+  const level = levelParts.map((part) => ({ reader: buildTable(part, value), largest: part[part.length - 1] }));
+  const l0 = Array.from({ length: 4 }, (_, i) => buildTable(internalKeys(keys16(5000, 31 + i, true), 100_000 + i * 5000), value));
+  const starts = keys16(20_000, 41, false);
+  const scan = (start: Buffer): number => {
+    const its = l0.map((t) => t.iterator());
+    its.push(levelIterator(level.map((t) => ({ largest: t.largest, iterator: () => t.reader.iterator() }))));
+    const it = new VisibleIterator(new MergingIterator(its), 1e12);
+    let rows = 0;
+    for (it.seek(makeInternalKey(start, 1e12, SEEK_TYPE)); it.valid && rows < 100; it.next()) rows++;
+    return rows;
+  };
+  let best = 0;
+  for (let round = 0; round < 3; round++) {
+    best = Math.max(best, starts.length / time(() => { for (const k of starts) scan(k); }));
+  }
+  return best;
 }
 
 export const MICRO_COLUMNS: Column<MicroRow>[] = [

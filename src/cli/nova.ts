@@ -295,7 +295,7 @@ export function buildProgram(): Command {
     });
 
   bench.command('micro')
-    .description('single-thread costs of the engine\'s parts: memtable, SSTable build and lookup, merge, filtered misses')
+    .description('single-thread costs of the engine\'s parts: memtable, SSTable build and lookup, merge, filtered misses, scans')
     .option('--entries <n>', 'memtable entries per run (tables use a quarter)', positiveInt, 200_000)
     .option('--json <file>', 'also write the rows as a JSON array to <file>')
     .option('--html <file>', 'also write an HTML report to <file>')
