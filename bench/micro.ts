@@ -11,7 +11,8 @@ import { Memtable } from '../src/memtable/memtable.js';
 import { mergeTables } from '../src/compaction/merge.js';
 import { TableBuilder } from '../src/sstable/table-builder.js';
 import { TableReader } from '../src/sstable/table-reader.js';
-import { MergingIterator, VisibleIterator, levelIterator } from '../src/sstable/merging-iterator.js';
+import { MergingIterator, VisibleIterator } from '../src/sstable/merging-iterator.js';
+import { levelIterator } from '../src/sstable/two-level-iterator.js';
 import { htmlReport, textTable, type Column } from './report.js';
 
 export interface MicroRow {

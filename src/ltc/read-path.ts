@@ -9,7 +9,8 @@ import { compareBytes, makeInternalKey, SEEK_TYPE, TRAILER_BYTES } from '../comm
 import { LEVELS } from '../compaction/picker.js';
 import type { TableMeta } from '../log/version-edit.js';
 import { TRAILER_BYTES as BLOCK_TRAILER, FOOTER_BYTES, metadataStart, readFooter } from '../sstable/format.js';
-import { type InternalIterator, levelIterator, MergingIterator, VisibleIterator } from '../sstable/merging-iterator.js';
+import { type InternalIterator, MergingIterator, VisibleIterator } from '../sstable/merging-iterator.js';
+import { levelIterator } from '../sstable/two-level-iterator.js';
 import { BlockMiss, TableReader } from '../sstable/table-reader.js';
 import type { ReadOptions, ScanOptions } from './engine-options.js';
 import { countScan } from './background.js';

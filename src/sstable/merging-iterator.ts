@@ -3,8 +3,6 @@
  * db/db_iter.cc). Pure: a StoC runs the same merge as an LTC.
  *
  * MergingIterator: the k-way merge of children in internal-key order (a binary heap).
- * TwoLevelIterator: an index's iterators read as one (a sorted level's tables; a table's own
- * blocks are read by the table reader's flattened iterator).
  * VisibleIterator: what a reader at `snapshot` sees — for each user key, the newest version
  * with sequence <= snapshot, and nothing if that version is a delete.
  * Keys and values are views valid until the next move; copy them to keep them.
@@ -20,122 +18,6 @@ export interface InternalIterator {
   first(): void;
   seek(target: Uint8Array): void;
   next(): void;
-}
-
-/**
- * The first level of a two-level iterator: a position over second-level iterators (a sorted
- * level's tables), and a seek to the one that may hold a target.
- */
-export interface TwoLevelIndex {
-  readonly valid: boolean;
-  first(): void;
-  seek(target: Uint8Array): void;
-  next(): void;
-  /** An iterator over what the current entry names. */
-  open(): InternalIterator;
-}
-
-/**
- * Entries of an index's second-level iterators, in order (LevelDB table/two_level_iterator.cc):
- * only the one the index is on is open.
- */
-export class TwoLevelIterator implements InternalIterator {
-  private data: InternalIterator | undefined;
-
-  constructor(private readonly index: TwoLevelIndex) {}
-
-  get valid(): boolean {
-    return this.data !== undefined && this.data.valid;
-  }
-
-  get key(): Buffer {
-    return this.data!.key;
-  }
-
-  get value(): Buffer {
-    return this.data!.value;
-  }
-
-  first(): void {
-    this.index.first();
-    this.openData();
-    this.data?.first();
-    this.skipEmpty();
-  }
-
-  seek(target: Uint8Array): void {
-    this.index.seek(target);
-    this.openData();
-    this.data?.seek(target);
-    this.skipEmpty();
-  }
-
-  next(): void {
-    this.data!.next();
-    this.skipEmpty();
-  }
-
-  private openData(): void {
-    this.data = this.index.valid ? this.index.open() : undefined;
-  }
-
-  private skipEmpty(): void {
-    while (this.data && !this.data.valid) {
-      this.index.next();
-      this.openData();
-      this.data?.first();
-    }
-  }
-}
-
-/** A table of a sorted level, for levelIterator: its largest internal key, and how to read it. */
-export interface LevelTable {
-  readonly largest: Uint8Array;
-  iterator(): InternalIterator;
-}
-
-/**
- * The tables of one level whose tables do not overlap and are in key order (levels 1 and
- * deeper) as one iterator. A seek binary-searches the one table that may hold the target
- * and opens only that one; next() moves into the following table when one runs out. A scan
- * then seeks once per level, not once per table.
- */
-export function levelIterator(tables: readonly LevelTable[]): InternalIterator {
-  return new TwoLevelIterator(new LevelIndex(tables));
-}
-
-class LevelIndex implements TwoLevelIndex {
-  private i = 0;
-
-  constructor(private readonly tables: readonly LevelTable[]) {}
-
-  get valid(): boolean {
-    return this.i < this.tables.length;
-  }
-
-  first(): void {
-    this.i = 0;
-  }
-
-  /** The first table whose largest key is at or after the target: no earlier one holds it. */
-  seek(target: Uint8Array): void {
-    let lo = 0;
-    let hi = this.tables.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (compareInternalKeys(this.tables[mid].largest, target) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    this.i = lo;
-  }
-
-  next(): void {
-    this.i++;
-  }
-
-  open(): InternalIterator {
-    return this.tables[this.i].iterator();
-  }
 }
 
 export class MergingIterator implements InternalIterator {

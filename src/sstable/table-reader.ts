@@ -10,6 +10,7 @@ import {
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
 import type { InternalIterator } from './merging-iterator.js';
+import { TwoLevelIterator, type TwoLevelIndex } from './two-level-iterator.js';
 import { filterHash, filterMayContain } from './filter.js';
 import type { BlockCache } from './block-cache.js';
 import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type BlockHandle, type Footer } from './format.js';
@@ -177,7 +178,7 @@ export class TableReader {
 
   /** The table's entries in order; keys and values are views, copy them to keep them. */
   iterator(): InternalIterator {
-    return new TableIterator(this);
+    return new TwoLevelIterator(new TableIndex(this));
   }
 
   /** Data blocks in the table. */
@@ -253,73 +254,45 @@ export class TableReader {
 }
 
 /**
- * A table's entries in order (LevelDB's two-level iterator, flattened): a position in the
- * reader's decoded index and one data block open at a time. A whole table's block is one
- * Block re-pointed as the iterator moves, and a seek binary-searches the decoded index as a
- * point lookup does: a scan seeks every table of L0, so a seek through the index block and
- * a Block, an iterator and a handle per block it crossed were most of a scan's cost.
+ * A table's index over its data blocks, for a TwoLevelIterator: a position in the reader's
+ * decoded index. A seek binary-searches the decoded index as a point lookup does, and a whole
+ * table's block is one Block re-pointed as the iterator moves: a scan seeks every table of
+ * L0, so a seek through the index block and a Block, an iterator and a handle per block it
+ * crossed were most of a scan's cost.
  */
-class TableIterator implements InternalIterator {
-  private b: number; // index position of the open block; blockCount when not positioned or past the end
-  private data: BlockIterator | undefined;
+class TableIndex implements TwoLevelIndex<BlockIterator> {
+  private b: number; // index position; blockCount past the end
   private own: Block | undefined; // a whole table's re-pointed block
+  private it: BlockIterator | undefined; // re-pointed at each block opened
 
   constructor(private readonly table: TableReader) {
     this.b = table.blockCount;
   }
 
   get valid(): boolean {
-    return this.b < this.table.blockCount && this.data!.valid;
-  }
-
-  get key(): Buffer {
-    return this.data!.key;
-  }
-
-  get value(): Buffer {
-    return this.data!.value;
+    return this.b < this.table.blockCount;
   }
 
   first(): void {
-    if (this.open(0)) this.data!.first();
-    this.settle();
+    this.b = 0;
   }
 
   seek(target: Uint8Array): void {
-    if (this.open(this.table.firstBlockFor(target))) this.data!.seek(target);
-    this.settle();
+    this.b = this.table.firstBlockFor(target);
   }
 
   next(): void {
-    this.data!.next();
-    this.settle();
+    this.b++;
   }
 
-  /**
-   * Opens block `b`; false past the last block. If the block cannot be opened (a miss, a
-   * corrupt block) the iterator is left not valid, never on the old block's entry.
-   */
-  private open(b: number): boolean {
-    const count = this.table.blockCount;
-    this.b = count;
-    if (b >= count) return false;
-    const block = this.table.blockAt(b, this.own);
+  open(): BlockIterator {
+    const block = this.table.blockAt(this.b, this.own);
     if (this.table.whole) this.own = block;
-    this.data = this.data ? this.data.retarget(block) : block.iterator(compareInternalKeys);
-    this.b = b;
-    return true;
+    return (this.it = this.it ? this.it.retarget(block) : block.iterator(compareInternalKeys));
   }
 
-  /**
-   * Moves past blocks with nothing left — at a block's end, or after a seek should an index
-   * key lie past its block's last key (this builder writes the last key itself) — and checks
-   * the entry it lands on.
-   */
-  private settle(): void {
-    while (this.b < this.table.blockCount && !this.data!.valid) {
-      if (this.open(this.b + 1)) this.data!.first();
-    }
-    if (this.b < this.table.blockCount) this.table.checkEntry(this.data!.key, this.b);
+  check(key: Buffer): void {
+    this.table.checkEntry(key, this.b);
   }
 }
 

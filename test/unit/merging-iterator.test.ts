@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf } from '../../src/common/internal-key.js';
 import { Memtable } from '../../src/memtable/memtable.js';
-import { MergingIterator, levelIterator, VisibleIterator, type InternalIterator } from '../../src/sstable/merging-iterator.js';
+import { MergingIterator, VisibleIterator, type InternalIterator } from '../../src/sstable/merging-iterator.js';
+import { levelIterator } from '../../src/sstable/two-level-iterator.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
 import { rng } from '../helpers/rng.js';
