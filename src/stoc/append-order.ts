@@ -12,7 +12,7 @@
  *  - After `fail`, every waiting and later `place` is rejected with the failure.
  */
 import { NovaError } from '../common/errors.js';
-import type { StoredFile } from './file-table.js';
+import type { StoredFile } from './stored-files.js';
 
 /** How far ahead of the next expected append a part may be (a client bug otherwise). */
 const MAX_AHEAD = 1 << 20;

@@ -11,7 +11,7 @@ import type { Endpoint } from '../transport/endpoint.js';
 import type { Fabric } from '../transport/fabric.js';
 import type { Rpc } from '../transport/rpc.js';
 import { parseCompactArgs, runCompaction, type CompactOutput, type ExecutorEnv } from './compaction-executor.js';
-import type { FileTable, StoredFile } from './file-table.js';
+import type { StoredFiles, StoredFile } from './stored-files.js';
 import { StocClient } from './stoc-client.js';
 
 /**
@@ -26,7 +26,7 @@ export interface CompactionHost {
   readonly id: number;
   readonly fabric: Fabric;
   readonly rpc: Rpc;
-  readonly files: FileTable;
+  readonly files: StoredFiles;
   /** Runs file-system work; an errno failure becomes REMOTE naming the StoC and the operation. */
   disk<T>(what: string, work: () => Promise<T>): Promise<T>;
   /** fdatasyncs `file`, counted. */

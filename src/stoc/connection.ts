@@ -4,7 +4,7 @@
  */
 import type { RemoteRegion } from '../transport/regions.js';
 import { AppendOrder } from './append-order.js';
-import type { StoredFile } from './file-table.js';
+import type { StoredFile } from './stored-files.js';
 
 /** Append parts that may wait for an earlier append, per connection. */
 const MAX_WAITING_PARTS = 4096;

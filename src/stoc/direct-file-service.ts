@@ -9,14 +9,14 @@ import type { Endpoint } from '../transport/endpoint.js';
 import type { Fabric } from '../transport/fabric.js';
 import type { MemoryRegion } from '../transport/regions.js';
 import type { Connection } from './connection.js';
-import type { FileTable, StoredFile } from './file-table.js';
+import type { StoredFiles, StoredFile } from './stored-files.js';
 import { DIRECT_WRITE_VERSION, MAX_FILE_BYTES, Method, checkName, fields } from './stoc-protocol.js';
 
 /** What the service needs of its StoC. */
 export interface DirectHost {
   readonly id: number;
   readonly fabric: Fabric;
-  readonly files: FileTable;
+  readonly files: StoredFiles;
   /** The StoC's file buffer, cut into connection windows of windowBytes. */
   readonly buffer: MemoryRegion;
   readonly windowBytes: number;

@@ -37,7 +37,7 @@ import { Rpc } from '../transport/rpc.js';
 import { Connection } from './connection.js';
 import { DirectFileService, type DirectHost } from './direct-file-service.js';
 import { CompactionService, type CompactionHost } from './compaction-service.js';
-import { FileTable, type StoredFile } from './file-table.js';
+import { StoredFiles, type StoredFile } from './stored-files.js';
 import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
 import {
   MAX_FILE_BYTES, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
@@ -124,7 +124,7 @@ export class StocServer implements CompactionHost, DirectHost {
     /** @internal (CompactionHost) */ readonly rpc: Rpc,
     /** @internal (DirectHost) */ readonly buffer: MemoryRegion,
     /** @internal (DirectHost) */ readonly windowBytes: number,
-    /** @internal (CompactionHost) */ readonly files: FileTable,
+    /** @internal (CompactionHost) */ readonly files: StoredFiles,
     private readonly memory: MemoryFiles,
     private readonly unlock: () => void,
   ) {
@@ -154,7 +154,7 @@ export class StocServer implements CompactionHost, DirectHost {
     try {
       fabric = Fabric.open(opts.fabric);
       const buffer = fabric.allocate(bufferBytes);
-      const files = new FileTable(opts.dir, opts.maxOpenFiles ?? 1024);
+      const files = new StoredFiles(opts.dir, opts.maxOpenFiles ?? 1024);
       const memoryFiles = new MemoryFiles(fabric, id, memory);
       return new StocServer({ ...opts, id }, fabric, new Rpc(fabric), buffer, windowBytes, files, memoryFiles, unlock);
     } catch (err) {

@@ -6,7 +6,7 @@ import { readdirSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
-import { FileTable } from '../../src/stoc/file-table.js';
+import { StoredFiles } from '../../src/stoc/stored-files.js';
 import { StocServer } from '../../src/stoc/stoc-server.js';
 import { Fabric } from '../../src/transport/fabric.js';
 import type { Endpoint } from '../../src/transport/endpoint.js';
@@ -148,21 +148,21 @@ describe('StoC persistent files', () => {
 
   it('a file asked for while it is being removed is the new one, not the unlinked old inode', async () => {
     const dir = tempDir();
-    const table = new FileTable(dir, 8);
-    const old = (await table.acquire('f', true))!;
+    const files = new StoredFiles(dir, 8);
+    const old = (await files.acquire('f', true))!;
     await old.writeAt(Buffer.from('old'), 0);
     old.unpin();
-    const removing = table.remove('f');
-    const fresh = (await table.acquire('f', true))!; // asked for after the remove began
+    const removing = files.remove('f');
+    const fresh = (await files.acquire('f', true))!; // asked for after the remove began
     await removing;
     expect(fresh).not.toBe(old);
     expect(fresh.size).toBe(0);
     await fresh.writeAt(Buffer.from('new'), 0);
     fresh.extend(3);
     fresh.unpin();
-    expect(await table.size('f')).toBe(3);
+    expect(await files.size('f')).toBe(3);
     expect(readdirSync(dir)).toContain('f'); // what it wrote is in the directory, not in a deleted inode
-    await table.closeAll();
+    await files.closeAll();
   });
 
   it('writes at offsets overwrite in place; a gap reads as zeros', async () => {
@@ -274,22 +274,22 @@ describe('StoC persistent files', () => {
   });
 
   it('syncs a new file\'s directory entry even when the file was closed between its write and its sync', async () => {
-    const table = new FileTable(tempDir(), 1);
+    const files = new StoredFiles(tempDir(), 1);
     let dirSyncs = 0;
-    const t = table as unknown as { syncDirectory: () => Promise<void> };
-    const real = t.syncDirectory.bind(table);
+    const t = files as unknown as { syncDirectory: () => Promise<void> };
+    const real = t.syncDirectory.bind(files);
     t.syncDirectory = async () => { dirSyncs++; await real(); };
-    const a = (await table.acquire('a', true))!;
+    const a = (await files.acquire('a', true))!;
     await a.writeAt(Buffer.from('new'), 0);
     a.unpin();
-    (await table.acquire('b', true))!.unpin(); // evicts a (one open file at most)
-    const again = (await table.acquire('a', false))!;
+    (await files.acquire('b', true))!.unpin(); // evicts a (one open file at most)
+    const again = (await files.acquire('a', false))!;
     await again.sync();
     expect(dirSyncs).toBe(1);
     await again.sync(); // durable now: no second directory sync
     expect(dirSyncs).toBe(1);
     again.unpin();
-    await table.closeAll();
+    await files.closeAll();
   });
 
   it('refuses a second StoC on a directory in use', async () => {

@@ -164,7 +164,7 @@ export class StoredFile {
   }
 }
 
-export class FileTable {
+export class StoredFiles {
   private readonly open = new Map<string, StoredFile>(); // oldest use first
   private readonly opening = new Map<string, Promise<StoredFile | undefined>>();
   /**
