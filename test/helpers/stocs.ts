@@ -3,10 +3,7 @@
  * temp directories, each closed or removed after its test (directories after the file).
  * Call `stocHarness()` once at the top of a test file: it registers the hooks.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach } from 'vitest';
+import { afterEach } from 'vitest';
 import { DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
 import { StocPool } from '../../src/stoc/stoc-pool.js';
@@ -14,6 +11,7 @@ import { StocServer, type StocServerOptions } from '../../src/stoc/stoc-server.j
 import { Fabric } from '../../src/transport/fabric.js';
 import { Rpc } from '../../src/transport/rpc.js';
 import { useTls } from './peer-process.js';
+import { tempDirs } from './temp.js';
 
 const MiB = 1024 * 1024;
 
@@ -32,7 +30,7 @@ export interface StocHarness {
 }
 
 export function stocHarness(prefix: string): StocHarness {
-  const dirs: string[] = [];
+  const tempDir = tempDirs(prefix, 'all');
   const servers: StocServer[] = [];
   const fabrics: Fabric[] = [];
   const pools: StocPool[] = [];
@@ -41,16 +39,9 @@ export function stocHarness(prefix: string): StocHarness {
     for (const f of fabrics.splice(0)) await f.close();
     for (const s of servers.splice(0)) await s.close();
   });
-  afterAll(() => {
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
-  });
   const h: StocHarness = {
     servers,
-    tempDir() {
-      const d = mkdtempSync(join(tmpdir(), prefix));
-      dirs.push(d);
-      return d;
-    },
+    tempDir: () => tempDir(),
     async startServer(id, extra = {}, dir = h.tempDir()) {
       useTls('sm');
       const s = await StocServer.start({ dir, id, bufferBytes: 8 * MiB, windowBytes: 2 * MiB, memoryGraceMs: 50, ...extra });

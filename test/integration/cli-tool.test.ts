@@ -2,14 +2,15 @@
  * `nova tool` on real files an engine wrote, and on damaged copies; `nova db` on a directory.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { ROOT } from '../helpers/peer-process.js';
+import { tempDirs } from '../helpers/temp.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'nova-tool-'));
+const tempDir = tempDirs('nova-tool-', 'all');
+const dir = tempDir();
 const nova = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin', 'nova.js'), ...args], { encoding: 'utf8', timeout: 30_000 });
 const file = (re: RegExp) => join(dir, readdirSync(dir).find((n) => re.test(n))!);
 
@@ -23,7 +24,6 @@ beforeAll(async () => {
   await again.put(Buffer.from('after'), Buffer.from('reopen'), { session: { ...client, seq: 101, floor: 101, open: false } });
   await again.close();
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('nova tool', () => {
   it('lists its commands in --help', () => {
@@ -69,33 +69,29 @@ describe('nova tool', () => {
 
 describe('nova db', () => {
   it('puts, gets, deletes and scans keys in a directory, across invocations', () => {
-    const d = mkdtempSync(join(tmpdir(), 'nova-db-'));
-    try {
-      expect(nova('db', 'put', d, 'user1', 'hello').status).toBe(0);
-      expect(nova('db', 'put', d, 'user2', 'wor ld').status).toBe(0);
-      const got = nova('db', 'get', d, 'user1');
-      expect([got.status, got.stdout]).toEqual([0, 'hello']);
-      const missing = nova('db', 'get', d, 'nope');
-      expect(missing.status).toBe(1);
-      expect(missing.stderr).toMatch(/nope: not found/);
-      expect(nova('db', 'delete', d, 'user1').status).toBe(0);
-      expect(nova('db', 'scan', d).stdout).toBe('"user2"\t"wor ld"\n');
-      expect(nova('db', 'flush', d).status).toBe(0);
-      const stats = JSON.parse(nova('db', 'stats', d).stdout) as { lastSequence: number; memtables: number };
-      expect(stats.lastSequence).toBe(3);
-      expect(nova('db', 'put', d, 'user3', 'again').status).toBe(0);
-      expect(nova('db', 'compact', d).status).toBe(0);
-      const tree = JSON.parse(nova('db', 'stats', d).stdout) as { tablesPerLevel: number[] };
-      expect(tree.tablesPerLevel[0]).toBe(0); // two L0 tables merged into L1, the deepest
-      expect(tree.tablesPerLevel[1]).toBe(1);
-      expect(nova('db', 'scan', d).stdout).toBe('"user2"\t"wor ld"\n"user3"\t"again"\n');
-    } finally {
-      rmSync(d, { recursive: true, force: true });
-    }
+    const d = tempDir('nova-db-');
+    expect(nova('db', 'put', d, 'user1', 'hello').status).toBe(0);
+    expect(nova('db', 'put', d, 'user2', 'wor ld').status).toBe(0);
+    const got = nova('db', 'get', d, 'user1');
+    expect([got.status, got.stdout]).toEqual([0, 'hello']);
+    const missing = nova('db', 'get', d, 'nope');
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/nope: not found/);
+    expect(nova('db', 'delete', d, 'user1').status).toBe(0);
+    expect(nova('db', 'scan', d).stdout).toBe('"user2"\t"wor ld"\n');
+    expect(nova('db', 'flush', d).status).toBe(0);
+    const stats = JSON.parse(nova('db', 'stats', d).stdout) as { lastSequence: number; memtables: number };
+    expect(stats.lastSequence).toBe(3);
+    expect(nova('db', 'put', d, 'user3', 'again').status).toBe(0);
+    expect(nova('db', 'compact', d).status).toBe(0);
+    const tree = JSON.parse(nova('db', 'stats', d).stdout) as { tablesPerLevel: number[] };
+    expect(tree.tablesPerLevel[0]).toBe(0); // two L0 tables merged into L1, the deepest
+    expect(tree.tablesPerLevel[1]).toBe(1);
+    expect(nova('db', 'scan', d).stdout).toBe('"user2"\t"wor ld"\n"user3"\t"again"\n');
   });
 
   it('refuses a directory another live engine holds, saying which process', async () => {
-    const d = mkdtempSync(join(tmpdir(), 'nova-db-'));
+    const d = tempDir('nova-db-');
     const db = await Engine.open(d, { sync: false });
     try {
       const r = nova('db', 'get', d, 'k');
@@ -103,7 +99,6 @@ describe('nova db', () => {
       expect(r.stderr).toMatch(new RegExp(`nova: BUSY: .* in use by process ${process.pid}`));
     } finally {
       await db.close();
-      rmSync(d, { recursive: true, force: true });
     }
   });
 });

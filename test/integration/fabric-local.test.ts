@@ -4,13 +4,15 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Fabric, type FabricOptions } from '../../src/transport/fabric.js';
-import { openSync, closeSync, readFileSync, readSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { openSync, closeSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { FILE_WRITE, Rpc, RPC_REQUEST } from '../../src/transport/rpc.js';
 import { OpKind } from '../../src/transport/codes.js';
 import { until } from '../helpers/until.js';
 import { useTls } from '../helpers/peer-process.js';
+import { tempDirs } from '../helpers/temp.js';
+
+const tempDir = tempDirs('nova-direct-');
 
 const opened: Fabric[] = [];
 function open(options?: FabricOptions): Fabric {
@@ -210,7 +212,7 @@ describe('Fabric in one process', () => {
 
   it('direct file writes: WRITTEN into a window, named by a small message, done by the peer\'s progress thread', async () => {
     const { a, b, ep, back } = await pair();
-    const dir = mkdtempSync(join(tmpdir(), 'nova-direct-'));
+    const dir = tempDir();
     const fd = openSync(join(dir, 'log'), 'w+');
     try {
       let messages = 0;
@@ -283,7 +285,6 @@ describe('Fabric in one process', () => {
       expect(messages).toBe(0);
     } finally {
       closeSync(fd);
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 

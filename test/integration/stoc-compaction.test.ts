@@ -4,57 +4,31 @@
  * bytes the engine's own merge produces, placed and numbered as asked; failures leave no
  * output behind; bad requests get BAD_ARGUMENT and the StoC goes on serving.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mergeTables } from '../../src/compaction/merge.js';
-import { DEFAULT_SETTINGS } from '../../src/cluster/config.js';
 import { cutTable } from '../../src/compaction/fragments.js';
 import { StocCompactor } from '../../src/ltc/stoc-compactor.js';
-import { StocPool } from '../../src/stoc/stoc-pool.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
 import type { CompactArgs } from '../../src/stoc/compaction-executor.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
 import { Method, tableFileName } from '../../src/stoc/stoc-protocol.js';
-import { StocServer } from '../../src/stoc/stoc-server.js';
+import type { StocServer } from '../../src/stoc/stoc-server.js';
 import { Fabric } from '../../src/transport/fabric.js';
 import { Rpc } from '../../src/transport/rpc.js';
 import { table } from '../fixtures/tables.js';
-import { useTls } from '../helpers/peer-process.js';
+import { stocHarness } from '../helpers/stocs.js';
 
 const MiB = 1024 * 1024;
 const RANGE = 3;
 
-let servers: StocServer[] = [];
-let fabrics: Fabric[] = [];
-let dirs: string[] = [];
-
-afterEach(async () => {
-  for (const s of servers) await s.close();
-  for (const f of fabrics) await f.close();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-  servers = [];
-  fabrics = [];
-  dirs = [];
-});
+const h = stocHarness('nova-stoc-compact-');
 
 async function stocs(n: number): Promise<StocServer[]> {
-  useTls('sm');
-  for (let i = 1; i <= n; i++) {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-stoc-compact-'));
-    dirs.push(dir);
-    servers.push(await StocServer.start({ dir, id: i, bufferBytes: 8 * 2 * MiB, windowBytes: 2 * MiB, onLog: () => undefined }));
-  }
-  return servers;
+  for (let i = 1; i <= n; i++) await h.startServer(i, { bufferBytes: 16 * MiB, onLog: () => undefined });
+  return h.servers;
 }
 
-async function client(s: StocServer): Promise<StocClient> {
-  const fabric = Fabric.open();
-  fabrics.push(fabric);
-  return StocClient.connect(fabric, new Rpc(fabric), s.address);
-}
-
+const client = (s: StocServer): Promise<StocClient> => h.connect(s);
 
 /** Stores `bytes` as table `file` cut over `on` (StoC ids), as the LTC's StocBlockStore does. */
 async function place(clients: Map<number, StocClient>, file: number, bytes: Buffer, on: number[]): Promise<CompactArgs['inputs'][number]> {
@@ -183,9 +157,7 @@ describe('offloaded compaction on a StoC', () => {
 
   it('malformed requests get BAD_ARGUMENT; the StoC goes on serving', async () => {
     const [s] = await stocs(1);
-    const fabric = Fabric.open();
-    fabrics.push(fabric);
-    const rpc = new Rpc(fabric);
+    const { fabric, rpc } = h.openFabric();
     const ep = await fabric.connect(s.address);
     const good = { range: 1, inputs: [{ file: 1, fragments: [{ stoc: 1, offset: 0, size: 10 }] }], stocs: [], smallestSnapshot: 0, deeper: [], targetBytes: 4096, firstFile: 10, maxFiles: 4, scatter: 1 };
     for (const bad of [
@@ -220,16 +192,10 @@ describe('offloaded compaction on a StoC', () => {
 });
 
 describe('StocCompactor (the LTC side)', () => {
-  async function compactor(s: StocServer[]): Promise<{ pool: StocPool; c: StocCompactor; lines: string[] }> {
-    const fabric = Fabric.open();
-    fabrics.push(fabric);
-    const pool = new StocPool(fabric, new Rpc(fabric));
-    pool.update({
-      id: 1, ranges: [], settings: DEFAULT_SETTINGS,
-      members: s.map((x) => ({ role: 'stoc' as const, id: x.id, address: x.address.toString('base64'), pid: 0, host: '' })),
-    });
+  function compactor(s: StocServer[]): { c: StocCompactor; lines: string[] } {
+    const pool = h.makePool(s);
     const lines: string[] = [];
-    return { pool, c: new StocCompactor(pool, RANGE, 1, (l) => lines.push(l)), lines };
+    return { c: new StocCompactor(pool, RANGE, 1, (l) => lines.push(l)), lines };
   }
 
   const request = (args: CompactArgs) => ({
@@ -239,15 +205,15 @@ describe('StocCompactor (the LTC side)', () => {
 
   it('sends jobs round-robin; declines a job no StoC could run (the LTC merges it); corruption is not declined', async () => {
     const { clients, args } = await setup();
-    const { pool, c, lines } = await compactor(servers);
+    const { c, lines } = compactor(h.servers);
     const first = await c.compact(request(args));
     const second = await c.compact({ ...request(args), firstFile: 300 });
     expect(first!.length).toBeGreaterThan(1);
     expect([first![0].fragments[0].stoc, second![0].fragments[0].stoc]).toEqual([1, 2]);
-    expect(servers.map((x) => x.stats().compactions)).toEqual([1, 1, 0]);
+    expect(h.servers.map((x) => x.stats().compactions)).toEqual([1, 1, 0]);
 
     // StoC 3, which holds inputs 2 and 3, is gone: the job can run nowhere, so it is declined.
-    await servers[2].close();
+    await h.servers[2].close();
     expect(await c.compact({ ...request(args), firstFile: 400 })).toBeUndefined();
     expect(c.counters.declined).toBe(1);
     expect(lines.join('\n')).toContain('the LTC merges it');
@@ -257,6 +223,5 @@ describe('StocCompactor (the LTC side)', () => {
     await clients.get(1)!.write(tableFileName(RANGE, 1), 0, bad, true);
     const onlyFirst = { ...request(args), inputs: request(args).inputs.slice(0, 1), firstFile: 500 };
     await expect(c.compact(onlyFirst)).rejects.toMatchObject({ code: 'CORRUPTION' });
-    pool.close();
   });
 });

@@ -4,17 +4,17 @@
  * promptly with PEER_LOST, never hang. Needs `npm run build` first, like the peer tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { NovaError } from '../../src/common/errors.js';
 import { StocClient } from '../../src/stoc/stoc-client.js';
 import { Fabric } from '../../src/transport/fabric.js';
 import { Rpc } from '../../src/transport/rpc.js';
 import { ROOT, tlsEnv, useTls } from '../helpers/peer-process.js';
+import { tempDirs } from '../helpers/temp.js';
 
 const SERVER = join(ROOT, 'dist', 'src', 'stoc', 'stoc-server.js');
 
@@ -31,8 +31,7 @@ process.stdin.on('data', (d) => {
 process.stdin.on('end', () => s.close().then(() => process.exit(0)));
 `;
 
-const dir = mkdtempSync(join(tmpdir(), 'nova-stoc-proc-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDirs('nova-stoc-proc-', 'all')();
 
 function startStoc(): Promise<{ child: ChildProcess; address: Buffer }> {
   if (!existsSync(SERVER)) throw new Error(`${SERVER} is missing: run npm run build`);

@@ -4,18 +4,17 @@
  * the `nova bench run` command with its JSON.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ENGINES, type KvStore } from '../../bench/ycsb/engines.js';
 import { keyNumber } from '../../bench/ycsb/generators.js';
 import { runSession, type SessionOptions } from '../../bench/ycsb/session.js';
 import { parseWorkload } from '../../bench/ycsb/workload.js';
 import { ROOT } from '../helpers/peer-process.js';
+import { tempDirs } from '../helpers/temp.js';
 
-const parent = mkdtempSync(join(tmpdir(), 'nova-ycsb-test-'));
-afterAll(() => rmSync(parent, { recursive: true, force: true }));
+const parent = tempDirs('nova-ycsb-test-', 'all')();
 
 function options(o: Partial<SessionOptions>): SessionOptions {
   return {

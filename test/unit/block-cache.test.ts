@@ -2,8 +2,7 @@
  * The block cache and metadata-only table readers: LRU within a budget, pins that hold a
  * read's blocks, misses that say which block to load, and loaded blocks checked.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
@@ -15,6 +14,9 @@ import { BlockCache } from '../../src/sstable/block-cache.js';
 import { TRAILER_BYTES, metadataStart } from '../../src/sstable/format.js';
 import { BlockMiss, TableReader } from '../../src/sstable/table-reader.js';
 import { table } from '../fixtures/tables.js';
+import { tempDirs } from '../helpers/temp.js';
+
+const tempDir = tempDirs('nova-cache-');
 
 const block = (): Block => ({}) as Block; // the cache never looks inside
 
@@ -83,22 +85,18 @@ describe('a metadata-only table reader', () => {
 
 describe('an engine with a block cache', () => {
   it('holds even the tables it just wrote as metadata, and reads their blocks through the cache', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-cache-'));
-    try {
-      const env = localEnv(dir);
-      env.store.readRange = async (file, _fragments, offset, length) => readFileSync(join(dir, tableName(file))).subarray(offset, offset + length);
-      const db = await Engine.open(dir, { env, blockCacheBytes: 1 << 20, memtableBytes: 64 * 1024, sync: false });
-      for (let i = 0; i < 2000; i++) await db.put(Buffer.from(`key${i}`), Buffer.alloc(100, i % 256));
-      await db.flush();
-      expect(db.stats.tablesPerLevel.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
-      const before = db.stats.blockCacheMisses;
-      expect((await db.get(Buffer.from('key7')))?.equals(Buffer.alloc(100, 7))).toBe(true);
-      expect(db.stats.blockCacheMisses).toBeGreaterThan(before); // the flushed table's block was loaded
-      expect(db.stats.blockCacheBytes).toBeGreaterThan(0);
-      expect(() => db.iterator()).toThrow(/block cache/);
-      await db.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const dir = tempDir();
+    const env = localEnv(dir);
+    env.store.readRange = async (file, _fragments, offset, length) => readFileSync(join(dir, tableName(file))).subarray(offset, offset + length);
+    const db = await Engine.open(dir, { env, blockCacheBytes: 1 << 20, memtableBytes: 64 * 1024, sync: false });
+    for (let i = 0; i < 2000; i++) await db.put(Buffer.from(`key${i}`), Buffer.alloc(100, i % 256));
+    await db.flush();
+    expect(db.stats.tablesPerLevel.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    const before = db.stats.blockCacheMisses;
+    expect((await db.get(Buffer.from('key7')))?.equals(Buffer.alloc(100, 7))).toBe(true);
+    expect(db.stats.blockCacheMisses).toBeGreaterThan(before); // the flushed table's block was loaded
+    expect(db.stats.blockCacheBytes).toBeGreaterThan(0);
+    expect(() => db.iterator()).toThrow(/block cache/);
+    await db.close();
   });
 });

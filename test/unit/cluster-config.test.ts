@@ -1,14 +1,14 @@
 /**
  * The cluster's configuration: ranges, routing, and its JSON form.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { configFromJson, configToJson, makeRanges, rangeOf, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
+import { tempDirs } from '../helpers/temp.js';
+
+const tempDir = tempDirs('nova-coord-');
 
 describe('cluster configuration', () => {
   const config = (splits: string[], ltcs: number): ClusterConfig => ({
@@ -32,27 +32,23 @@ describe('cluster configuration', () => {
   });
 
   it('the coordinator keeps its configuration across restarts and bumps the id on membership changes', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-coord-'));
-    try {
-      let c = await Coordinator.start({ dir, ltcs: 2, splits: [Buffer.from('m')] });
-      const link = await TcpRpcClient.connect(c.address);
-      const first = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-a', 111, '']);
-      const again = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-a', 111, '']);
-      expect(again.id).toBe(first.id); // nothing changed
-      const moved = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-b', 112, '']);
-      expect(moved.id).toBe(first.id + 1);
-      await expect(link.call('register', ['nope', 1, 'a', 1])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
-      await expect(link.call('heartbeat', ['ltc', 9, []])).rejects.toMatchObject({ code: 'STALE_CONFIG' });
-      link.close();
-      await c.close();
-      c = await Coordinator.start({ dir });
-      expect(c.current().id).toBe(moved.id);
-      expect(c.current().ranges.map((r) => r.ltc)).toEqual([1, 2]);
-      expect(c.current().members).toMatchObject([{ role: 'stoc', id: 1, address: 'addr-b' }]);
-      await c.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const dir = tempDir();
+    let c = await Coordinator.start({ dir, ltcs: 2, splits: [Buffer.from('m')] });
+    const link = await TcpRpcClient.connect(c.address);
+    const first = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-a', 111, '']);
+    const again = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-a', 111, '']);
+    expect(again.id).toBe(first.id); // nothing changed
+    const moved = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-b', 112, '']);
+    expect(moved.id).toBe(first.id + 1);
+    await expect(link.call('register', ['nope', 1, 'a', 1])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await expect(link.call('heartbeat', ['ltc', 9, []])).rejects.toMatchObject({ code: 'STALE_CONFIG' });
+    link.close();
+    await c.close();
+    c = await Coordinator.start({ dir });
+    expect(c.current().id).toBe(moved.id);
+    expect(c.current().ranges.map((r) => r.ltc)).toEqual([1, 2]);
+    expect(c.current().members).toMatchObject([{ role: 'stoc', id: 1, address: 'addr-b' }]);
+    await c.close();
   });
 });
 

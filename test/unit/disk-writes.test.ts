@@ -1,25 +1,23 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { diskWriteBytes, writtenBetween } from '../../bench/ycsb/disk-writes.js';
 import { mergeRuns, type RunResult } from '../../bench/ycsb/runner.js';
+import { tempDirs } from '../helpers/temp.js';
+
+const tempDir = tempDirs('nova-io-');
 
 describe('storage writes of the bench (/proc/PID/io)', () => {
   it('counts the bytes this process writes to a file, and nothing for a process it cannot read', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-io-'));
-    try {
-      const before = diskWriteBytes([process.pid]);
-      expect(before).toBeTypeOf('number');
-      writeFileSync(join(dir, 'f'), Buffer.alloc(4 << 20, 7));
-      const written = writtenBetween(before, diskWriteBytes([process.pid]));
-      expect(written).toBeGreaterThanOrEqual(4 << 20);
-      expect(diskWriteBytes([process.pid, 0x7ffffff0])).toBeUndefined(); // no such process
-      expect(diskWriteBytes([])).toBeUndefined();
-      expect(writtenBetween(undefined, 5)).toBeUndefined();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const dir = tempDir();
+    const before = diskWriteBytes([process.pid]);
+    expect(before).toBeTypeOf('number');
+    writeFileSync(join(dir, 'f'), Buffer.alloc(4 << 20, 7));
+    const written = writtenBetween(before, diskWriteBytes([process.pid]));
+    expect(written).toBeGreaterThanOrEqual(4 << 20);
+    expect(diskWriteBytes([process.pid, 0x7ffffff0])).toBeUndefined(); // no such process
+    expect(diskWriteBytes([])).toBeUndefined();
+    expect(writtenBetween(undefined, 5)).toBeUndefined();
   });
 
   it('merges clients of one store by the widest window, not the sum', () => {

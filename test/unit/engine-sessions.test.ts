@@ -3,28 +3,19 @@
  * retry comes while it is in flight, after it was applied, after a crash replayed it from its
  * log, or after a flush deleted that log; sessions expire on the range's clock.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { localEnv } from '../../src/ltc/local-store.js';
 import type { EngineEnv } from '../../src/ltc/engine-env.js';
 import type { EngineOptions } from '../../src/ltc/engine-options.js';
 import type { ClientId, SessionRef } from '../../src/common/write-id.js';
+import { tempDirs } from '../helpers/temp.js';
 
-const dirs: string[] = [];
+const tempDir = tempDirs('nova-sessions-');
 const open: Engine[] = [];
-afterEach(async () => {
+afterEach(async () => { // runs before tempDirs' hook, registered first
   for (const e of open.splice(0)) await e.close().catch(() => undefined);
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'nova-sessions-'));
-  dirs.push(d);
-  return d;
-}
 
 async function openEngine(dir: string, o: EngineOptions = {}): Promise<Engine> {
   const e = await Engine.open(dir, { mergeInWorker: false, ...o });

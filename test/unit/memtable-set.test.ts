@@ -2,14 +2,12 @@
  * Memtables of a range: routing by Drange, what a flush must take together, and the engine
  * scenario that makes it matter (a batch spanning Dranges, then a reopen).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { boundsFromSample, drangeOf } from '../../src/ltc/dranges.js';
 import { Engine } from '../../src/ltc/engine.js';
 import { Memtable } from '../../src/memtable/memtable.js';
 import { MemtableSet } from '../../src/ltc/memtable-set.js';
+import { tempDirs } from '../helpers/temp.js';
 
 const b = (s: string) => Buffer.from(s);
 const ids = (ms: readonly Memtable[]) => ms.map((m) => m.id);
@@ -74,14 +72,10 @@ describe('memtable set', () => {
 });
 
 describe('engine with several active memtables', () => {
-  const dirs: string[] = [];
-  afterEach(() => {
-    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-  });
+  const tempDir = tempDirs('nova-dranges-');
 
   it('never replays half of a batch that spans Dranges after the other half was flushed', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nova-dranges-'));
-    dirs.push(dir);
+    const dir = tempDir();
     const open = () => Engine.open(dir, { memtableBytes: 4096, activeMemtables: 2, sync: false });
     let db = await open();
     const value = Buffer.alloc(100, 1);
