@@ -10,7 +10,7 @@ import {
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
 import type { InternalIterator } from './merging-iterator.js';
-import { TwoLevelIterator, type TwoLevelIndex } from './two-level-iterator.js';
+import { TwoLevelIterator } from './two-level-iterator.js';
 import { filterHash, filterMayContain } from './filter.js';
 import type { BlockCache } from './block-cache.js';
 import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type BlockHandle, type Footer } from './format.js';
@@ -178,7 +178,7 @@ export class TableReader {
 
   /** The table's entries in order; keys and values are views, copy them to keep them. */
   iterator(): InternalIterator {
-    return new TwoLevelIterator(new TableIndex(this));
+    return new TableIterator(this);
   }
 
   /** Data blocks in the table. */
@@ -254,44 +254,45 @@ export class TableReader {
 }
 
 /**
- * A table's index over its data blocks, for a TwoLevelIterator: a position in the reader's
+ * A table's entries in order: a two-level iterator whose index is a position in the reader's
  * decoded index. A seek binary-searches the decoded index as a point lookup does, and a whole
  * table's block is one Block re-pointed as the iterator moves: a scan seeks every table of
  * L0, so a seek through the index block and a Block, an iterator and a handle per block it
  * crossed were most of a scan's cost.
  */
-class TableIndex implements TwoLevelIndex<BlockIterator> {
+class TableIterator extends TwoLevelIterator<BlockIterator> {
   private b: number; // index position; blockCount past the end
   private own: Block | undefined; // a whole table's re-pointed block
   private it: BlockIterator | undefined; // re-pointed at each block opened
 
   constructor(private readonly table: TableReader) {
+    super();
     this.b = table.blockCount;
   }
 
-  get valid(): boolean {
+  protected indexValid(): boolean {
     return this.b < this.table.blockCount;
   }
 
-  first(): void {
+  protected indexFirst(): void {
     this.b = 0;
   }
 
-  seek(target: Uint8Array): void {
+  protected indexSeek(target: Uint8Array): void {
     this.b = this.table.firstBlockFor(target);
   }
 
-  next(): void {
+  protected indexNext(): void {
     this.b++;
   }
 
-  open(): BlockIterator {
+  protected open(): BlockIterator {
     const block = this.table.blockAt(this.b, this.own);
     if (this.table.whole) this.own = block;
     return (this.it = this.it ? this.it.retarget(block) : block.iterator(compareInternalKeys));
   }
 
-  check(key: Buffer): void {
+  protected check(key: Buffer): void {
     this.table.checkEntry(key, this.b);
   }
 }

@@ -1,28 +1,25 @@
 /**
  * The two-level iterator (LevelDB table/two_level_iterator.cc): an index over second-level
  * iterators read as one, only the one the index is on open. A table is one (its index over
- * its data blocks); so is a sorted level (its tables).
+ * its data blocks, table-reader.ts); so is a sorted level (its tables, below). A subclass is
+ * the index: one object per iterator, and no call through a separate index object per move.
  */
 import type { InternalIterator } from './merging-iterator.js';
 import { compareInternalKeys } from '../common/internal-key.js';
 
-/** The first level: a position over second-level iterators, and a seek to the one that may hold a target. */
-export interface TwoLevelIndex<D extends InternalIterator> {
-  readonly valid: boolean;
-  first(): void;
-  /** To the first entry whose iterator may hold keys at or after `target`: no earlier one does. */
-  seek(target: Uint8Array): void;
-  next(): void;
-  /** An iterator over what the current entry names (it may re-point the one it opened last). */
-  open(): D;
-  /** Throws unless `key`, the entry the iterator stopped at, is sound. */
-  check(key: Buffer): void;
-}
-
-export class TwoLevelIterator<D extends InternalIterator> implements InternalIterator {
+export abstract class TwoLevelIterator<D extends InternalIterator> implements InternalIterator {
   private data: D | undefined;
 
-  constructor(private readonly index: TwoLevelIndex<D>) {}
+  /** Whether the index is on an entry. */
+  protected abstract indexValid(): boolean;
+  protected abstract indexFirst(): void;
+  /** To the first entry whose iterator may hold keys at or after `target`: no earlier one does. */
+  protected abstract indexSeek(target: Uint8Array): void;
+  protected abstract indexNext(): void;
+  /** An iterator over what the index entry names (it may re-point the one it opened last). */
+  protected abstract open(): D;
+  /** Throws unless `key`, the entry the iterator stopped at, is sound. */
+  protected abstract check(key: Buffer): void;
 
   get valid(): boolean {
     return this.data !== undefined && this.data.valid;
@@ -37,13 +34,13 @@ export class TwoLevelIterator<D extends InternalIterator> implements InternalIte
   }
 
   first(): void {
-    this.index.first();
+    this.indexFirst();
     if (this.openData()) this.data!.first();
     this.settle();
   }
 
   seek(target: Uint8Array): void {
-    this.index.seek(target);
+    this.indexSeek(target);
     if (this.openData()) this.data!.seek(target);
     this.settle();
   }
@@ -59,18 +56,18 @@ export class TwoLevelIterator<D extends InternalIterator> implements InternalIte
    */
   private openData(): boolean {
     this.data = undefined;
-    if (!this.index.valid) return false;
-    this.data = this.index.open();
+    if (!this.indexValid()) return false;
+    this.data = this.open();
     return true;
   }
 
   /** Moves past second-level iterators with nothing left, and checks the entry it lands on. */
   private settle(): void {
     while (this.data !== undefined && !this.data.valid) {
-      this.index.next();
+      this.indexNext();
       if (this.openData()) this.data!.first();
     }
-    if (this.data !== undefined) this.index.check(this.data.key);
+    if (this.data !== undefined) this.check(this.data.key);
   }
 }
 
@@ -87,24 +84,26 @@ export interface LevelTable {
  * then seeks once per level, not once per table.
  */
 export function levelIterator(tables: readonly LevelTable[]): InternalIterator {
-  return new TwoLevelIterator(new LevelIndex(tables));
+  return new LevelIterator(tables);
 }
 
-class LevelIndex implements TwoLevelIndex<InternalIterator> {
+class LevelIterator extends TwoLevelIterator<InternalIterator> {
   private i = 0;
 
-  constructor(private readonly tables: readonly LevelTable[]) {}
+  constructor(private readonly tables: readonly LevelTable[]) {
+    super();
+  }
 
-  get valid(): boolean {
+  protected indexValid(): boolean {
     return this.i < this.tables.length;
   }
 
-  first(): void {
+  protected indexFirst(): void {
     this.i = 0;
   }
 
   /** The first table whose largest key is at or after the target. */
-  seek(target: Uint8Array): void {
+  protected indexSeek(target: Uint8Array): void {
     let lo = 0;
     let hi = this.tables.length;
     while (lo < hi) {
@@ -115,14 +114,14 @@ class LevelIndex implements TwoLevelIndex<InternalIterator> {
     this.i = lo;
   }
 
-  next(): void {
+  protected indexNext(): void {
     this.i++;
   }
 
-  open(): InternalIterator {
+  protected open(): InternalIterator {
     return this.tables[this.i].iterator();
   }
 
   /** Each table's iterator checks its own entries. */
-  check(): void {}
+  protected check(): void {}
 }
