@@ -32,8 +32,8 @@ import { sample } from '../cluster/placement.js';
 import { LogFramer, readLog, readLogPrefix } from '../log/log-format.js';
 
 /**
- * Appends of one log in flight at once (the engine pipelines up to 4 commit rounds). One at
- * a time capped a log at one group per replicated round trip (~1.5–2 ms to 3 StoCs here).
+ * Appends of one log in flight at once (the engine pipelines up to 4 commit rounds): one at a
+ * time would cap a log at one group per replicated round trip (doc/decisions/log-appends-in-flight.md).
  */
 export const APPENDS_IN_FLIGHT = 4;
 
