@@ -7,9 +7,9 @@ import { constants as bufferConstants } from 'node:buffer';
 import { NovaError } from '../common/errors.js';
 import type { CallOptions } from '../transport/rpc.js';
 import type { RemoteRegion } from '../transport/regions.js';
-import { left, parseList, parseMemoryReply, wrap, type Op } from './client-calls.js';
+import { left, parseMemoryReply, wrap, type Op } from './client-calls.js';
 import type { StocClient } from './stoc-client.js';
-import { Method, checkName, checkPrefix, checkUint, type MemoryFileReply } from './stoc-protocol.js';
+import { Method, checkName, checkUint, type MemoryFileReply } from './stoc-protocol.js';
 
 /**
  * One StoC in-memory file as this client sees it: the regions it imported so far, in file
@@ -96,15 +96,8 @@ export async function readAll(c: StocClient, name: string, options?: CallOptions
 }
 
 /** In-memory files whose names start with `prefix`, in name order, with the bytes allocated to each. */
-export async function list(c: StocClient, prefix: string, options?: CallOptions): Promise<Array<{ name: string; size: number }>> {
-  const op = c.begin(`list of memory files starting "${String(prefix)}"`, options);
-  try {
-    checkPrefix(prefix);
-    c.usable();
-    return parseList(await c.call(op, Method.mlist, { prefix }));
-  } catch (err) {
-    throw wrap(err, `StoC ${c.stocId}: ${op.what}`);
-  }
+export function list(c: StocClient, prefix: string, options?: CallOptions): Promise<Array<{ name: string; size: number }>> {
+  return c.listing(Method.mlist, 'memory files', prefix, options);
 }
 
 

@@ -261,15 +261,8 @@ export class StocClient {
   }
 
   /** Files whose names start with `prefix`, in name order, with their sizes. */
-  async list(prefix: string, options?: CallOptions): Promise<Array<{ name: string; size: number }>> {
-    const op = this.begin(`list of files starting "${String(prefix)}"`, options);
-    try {
-      checkPrefix(prefix);
-      this.usable();
-      return parseList(await this.call(op, Method.list, { prefix }));
-    } catch (err) {
-      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
-    }
+  list(prefix: string, options?: CallOptions): Promise<Array<{ name: string; size: number }>> {
+    return this.listing(Method.list, 'files', prefix, options);
   }
 
   /** Deletes `name`; a missing file is not an error. */
@@ -358,6 +351,18 @@ export class StocClient {
   }
 
   // ---- private ----
+
+  /** @internal Names and sizes of the `kind` (files, memory files) that `method` lists, starting with `prefix`. */
+  async listing(method: string, kind: string, prefix: string, options: CallOptions | undefined): Promise<Array<{ name: string; size: number }>> {
+    const op = this.begin(`list of ${kind} starting "${String(prefix)}"`, options);
+    try {
+      checkPrefix(prefix);
+      this.usable();
+      return parseList(await this.call(op, method, { prefix }));
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
 
   /** @internal */
   begin(what: string, options: CallOptions | undefined): Op {
