@@ -52,7 +52,7 @@ export async function runStoc(o: ComponentCli): Promise<void> {
   const s = await StocServer.start({ dir: o.dir, id: o.id, memoryBytes: o.memoryBytes });
   let m: Membership;
   try {
-    m = await Membership.join({ coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host, onConfig: () => undefined, onLog: log });
+    m = await Membership.join({ coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host, onConfig: (c) => s.setCompactionLimit(c.settings.stocCompactions), onLog: log });
   } catch (err) {
     await s.close();
     throw err;

@@ -101,8 +101,13 @@ export const KNOBS: readonly Knob[] = [
   }),
   knob({
     key: 'compaction', flag: 'compaction', type: 'choice', choices: ['stoc', 'ltc'], default: 'stoc',
-    meaning: 'where compaction merges run: stoc (each job offloaded to the next StoC, round-robin; the LTC merges a job no StoC could run) or ltc',
+    meaning: 'where compaction merges run: stoc (each job offloaded to the least loaded StoC; the LTC merges a job no StoC could run) or ltc',
     tradeoff: 'stoc: the LTC\'s CPU stays with reads and writes; tables cross the fabric twice',
+  }),
+  knob({
+    key: 'stocCompactions', flag: 'stoc-compactions', type: 'count', min: 1, default: 2,
+    meaning: 'offloaded compactions one StoC runs at once; a job sent to a StoC running this many is merged by its LTC instead',
+    tradeoff: 'more: more L0 jobs merge in parallel; each holds its inputs in the StoC\'s memory, and the StoC\'s merge worker takes one at a time',
   }),
   knob({
     key: 'blockCacheBytes', engine: true, flag: 'block-cache-bytes', type: 'bytes', min: 0, default: 0,

@@ -24,6 +24,11 @@ export interface MergeJob {
   /** Cut an output once it reaches this many bytes, at the next user key. */
   targetBytes: number;
   /**
+   * User keys, ascending, that no output may span: one starts at the first key >= each (the
+   * range's Drange bounds, so an L1 table never joins two Dranges' compactions).
+   */
+  cuts?: Uint8Array[];
+  /**
    * Memory to build outputs in (TableOptions.memory), one output each, taken from the front
    * as outputs start; those too small for an output are skipped. What is not used stays here.
    */
@@ -62,10 +67,17 @@ export function* mergeTables(job: MergeJob): Generator<MergedTable> {
   // The last user key, copied into a reused buffer (a merge passes millions of keys).
   let lastUser = Buffer.allocUnsafe(256);
   let lastUserLen = -1;
+  const cuts = job.cuts ?? [];
+  let cut = 0; // cuts[cut] is the first cut above the current output's keys
   for (const [k, v] of entries) {
     const userLen = k.length - TRAILER_BYTES;
     const newUser = lastUserLen < 0 || compareBytes(lastUser, 0, lastUserLen, k, 0, userLen) !== 0;
-    if (builder && newUser && builder.estimatedSize >= job.targetBytes) {
+    let crossed = false;
+    while (newUser && cut < cuts.length && compareBytes(cuts[cut], 0, cuts[cut].length, k, 0, userLen) <= 0) {
+      cut++;
+      crossed = true;
+    }
+    if (builder && newUser && (crossed || builder.estimatedSize >= job.targetBytes)) {
       yield finish(builder);
       builder = undefined;
     }

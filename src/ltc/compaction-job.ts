@@ -51,6 +51,7 @@ export async function mergeHere(db: EngineState, out: number, inputs: TableMeta[
     smallestSnapshot,
     deeper,
     targetBytes: db.options.memtableBytes,
+    cuts: [...db.memtables.drangeBounds],
   };
   const added: LiveTable[] = [];
   for await (const t of db.options.mergeInWorker ? mergeOnWorker(merge) : mergeTables(merge)) {
@@ -76,7 +77,7 @@ export async function offload(db: EngineState, compactor: Compactor, out: number
   const firstFile = db.nextFile;
   db.nextFile += maxFiles;
   await logEdit(db, { ...emptyEdit(), nextFile: db.nextFile });
-  const tables = await compactor.compact({ inputs, smallestSnapshot, deeper, targetBytes, firstFile, maxFiles });
+  const tables = await compactor.compact({ inputs, smallestSnapshot, deeper, targetBytes, cuts: [...db.memtables.drangeBounds], firstFile, maxFiles });
   if (!tables) return undefined;
   tables.forEach((t, i) => {
     if (t.file < firstFile || t.file >= firstFile + maxFiles || (i > 0 && t.file <= tables[i - 1].file)) {

@@ -43,6 +43,8 @@ export interface CompactionRequest {
   deeper: Array<{ smallest: Buffer; largest: Buffer }>;
   /** Cut an output once it reaches this many bytes, at the next user key. */
   targetBytes: number;
+  /** User keys no output spans, ascending (the range's Drange bounds). */
+  cuts: Buffer[];
   /** Output n is table firstFile + n; numbers the engine reserved in its MANIFEST. */
   firstFile: number;
   maxFiles: number;

@@ -31,7 +31,7 @@ export interface RangeEnv {
 export function rangeEnv(pool: StocPool, settings: Settings, range: number, dir: string, onLog: (line: string) => void,
   strictUntil: number): RangeEnv {
   const store = new StocBlockStore(pool, range, settings.scatter, settings.placement);
-  const compactor = settings.compaction === 'stoc' ? new StocCompactor(pool, range, settings.scatter, onLog) : undefined;
+  const compactor = settings.compaction === 'stoc' ? new StocCompactor(pool, range, settings.scatter, settings.placement, onLog) : undefined;
   const options: EngineOptions = {
     ...(engineSettings(settings) as EngineOptions),
     env: {

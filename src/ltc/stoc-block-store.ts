@@ -11,7 +11,7 @@ import { NovaError } from '../common/errors.js';
 import type { Placement } from '../cluster/config.js';
 import type { BlockStore } from './engine-env.js';
 import { cutTable, readFragments, writeFragments } from '../compaction/fragments.js';
-import { place, type PlacementState } from '../cluster/placement.js';
+import { place, placementWidth, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, filesOnStocs, type StocPool } from '../stoc/stoc-pool.js';
 import type { Fragment } from '../log/version-edit.js';
@@ -37,8 +37,7 @@ export class StocBlockStore implements BlockStore {
     const failed = new Set<number>(); // StoCs a late write of an earlier attempt may still reach
     for (let attempt = 1; ; attempt++) {
       const healthy = this.pool.healthy().filter((id) => !failed.has(id));
-      // ρ StoCs for the data blocks and one more for the metadata, when there is one more.
-      const stocs = await place(this.policy, healthy, healthy.length > this.scatter ? this.scatter + 1 : this.scatter, this.state,
+      const stocs = await place(this.policy, healthy, placementWidth(healthy.length, this.scatter), this.state,
         (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
       const fragments = cutTable(bytes, stocs, this.scatter, name);
       try {

@@ -1,13 +1,19 @@
 /**
  * Offloads a range's compactions to StoCs (DESIGN.md §4 "Compaction"; the StoC side is
- * src/stoc/compaction-executor.ts): each job goes to the next StoC that is up, round-robin.
+ * src/stoc/compaction-executor.ts). A job goes to the least loaded StoC that is up (fewest
+ * compactions running, then the shortest queue, then the fewest bytes pending: placement.ts
+ * leastLoaded), and its outputs go where the cluster's placement policy puts them, as a flushed
+ * table's do, so compaction — most of the bytes written — spreads as placement says.
  *
  * A job that fails for a reason another place could mend — the StoC died or timed out, it
- * could not reach an input's StoC, its disk failed — is declined, and the engine merges it
- * itself (it holds the inputs in memory, so compaction goes on while a StoC holding an input
- * is down). Corruption is not declined: it fails the engine, which names the file.
+ * could not reach an input's StoC, its disk failed, it runs as many jobs as it may — is
+ * declined, and the engine merges it itself (it holds the inputs in memory, so compaction goes
+ * on while a StoC holding an input is down). Corruption is not declined: it fails the engine,
+ * which names the file.
  */
 import type { NovaError } from '../common/errors.js';
+import type { Placement } from '../cluster/config.js';
+import { leastLoaded, placeMany, placementWidth, type PlacementState, type StocLoadView } from '../cluster/placement.js';
 import type { CompactArgs } from '../stoc/compaction-executor.js';
 import type { CompactedTable, CompactionRequest, Compactor } from './engine-env.js';
 import type { StocPool } from '../stoc/stoc-pool.js';
@@ -17,24 +23,28 @@ function deadlineMs(inputBytes: number): number {
   return 60_000 + Math.ceil(inputBytes / 2 ** 20) * 100;
 }
 
+/** How long the StoCs' loads are awaited before a job is placed without the late ones. */
+const LOAD_TIMEOUT_MS = 2_000;
+
 export class StocCompactor implements Compactor {
-  private next = 0;
+  private turn = 0;
+  private readonly state: PlacementState = { next: 0 };
   /** Jobs run on StoCs, jobs declined (merged by the LTC), and time spent on the ones run. */
   readonly counters = { jobs: 0, declined: 0, ms: 0 };
 
   constructor(private readonly pool: StocPool, private readonly range: number, private readonly scatter: number,
-    private readonly log: (line: string) => void) {}
+    private readonly policy: Placement, private readonly log: (line: string) => void) {}
 
   async compact(job: CompactionRequest): Promise<CompactedTable[] | undefined> {
-    const up = this.pool.healthy();
+    const up = this.pool.healthy().filter((s) => this.pool.address(s));
     if (up.length === 0) return this.decline('no StoC is up');
-    const id = up[this.next++ % up.length];
-    const started = performance.now();
-    // Outputs go to the first StoCs of this list after the one running the job: the healthy
-    // ones, rotated per job so metadata fragments spread; the rest only as input holders.
-    const rotated = up.map((_, i) => up[(this.next + i) % up.length]);
+    if (up.length < this.scatter) return this.decline(`scatter ${this.scatter} needs ${this.scatter} StoCs and ${up.length} are up`);
+    const loads = await this.loads(up);
+    const id = leastLoaded(up, loads, this.turn++);
+    const depth = new Map([...loads].map(([s, l]) => [s, l.queueDepth]));
+    // Every StoC the job may touch: those up take outputs; the others may hold inputs.
     const stocs: Array<[number, Uint8Array]> = [];
-    for (const s of [...rotated, ...this.pool.ids().filter((x) => !up.includes(x))]) {
+    for (const s of [...up, ...this.pool.ids().filter((x) => !up.includes(x))]) {
       const address = this.pool.address(s);
       if (address) stocs.push([s, address]);
     }
@@ -48,7 +58,10 @@ export class StocCompactor implements Compactor {
       firstFile: job.firstFile,
       maxFiles: job.maxFiles,
       scatter: this.scatter,
+      placements: placeMany(this.policy, up, placementWidth(up.length, this.scatter), job.maxFiles, this.state, depth),
+      cuts: job.cuts,
     };
+    const started = performance.now();
     const timeoutMs = deadlineMs(job.inputs.reduce((n, m) => n + m.size, 0));
     let client;
     try {
@@ -64,6 +77,14 @@ export class StocCompactor implements Compactor {
       if (!client?.alive) this.pool.shun(id);
       return this.decline(`StoC ${id} failed it (${(err as Error).message})`);
     }
+  }
+
+  /** The loads of the StoCs in `ids` that answer within LOAD_TIMEOUT_MS. */
+  private async loads(ids: number[]): Promise<Map<number, StocLoadView>> {
+    const out = new Map<number, StocLoadView>();
+    await Promise.all(ids.map((id) => this.pool.on(id, (c) => c.load({ timeoutMs: LOAD_TIMEOUT_MS }))
+      .then((l) => { out.set(id, l); }, () => undefined)));
+    return out;
   }
 
   private decline(why: string): undefined {

@@ -7,9 +7,9 @@
  * inputs (its own fragments from its disk, the others from their StoCs over the fabric), runs
  * the engine's merge (src/compaction/merge.ts) on a worker thread so its main loop keeps serving block
  * I/O, and writes each output as soon as it is cut: ρ data fragments and a metadata fragment
- * (src/compaction/fragments.ts), the first on this StoC, the others on the next StoCs of the job's
- * list, each synced before the answer. The answer is the
- * outputs' metadata; the LTC installs them in its MANIFEST and deletes the inputs.
+ * (src/compaction/fragments.ts) on the StoCs the LTC's placement policy chose for that output,
+ * each synced before the answer. The answer is the outputs' metadata; the LTC installs them in
+ * its MANIFEST and deletes the inputs.
  *
  * Invariants:
  *  - An output never replaces a file: a name that exists fails the job (the LTC reserved the
@@ -64,6 +64,15 @@ export interface CompactArgs {
   firstFile: number;
   maxFiles: number;
   scatter: number;
+  /**
+   * Where output n's fragments go, for n < placements.length: ρ StoCs for its data and one
+   * more for its metadata when there is one more, chosen by the LTC's placement policy.
+   * Outputs past the list (or every output, without one: an LTC that predates the field) go
+   * to this StoC first, then the next StoCs of `stocs`.
+   */
+  placements?: number[][];
+  /** User keys no output spans (MergeJob.cuts). */
+  cuts?: Uint8Array[];
 }
 
 export interface CompactOutput {
@@ -110,6 +119,19 @@ export function parseCompactArgs(args: unknown): CompactArgs {
   if (scatter < 1) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: scatter must be at least 1`);
   const targetBytes = checkUint('targetBytes', a.targetBytes, 2 ** 32);
   if (targetBytes < 1024) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: targetBytes must be at least 1024`);
+  const maxFiles = checkUint('maxFiles', a.maxFiles, 1_000_000);
+  const known = new Set(stocs.map(([id]) => id));
+  const placements = a.placements === undefined ? undefined : list('placements', a.placements, maxFiles).map((p) => {
+    const ids = list('a placement', p, scatter + 1).map((id) => checkUint('a placement\'s StoC', id, 0xffffffff));
+    if (ids.length < scatter || new Set(ids).size !== ids.length || ids.some((id) => !known.has(id))) {
+      throw new NovaError('BAD_ARGUMENT', `${Method.compact}: a placement must name ${scatter} or ${scatter + 1} distinct StoCs of the job's stocs, not [${ids.join(', ')}]`);
+    }
+    return ids;
+  });
+  const cuts = a.cuts === undefined ? undefined : list('cuts', a.cuts, 100_000).map((c) => bytes('a cut', c));
+  for (let i = 1; i < (cuts?.length ?? 0); i++) {
+    if (Buffer.compare(cuts![i - 1], cuts![i]) >= 0) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: cuts must ascend`);
+  }
   return {
     range: checkUint('range', a.range, 0xffffffff),
     inputs,
@@ -121,8 +143,10 @@ export function parseCompactArgs(args: unknown): CompactArgs {
     }),
     targetBytes,
     firstFile: checkUint('firstFile', a.firstFile),
-    maxFiles: checkUint('maxFiles', a.maxFiles, 1_000_000),
+    maxFiles,
     scatter,
+    placements,
+    cuts,
   };
 }
 
@@ -162,13 +186,14 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
       smallestSnapshot: job.smallestSnapshot,
       deeper: job.deeper.map(([smallest, largest]) => ({ smallest, largest })),
       targetBytes: job.targetBytes,
+      cuts: job.cuts,
       // Outputs go into inputs the merge has read to their end, then into spares: about as
       // many as the inputs fill, of what the pool has ready (none made).
       consumeInputs: true,
       spares: env.memory.takeFree(outputBytes(job.targetBytes), Math.ceil(inputBytes / job.targetBytes) + 1),
     };
     const giveBack = (memory: ArrayBuffer[]): void => memory.forEach((ab) => env.memory.give(ab));
-    const targets = outputStocs(env.id, job);
+    const fallback = outputStocs(env.id, job);
     const onWorker = mergeWorkerAvailable();
     for await (const t of onWorker ? mergeOnWorker(merge, true, giveBack) : mergeTables(merge)) {
       if (lost()) throw new NovaError('CLOSED', 'the LTC that sent the job is gone');
@@ -177,7 +202,7 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
       }
       const file = job.firstFile + outputs.length;
       const name = tableFileName(job.range, file);
-      const fragments = cutTable(t.bytes, targets, job.scatter, `StoC ${env.id}: compaction output ${name}`);
+      const fragments = cutTable(t.bytes, job.placements?.[outputs.length] ?? fallback, job.scatter, `StoC ${env.id}: compaction output ${name}`);
       await writeOutput(env, name, t.bytes, fragments, addresses, written);
       outputs.push({ ...describe(t), file, fragments });
       // Written: nothing holds the output's memory any more (describe copied its keys). An
@@ -201,8 +226,8 @@ function describe(t: MergedTable): Omit<CompactOutput, 'file' | 'fragments'> {
 }
 
 /**
- * Where an output's fragments go: this StoC first, then the others of the job in their
- * order — ρ for the data blocks and one more for the metadata when there is one more.
+ * Where an output the job did not place goes: this StoC first, then the others of the job in
+ * their order — ρ for the data blocks and one more for the metadata when there is one more.
  */
 function outputStocs(self: number, job: CompactArgs): number[] {
   const all = [self, ...job.stocs.map(([id]) => id).filter((id) => id !== self)];

@@ -14,12 +14,6 @@ import { parseCompactArgs, runCompaction, type CompactOutput, type ExecutorEnv }
 import type { StoredFiles, StoredFile } from './stored-files.js';
 import { StocClient } from './stoc-client.js';
 
-/**
- * Compactions a StoC runs at once; more are answered BUSY (the LTC then merges them itself).
- * A job holds its inputs in memory, and the merge worker takes one job at a time: two lets
- * one read its inputs while the other merges.
- */
-const MAX_COMPACTIONS = 2;
 
 /** What the service needs of its StoC. */
 export interface CompactionHost {
@@ -43,7 +37,13 @@ export class CompactionService {
   /** Connections to other StoCs, by address, for compaction inputs and outputs. */
   private readonly peers = new ConnectionCache<string, StocClient>(
     (key) => StocClient.connect(this.host.fabric, this.host.rpc, Buffer.from(key, 'base64'), { timeoutMs: 5_000 }), (c, lost) => c.onLost(lost));
-  private running = 0;
+  /** Jobs running now (reported in the StoC's load). */
+  running = 0;
+  /**
+   * Jobs run at once; more are answered BUSY (the LTC then merges them itself). The cluster's
+   * stocCompactions knob, set once the StoC has the configuration.
+   */
+  limit = 2;
 
   constructor(private readonly host: CompactionHost, log: (line: string) => void, memory: BufferPool) {
     this.env = {
@@ -83,8 +83,8 @@ export class CompactionService {
    */
   compact(args: unknown, ep: Endpoint, track: (work: () => Promise<CompactOutput[]>) => Promise<CompactOutput[]>): Promise<CompactOutput[]> {
     const job = parseCompactArgs(args);
-    if (this.running >= MAX_COMPACTIONS) {
-      throw new NovaError('BUSY', `StoC ${this.host.id}: ${MAX_COMPACTIONS} compactions are running already; merge this one elsewhere`);
+    if (this.running >= this.limit) {
+      throw new NovaError('BUSY', `StoC ${this.host.id}: ${this.limit} compactions are running already; merge this one elsewhere`);
     }
     this.running++;
     return track(async () => {

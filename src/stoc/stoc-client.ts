@@ -329,6 +329,7 @@ export class StocClient {
         queueDepth: checkUint('queueDepth', r?.queueDepth),
         pendingReadBytes: checkUint('pendingReadBytes', r?.pendingReadBytes),
         pendingWriteBytes: checkUint('pendingWriteBytes', r?.pendingWriteBytes),
+        compactionsRunning: r?.compactionsRunning === undefined ? 0 : checkUint('compactionsRunning', r.compactionsRunning),
       };
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: ${op.what}`);

@@ -72,6 +72,8 @@ export interface StocLoad {
   pendingReadBytes: number;
   /** Bytes of persists not yet written to disk. */
   pendingWriteBytes: number;
+  /** Offloaded compactions running (0 from a StoC that predates the field). */
+  compactionsRunning: number;
 }
 
 /** A range's table `file` on a StoC: the name carries the range and number (paper §4.9). */

@@ -111,7 +111,7 @@ export class StocServer implements CompactionHost, DirectHost {
   private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0 };
   private readonly compactions: CompactionService;
   private readonly direct: DirectFileService;
-  private readonly load: StocLoad = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
+  private readonly load: Omit<StocLoad, 'compactionsRunning'> = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
   private active = 0;
   private idleWaiters: Array<() => void> = [];
   /** @internal (CompactionHost) */
@@ -179,7 +179,13 @@ export class StocServer implements CompactionHost, DirectHost {
       compactionMemoryBytes: this.compactions.env.memory.bytes,
       compactionMemoryReuses: this.compactions.env.memory.counters.reused,
       ...this.load,
+      compactionsRunning: this.compactions.running,
     };
+  }
+
+  /** Offloaded compactions run at once (the cluster's stocCompactions); more are answered BUSY. */
+  setCompactionLimit(jobs: number): void {
+    this.compactions.limit = Math.max(1, Math.floor(jobs));
   }
 
   /** Stops serving, waits for running requests, closes files and the fabric. Idempotent. */
@@ -219,7 +225,7 @@ export class StocServer implements CompactionHost, DirectHost {
     serve(Method.list, (a) => this.list(a));
     serve(Method.remove, (a) => this.remove(a));
     serve(Method.sync, (a) => this.sync(a));
-    serve(Method.load, () => ({ ...this.load }));
+    serve(Method.load, (): StocLoad => ({ ...this.load, compactionsRunning: this.compactions.running }));
     serve(Method.bye, (_a, ep) => this.drop(ep));
     serve(Method.mcreate, (a) => this.mcreate(a));
     serve(Method.mget, (a) => this.memory.get(checkName(fields(Method.mget, a).file)) ?? null);

@@ -81,6 +81,32 @@ describe('offloaded compaction on a StoC', () => {
       expect(o.fragments.map((f) => f.stoc)).toEqual([2, 1, 3]);
       expect((await stored(o)).equals(expected[i].bytes)).toBe(true);
     }
+
+    // Placed by the LTC: output n where placements[n] says, even on none of the job's own
+    // StoC; outputs past the list fall back to the job's order.
+    const placements = [[3, 2], [2, 3], [3]];
+    const placed = await clients.get(1)!.compact({ ...args, firstFile: 300, placements });
+    for (const [i, o] of placed.entries()) {
+      expect(o.fragments.map((f) => f.stoc)).toEqual(placements[i] ?? [1, 2]);
+      expect((await stored(o)).equals(expected[i].bytes)).toBe(true);
+    }
+  });
+
+  it('cuts outputs at the cuts it is given, so no output spans one', async () => {
+    const { clients, inputs, args } = await setup();
+    const key = (i: number): Buffer => Buffer.from(`k${String(i).padStart(5, '0')}`);
+    const merged = [...mergeTables({ tables: inputs, names: ['1', '2', '3'], smallestSnapshot: 1000, deeper: [], targetBytes: 64 * 1024 })];
+    const all = merged.reduce((n, t) => n + t.entries, 0);
+    const cuts = [key(500), key(501), key(1700)];
+    const outputs = await clients.get(1)!.compact({ ...args, cuts });
+    expect(outputs.reduce((n, o) => n + o.entries, 0)).toBe(all);
+    expect(outputs.length).toBeGreaterThan(merged.length);
+    const user = (k: Uint8Array): Buffer => Buffer.from(k.subarray(0, k.length - 8));
+    for (const o of outputs) {
+      for (const c of cuts) expect(Buffer.compare(user(o.smallest), c) < 0 && Buffer.compare(user(o.largest), c) >= 0).toBe(false);
+    }
+    // An output starts at each cut.
+    for (const c of cuts) expect(outputs.some((o) => user(o.smallest).equals(c))).toBe(true);
   });
 
   it('keeps its inputs\' and outputs\' memory from job to job, and jobs in reused memory (two at once too) write the merge\'s very bytes', async () => {
@@ -164,6 +190,9 @@ describe('offloaded compaction on a StoC', () => {
       null, [], { ...good, inputs: [] }, { ...good, inputs: 'x' }, { ...good, targetBytes: 10 }, { ...good, scatter: 0 },
       { ...good, firstFile: -1 }, { ...good, stocs: [[1]] }, { ...good, deeper: [[Buffer.alloc(1), 'x']] },
       { ...good, inputs: [{ file: 1, fragments: [{ stoc: 1, offset: 0, size: 2 ** 40 }] }] },
+      { ...good, stocs: [[1, Buffer.alloc(1)]], placements: [[2]] }, { ...good, stocs: [[1, Buffer.alloc(1)]], placements: [[1, 1]] },
+      { ...good, stocs: [[1, Buffer.alloc(1)]], placements: [[]] }, { ...good, placements: new Array(5).fill([1]) },
+      { ...good, cuts: [Buffer.from('b'), Buffer.from('a')] }, { ...good, cuts: ['a'] },
     ]) {
       await expect(rpc.call(ep, Method.compact, bad, { timeoutMs: 5000 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     }
@@ -195,22 +224,25 @@ describe('StocCompactor (the LTC side)', () => {
   function compactor(s: StocServer[]): { c: StocCompactor; lines: string[] } {
     const pool = h.makePool(s);
     const lines: string[] = [];
-    return { c: new StocCompactor(pool, RANGE, 1, (l) => lines.push(l)), lines };
+    return { c: new StocCompactor(pool, RANGE, 1, 'round-robin', (l) => lines.push(l)), lines };
   }
 
   const request = (args: CompactArgs) => ({
     inputs: args.inputs.map((i) => ({ ...i, level: 0, size: i.fragments.reduce((n, f) => n + f.size, 0), entries: 0, smallest: Buffer.alloc(0), largest: Buffer.alloc(0) }) as TableMeta),
-    smallestSnapshot: args.smallestSnapshot, deeper: [], targetBytes: args.targetBytes, firstFile: args.firstFile, maxFiles: args.maxFiles,
+    smallestSnapshot: args.smallestSnapshot, deeper: [], targetBytes: args.targetBytes, cuts: [], firstFile: args.firstFile, maxFiles: args.maxFiles,
   });
 
-  it('sends jobs round-robin; declines a job no StoC could run (the LTC merges it); corruption is not declined', async () => {
+  it('sends each job to the least loaded StoC (equal ones in turn), places outputs by the policy; declines a job no StoC could run; corruption is not declined', async () => {
     const { clients, args } = await setup();
     const { c, lines } = compactor(h.servers);
     const first = await c.compact(request(args));
     const second = await c.compact({ ...request(args), firstFile: 300 });
-    expect(first!.length).toBeGreaterThan(1);
-    expect([first![0].fragments[0].stoc, second![0].fragments[0].stoc]).toEqual([1, 2]);
+    expect(first!.length).toBeGreaterThan(3);
     expect(h.servers.map((x) => x.stats().compactions)).toEqual([1, 1, 0]);
+    // Round-robin placement, ρ = 1 and a metadata StoC: the outputs spread over all three
+    // StoCs, not only over the one that ran the job.
+    expect(first!.map((o) => o.fragments.map((f) => f.stoc))).toEqual(first!.map((_, i) => [(2 * i) % 3 + 1, (2 * i + 1) % 3 + 1]));
+    expect(new Set(second!.map((o) => o.fragments[0].stoc)).size).toBe(3);
 
     // StoC 3, which holds inputs 2 and 3, is gone: the job can run nowhere, so it is declined.
     await h.servers[2].close();
