@@ -55,6 +55,8 @@ export interface Settings {
   sessionTimeoutMs: number;
   sync: boolean;
   compaction: CompactionSite;
+  /** Compaction jobs one range runs at once (EngineOptions.compactionJobs). */
+  compactionJobs: number;
   /** Offloaded compactions a StoC runs at once; more are answered BUSY. */
   stocCompactions: number;
   /** Bytes of data blocks each range's LTC caches; the LTC then holds only tables' metadata. 0: whole tables. */

@@ -105,6 +105,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'stoc: the LTC\'s CPU stays with reads and writes; tables cross the fabric twice',
   }),
   knob({
+    key: 'compactionJobs', engine: true, flag: 'compaction-jobs', type: 'count', min: 1, default: 4,
+    meaning: 'compaction jobs one range runs at once: L0 cut at the gaps between Dranges, and deeper levels, in jobs that share no table',
+    tradeoff: 'more: L0 drains faster after a burst, on more StoCs at once; more inputs held in memory at once',
+  }),
+  knob({
     key: 'stocCompactions', flag: 'stoc-compactions', type: 'count', min: 1, default: 2,
     meaning: 'offloaded compactions one StoC runs at once; a job sent to a StoC running this many is merged by its LTC instead',
     tradeoff: 'more: more L0 jobs merge in parallel; each holds its inputs in the StoC\'s memory, and the StoC\'s merge worker takes one at a time',

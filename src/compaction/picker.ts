@@ -4,7 +4,8 @@
  *
  * Levels: L0 tables may overlap (newest last); L1 and deeper are sorted and disjoint, with
  * size targets growing ×10 from `l1Bytes`. The picker takes the level with the highest
- * size/target ratio (L0: table count / `l0Trigger`) once it reaches 1.
+ * size/target ratio (L0: table count / `l0Trigger`) once it reaches 1, and a job there that
+ * no running compaction touches.
  */
 import { TRAILER_BYTES, compareBytes, compareInternalKeys } from '../common/internal-key.js';
 import type { TableMeta } from '../log/version-edit.js';
@@ -32,10 +33,16 @@ export function levelTarget(level: number, o: LevelOptions): number {
   return o.l1Bytes * 10 ** (level - 1);
 }
 
-export function levelScores(levels: TableMeta[][], o: LevelOptions): number[] {
+/**
+ * Each level's score: L0's tables not being compacted / l0Trigger; a deeper level's bytes /
+ * its target.
+ */
+export function levelScores(levels: TableMeta[][], o: LevelOptions, busy: ReadonlySet<number> = NONE): number[] {
   return levels.map((tables, level) =>
-    level === 0 ? tables.length / o.l0Trigger : tables.reduce((n, t) => n + t.size, 0) / levelTarget(level, o));
+    level === 0 ? tables.filter((t) => !busy.has(t.file)).length / o.l0Trigger : tables.reduce((n, t) => n + t.size, 0) / levelTarget(level, o));
 }
+
+const NONE: ReadonlySet<number> = new Set();
 
 /** Tables of `tables` whose user-key span meets [smallest, largest] (internal keys). */
 export function overlapping(tables: TableMeta[], smallest: Buffer, largest: Buffer): TableMeta[] {
@@ -43,29 +50,75 @@ export function overlapping(tables: TableMeta[], smallest: Buffer, largest: Buff
 }
 
 /**
- * The next job, or undefined when every level is within its target. `cursor[level]` is the
- * largest key of the last table compacted from that level: jobs rotate through the key space.
+ * The jobs due now, none touching a table in `busy` (those of compactions running or waiting
+ * to) and none sharing a table with another, so they may run at the same time and their
+ * outputs never overlap. Levels go by score, highest first.
+ *
+ * L0, once due, gives every job it has, whatever `room`: it is cut at the gaps between its
+ * tables' key spans (the Drange bounds, as each Drange's memtables flush on their own). Tables
+ * that overlap, directly or through a chain, go together, with every L1 table their span
+ * meets; spans that meet one L1 table go together too. Jobs with more L0 tables come first.
+ * A deeper level gives one job, while fewer than `room` jobs are picked: its table after
+ * `cursor[level]` (the largest key last compacted from it, so jobs rotate through the key
+ * space) that no job touches.
  */
-export function pickCompaction(levels: TableMeta[][], o: LevelOptions, cursor: Array<Buffer | undefined>): CompactionJob | undefined {
-  const scores = levelScores(levels, o);
-  let level = -1;
-  let best = 1;
-  for (let l = 0; l < LEVELS - 1; l++) {
-    if (scores[l] >= best) {
-      best = scores[l];
-      level = l;
+export function pickCompactions(levels: TableMeta[][], o: LevelOptions, cursor: Array<Buffer | undefined>,
+  busy: ReadonlySet<number>, room: number): CompactionJob[] {
+  const taken = new Set(busy);
+  const scores = levelScores(levels, o, busy);
+  const due = scores.map((score, level) => ({ score, level })).filter((x) => x.level < LEVELS - 1 && x.score >= 1)
+    .sort((a, b) => b.score - a.score || a.level - b.level);
+  const out: CompactionJob[] = [];
+  const take = (job: CompactionJob): boolean => {
+    const tables = [...job.inputs, ...job.overlapping];
+    if (tables.some((t) => taken.has(t.file))) return false;
+    for (const t of tables) taken.add(t.file);
+    out.push(job);
+    return true;
+  };
+  for (const { level } of due) {
+    if (level === 0) {
+      for (const job of l0Jobs(levels).sort((a, b) => b.inputs.length - a.inputs.length)) take(job);
+      continue;
+    }
+    if (out.length >= room) break;
+    const sorted = levels[level];
+    const after = cursor[level];
+    const start = Math.max(0, sorted.findIndex((t) => !after || compareInternalKeys(t.smallest, after) > 0));
+    for (let i = 0; i < sorted.length && !take(jobFor(levels, level, [sorted[(start + i) % sorted.length]])); i++);
+  }
+  return out;
+}
+
+/** L0's tables cut into jobs that share no table and whose spans do not meet, in key order. */
+export function l0Jobs(levels: TableMeta[][]): CompactionJob[] {
+  const byStart = [...levels[0]].sort((a, b) => compareUser(a.smallest, b.smallest));
+  const groups: TableMeta[][] = [];
+  let end: Buffer | undefined;
+  for (const t of byStart) {
+    if (end && compareUser(t.smallest, end) <= 0) {
+      groups[groups.length - 1].push(t);
+      if (compareUser(t.largest, end) > 0) end = t.largest;
+    } else {
+      groups.push([t]);
+      end = t.largest;
     }
   }
-  if (level < 0) return undefined;
-  let inputs: TableMeta[];
-  if (level === 0) {
-    inputs = [...levels[0]];
-  } else {
-    const after = cursor[level];
-    const sorted = levels[level];
-    inputs = [sorted.find((t) => !after || compareInternalKeys(t.smallest, after) > 0) ?? sorted[0]];
+  const jobs: CompactionJob[] = [];
+  for (const g of groups) {
+    const job = jobFor(levels, 0, g);
+    const last = jobs[jobs.length - 1];
+    // Spans in key order meet the L1 tables in key order: only neighbours can share one.
+    if (last && job.overlapping.length > 0 && last.overlapping.includes(job.overlapping[0])) {
+      jobs[jobs.length - 1] = jobFor(levels, 0, [...last.inputs, ...g]);
+    } else {
+      jobs.push(job);
+    }
   }
-  return jobFor(levels, level, inputs);
+  // Inputs in L0's order (oldest first), as the merge and the MANIFEST edit expect.
+  const order = new Map(levels[0].map((t, i) => [t.file, i]));
+  for (const j of jobs) j.inputs.sort((a, b) => order.get(a.file)! - order.get(b.file)!);
+  return jobs;
 }
 
 /** A job merging `inputs` (of `level`) with every table of level + 1 their key span meets. */

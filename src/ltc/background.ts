@@ -1,9 +1,10 @@
 /**
- * The background: a flush loop and a compaction loop, run side by side one step at a time
- * (kick), the L0 triggers that make compactions due (count, scans, idle writes), and the
- * manual flush and full compaction. Functions over EngineState.
+ * The background: a flush loop, one step at a time, and a compaction loop running up to
+ * compactionJobs jobs at once, side by side (kick); the L0 triggers that make compactions due
+ * (count, scans, idle writes); and the manual flush and full compaction. Functions over
+ * EngineState.
  */
-import { jobFor, LEVELS, pickCompaction } from '../compaction/picker.js';
+import { type CompactionJob, jobFor, LEVELS, pickCompactions } from '../compaction/picker.js';
 import { runCompaction } from './compaction-job.js';
 import { EngineState, type LiveTable } from './engine-state.js';
 import { flushGroup } from './flush-job.js';
@@ -19,7 +20,8 @@ import { retire } from './make-room.js';
 export function kick(db: EngineState): void {
   if (db.failed || db.stopping) return;
   db.flushing ??= loop(db, () => flushStep(db), () => { db.flushing = undefined; });
-  db.compacting ??= loop(db, () => compactStep(db), () => { db.compacting = undefined; });
+  if (db.compacting) db.pokeCompactions?.();
+  else db.compacting = compactionLoop(db);
 }
 
 /** Both loops while either runs; resolves with the steps they ran. */
@@ -28,7 +30,7 @@ export function background(db: EngineState): Promise<number> | undefined {
   return Promise.all([db.flushing ?? 0, db.compacting ?? 0]).then(([f, c]) => f + c);
 }
 
-/** Runs `step` until it finds nothing to do, then calls `ended`; returns the steps it ran. */
+/** Runs `step` until it finds nothing to do, then calls `ended`; returns the steps it ran (the flush loop). */
 export async function loop(db: EngineState, step: () => Promise<boolean>, ended: () => void): Promise<number> {
   let n = 0;
   try {
@@ -62,13 +64,64 @@ export async function flushStep(db: EngineState): Promise<boolean> {
   return true;
 }
 
-export async function compactStep(db: EngineState): Promise<boolean> {
+/**
+ * Runs the jobs due, up to compactionJobs at once (jobs that share no table: picker.ts
+ * pickCompactions). L0, once due, is picked whole, cut into jobs; those beyond the limit wait
+ * here, their tables held, and start as others end. Picks again when nothing waits and a job
+ * ends or a flush kicks; ends once none runs and none is due. Resolves with the jobs run. A
+ * job that fails fails the engine: no job starts after it, and the loop ends once those
+ * running have ended.
+ */
+export async function compactionLoop(db: EngineState): Promise<number> {
+  await Promise.resolve(); // kick sets db.compacting to this loop before the loop may clear it
+  const running = new Set<Promise<void>>();
+  const waiting: CompactionJob[] = [];
+  const busy = new Set<number>(); // tables of the jobs running and waiting
+  let n = 0;
+  for (;;) {
+    if (db.stopping || db.failed) {
+      waiting.length = 0;
+    } else {
+      const room = db.options.compactionJobs - running.size;
+      if (waiting.length === 0) for (const job of pickNow(db, busy, room)) waiting.push(hold(job));
+      while (waiting.length > 0 && running.size < db.options.compactionJobs) running.add(start(waiting.shift()!));
+    }
+    if (running.size === 0) break;
+    await Promise.race([...running, new Promise<void>((resolve) => { db.pokeCompactions = resolve; })]);
+    db.pokeCompactions = undefined;
+  }
+  db.compacting = undefined;
+  if (n > 0 || !background(db)) db.wake(); // as in loop()
+  return n;
+
+  function hold(job: CompactionJob): CompactionJob {
+    for (const t of [...job.inputs, ...job.overlapping]) busy.add(t.file);
+    return job;
+  }
+
+  function start(job: CompactionJob): Promise<void> {
+    const tables = [...job.inputs, ...job.overlapping].map((t) => t.file);
+    const c = db.counts;
+    c.jobsStarted++;
+    c.jobsInParallel += running.size + 1;
+    c.maxJobsInParallel = Math.max(c.maxJobsInParallel, running.size + 1);
+    if (job.level === 0 && db.idleDue && job.inputs.length < db.options.l0Trigger) c.idle++;
+    const p: Promise<void> = runCompaction(db, job).then(() => {
+      n++;
+      db.steps++;
+    }, (err: unknown) => { db.fail('compaction', err); }).finally(() => {
+      for (const f of tables) busy.delete(f);
+      running.delete(p);
+      db.wake();
+    });
+    return p;
+  }
+}
+
+/** The jobs that may start now beside those holding `busy` (pickCompactions). */
+export function pickNow(db: EngineState, busy: ReadonlySet<number>, room: number): CompactionJob[] {
   const levels = { l0Trigger: l0TriggerNow(db), l1Bytes: db.options.l1Bytes };
-  const job = pickCompaction(db.levels.map((l) => l.map((t) => t.meta)), levels, db.compactCursor);
-  if (!job) return false;
-  if (job.level === 0 && db.idleDue && job.inputs.length < db.options.l0Trigger) db.counts.idle++;
-  await runCompaction(db, job);
-  return true;
+  return pickCompactions(db.levels.map((l) => l.map((t) => t.meta)), levels, db.compactCursor, busy, room);
 }
 
 /**

@@ -78,6 +78,11 @@ export interface EngineOptions {
    * index) and loads data blocks as reads need them; without, it holds every table whole.
    */
   blockCacheBytes?: number;
+  /**
+   * Compaction jobs run at once (the knob compactionJobs): jobs that share no table (picker.ts
+   * pickCompactions), so L0 cut at the gaps between Dranges merges in parallel.
+   */
+  compactionJobs?: number;
 }
 
 export interface WriteOptions {
@@ -132,6 +137,7 @@ export function resolveOptions(options: EngineOptions): Settings {
     onNote: options.onNote,
     mergeInWorker: options.mergeInWorker ?? mergeWorkerAvailable(),
     blockCacheBytes: options.blockCacheBytes ?? d.blockCacheBytes,
+    compactionJobs: options.compactionJobs ?? d.compactionJobs,
   };
   if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
   if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);
@@ -144,6 +150,7 @@ export function resolveOptions(options: EngineOptions): Settings {
   if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
   if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
   if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
+  if (!(Number.isInteger(o.compactionJobs) && o.compactionJobs >= 1)) throw new NovaError('BAD_ARGUMENT', `compactionJobs must be an integer >= 1, not ${o.compactionJobs}`);
   if (!(Number.isSafeInteger(o.blockCacheBytes) && o.blockCacheBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `blockCacheBytes must be a non-negative integer, not ${o.blockCacheBytes}`);
   return o;
 }

@@ -61,12 +61,16 @@ export class EngineState {
   levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
-  counts = { stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, idle: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0 };
+  counts = {
+    stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, idle: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0,
+    jobsStarted: 0, jobsInParallel: 0, maxJobsInParallel: 0, // the last: jobs running, summed at each start, for the mean
+  };
   writeChain: Promise<unknown> = Promise.resolve();
   queued: PendingWrite[] = [];
   roundScheduled = false;
   flushing: Promise<number> | undefined; // the flush loop, while it runs
   compacting: Promise<number> | undefined; // the compaction loop, or a manual compaction, while it runs
+  pokeCompactions: (() => void) | undefined; // wakes the compaction loop to pick again (a flush added to L0)
   manual = false; // `compacting` is a manual compaction (compactAll)
   steps = 0; // flushes and compactions the background has finished
   scans = 0; // scans served, for L0 tables' scan allowances

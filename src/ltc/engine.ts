@@ -63,6 +63,9 @@ export interface EngineStats {
   offloadedCompactions: number;
   /** Compactions of L0 begun below its trigger because writes had paused (idleCompactionMs). */
   idleCompactions: number;
+  /** Compaction jobs running at once: the most, and the mean as each job started (itself counted). */
+  maxJobsInParallel: number;
+  meanJobsInParallel: number;
   /** Stalls that began with L0 at its stop trigger (the others waited for a flush). */
   l0Stalls: number;
   /** MANIFESTs moved to a new file because the live one had lost replicas. */
@@ -246,6 +249,7 @@ export class Engine {
       memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
       memtables: mems.length, dranges: this.db.memtables.dranges, lastSequence: this.db.lastSequence,
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
+      maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       blockCacheBytes: this.db.cache?.bytes ?? 0, blockCacheHits: this.db.cache?.counters.hits ?? 0, blockCacheMisses: this.db.cache?.counters.misses ?? 0,
       sessions: this.db.sessions.stats,

@@ -368,19 +368,19 @@ describe('StoC persistent files', () => {
   it('load() counts requests in progress and the bytes they wait on', async () => {
     const s = await startServer();
     const c = await connect(s);
-    expect(await c.load()).toEqual({ queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 });
+    expect(await c.load()).toEqual({ queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0, compactionsRunning: 0 });
     // Append 3 of a raw connection waits at the StoC until appends 0-2 arrive or are cancelled.
     const { rpc, ep } = await raw(s);
     await rpc.call(ep, 'stoc.hello', { version: 1 });
     const waiting = rpc.call(ep, 'stoc.persist', { file: 'q', slot: 0, length: 1000, append: [3, 1000, 0], sync: false });
     const waiting2 = rpc.call(ep, 'stoc.persist', { file: 'q', slot: 1000, length: 24, append: [2, 24, 0], sync: false });
     await until(async () => (await c.load()).queueDepth === 2);
-    expect(await c.load()).toEqual({ queueDepth: 2, pendingReadBytes: 0, pendingWriteBytes: 1024 });
+    expect(await c.load()).toEqual({ queueDepth: 2, pendingReadBytes: 0, pendingWriteBytes: 1024, compactionsRunning: 0 });
     expect(s.stats()).toMatchObject({ queueDepth: 2, pendingWriteBytes: 1024 });
     await rpc.call(ep, 'stoc.cancel', { seq: 1 });
     await rpc.call(ep, 'stoc.cancel', { seq: 0 });
     await Promise.all([waiting, waiting2]);
-    expect(await c.load()).toEqual({ queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 });
+    expect(await c.load()).toEqual({ queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0, compactionsRunning: 0 });
     expect((await c.readAll('q'))!.length).toBe(1024); // append 2's 24 bytes, then append 3's 1000
   });
 

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValueType, compareInternalKeys, makeInternalKey, sequenceOf, typeOf, userKeyOf } from '../../src/common/internal-key.js';
 import { compactionEntries } from '../../src/compaction/merge-rule.js';
-import { pickCompaction } from '../../src/compaction/picker.js';
+import { pickCompactions } from '../../src/compaction/picker.js';
 import { Memtable } from '../../src/memtable/memtable.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
 import { leftovers, mergeTables, type MergeJob } from '../../src/compaction/merge.js';
@@ -33,6 +33,7 @@ function merged(entries: Array<[string, number, ValueType]>, smallestSnapshot: n
 
 describe('compaction picking', () => {
   const o = { l0Trigger: 4, l1Bytes: 1000 };
+  const pickCompaction = (levels: TableMeta[][], opts: typeof o, cursor: Array<Buffer | undefined>) => pickCompactions(levels, opts, cursor, new Set(), 1)[0];
   it('picks nothing while every level is within target', () => {
     expect(pickCompaction([[meta(1, 0, 'a', 'b', 10)], [meta(2, 1, 'a', 'z', 900)], [], [], [], [], []], o, [])).toBeUndefined();
   });

@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'vitest';
 import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
-import { pickCompaction, LEVELS } from '../../src/compaction/picker.js';
+import { pickCompactions, LEVELS } from '../../src/compaction/picker.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
 import type { Placement } from '../../src/cluster/config.js';
 import { place } from '../../src/cluster/placement.js';
@@ -43,10 +43,13 @@ describe('decisions', () => {
       const levels = levelsOf(c);
       const cursor: Array<Buffer | undefined> = new Array(LEVELS);
       if (c.args.cursor) cursor[Number(c.args.cursorLevel ?? 1)] = makeInternalKey(Buffer.from(c.args.cursor), 1, ValueType.Put);
-      const job = pickCompaction(levels, { l0Trigger: Number(c.args.l0Trigger ?? 4), l1Bytes: Number(c.args.l1Bytes ?? 1000) }, cursor);
-      if (!job) return 'nothing due';
+      const options = { l0Trigger: Number(c.args.l0Trigger ?? 4), l1Bytes: Number(c.args.l1Bytes ?? 1000) };
+      // busy=: tables of compactions running. `pick`: room for one job; `pick-all`: for any number.
+      const busy = new Set((c.args.busy ?? '').split(',').filter(Boolean).map(Number));
       const files = (ts: TableMeta[]): string => ts.map((t) => t.file).join(' ') || 'none';
-      return `L${job.level} -> L${job.level + 1}: inputs ${files(job.inputs)}; overlapping ${files(job.overlapping)}`;
+      const jobs = pickCompactions(levels, options, cursor, busy, c.command === 'pick-all' ? Infinity : 1);
+      const out = jobs.map((job) => `L${job.level} -> L${job.level + 1}: inputs ${files(job.inputs)}; overlapping ${files(job.overlapping)}`);
+      return out.length > 0 ? out.join('\n') : 'nothing due';
     });
   });
 

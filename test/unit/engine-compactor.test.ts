@@ -35,7 +35,7 @@ function offloading(dir: string, first: Answer = 'merge'): { env: EngineEnv; job
       if (answer === 'corrupt') throw new NovaError('CORRUPTION', 'injected: an input is damaged');
       const tables = await Promise.all(job.inputs.map((m) => env.store.readTable(m.file, m.fragments)));
       const out: CompactedTable[] = [];
-      for (const t of mergeTables({ tables, names: job.inputs.map((m) => String(m.file)), smallestSnapshot: job.smallestSnapshot, deeper: job.deeper, targetBytes: job.targetBytes })) {
+      for (const t of mergeTables({ tables, names: job.inputs.map((m) => String(m.file)), smallestSnapshot: job.smallestSnapshot, deeper: job.deeper, targetBytes: job.targetBytes, cuts: job.cuts })) {
         const file = job.firstFile + out.length;
         const fragments = await env.store.writeTable(file, t.bytes);
         // 'outside' names a number it was not given (it wrote its own: a StoC never replaces a file).
@@ -99,6 +99,47 @@ describe('engine with a compactor', () => {
     await e.close();
   });
 
+  it('with Dranges, L0 compacts in parallel jobs cut at their bounds, each with only the L1 tables it meets', async () => {
+    const dir = tempDir();
+    const o = offloading(dir);
+    const e = await Engine.open(dir, { ...OPTIONS, env: o.env, activeMemtables: 4, maxMemtables: 8, l0Trigger: 4, compactionJobs: 4 });
+    // The first memtable spans every key (the Dranges are cut from it); once its table has
+    // reached L1, cut at the bounds, each Drange's tables compact on their own.
+    await load(e, 3000, 1);
+    await e.flush();
+    const inner = o.env.compactor!;
+    const held: CompactionRequest[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    o.env.compactor = { compact: async (job) => { held.push(job); await gate; return inner.compact(job); } };
+    const writing = load(e, 3000, 2);
+    for (let i = 0; i < 500 && held.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(held.length).toBeGreaterThanOrEqual(2); // two jobs out at once, neither answered
+    const cuts = held[0].cuts;
+    expect(cuts.length).toBe(3);
+    const user = (k: Buffer): Buffer => k.subarray(0, k.length - 8);
+    const drangeOf = (k: Buffer): number => cuts.filter((c) => Buffer.compare(c, user(k)) <= 0).length;
+    const dranges = held.map((j) => {
+      const all = j.inputs.flatMap((m) => [drangeOf(m.smallest), drangeOf(m.largest)]);
+      expect(new Set(all).size, 'a job\'s tables lie in one Drange').toBe(1);
+      return all[0];
+    });
+    expect(new Set(dranges).size).toBe(held.length); // and no two jobs share one
+    // No table is in two jobs.
+    const files = held.flatMap((j) => j.inputs.map((m) => m.file));
+    expect(new Set(files).size).toBe(files.length);
+    release();
+    await writing;
+    await e.flush();
+    expect(e.stats.maxJobsInParallel).toBeGreaterThanOrEqual(2);
+    expect(e.stats.meanJobsInParallel).toBeGreaterThan(1);
+    await check(e, 3000, 2);
+    await e.close();
+    const again = await Engine.open(dir, { ...OPTIONS, env: offloading(dir).env, activeMemtables: 4, maxMemtables: 8 });
+    await check(again, 3000, 2);
+    await again.close();
+  });
+
   it('merges a declined job itself', async () => {
     const dir = tempDir();
     const { env, jobs } = offloading(dir, 'decline');
@@ -117,8 +158,7 @@ describe('engine with a compactor', () => {
     const o = offloading(dir);
     const read = o.env.store.readTable.bind(o.env.store);
     o.env.store.readTable = async (file, fragments) => {
-      const job = o.jobs[o.jobs.length - 1];
-      if (job && file >= job.firstFile) throw new NovaError('PEER_LOST', 'injected: the StoC holding it is gone');
+      if (o.jobs.some((j) => file >= j.firstFile && file < j.firstFile + j.maxFiles)) throw new NovaError('PEER_LOST', 'injected: the StoC holding it is gone');
       return read(file, fragments);
     };
     const warnings: string[] = [];
