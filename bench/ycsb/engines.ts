@@ -18,8 +18,24 @@ export type { ClusterBenchOptions, EngineAdapter, KvStore, StoreOptions } from '
 
 export const ENGINES: readonly EngineAdapter[] = [nova, novaEmbedded, leveldb, rocksdb6, rocksdb9, lmdb];
 
-export function engineByName(name: string): EngineAdapter {
+/**
+ * The engine `spec` names: an engine's name, or for an engine that takes settings its name and
+ * `:flag=value` pairs (`nova:active-memtables=4:compaction-jobs=1`), the whole spec then its
+ * name in reports, so one compare runs variants side by side.
+ */
+export function engineByName(spec: string): EngineAdapter {
+  const [name, ...pairs] = spec.split(':');
   const e = ENGINES.find((x) => x.name === name);
   if (!e) throw new Error(`unknown engine "${name}": use one of ${ENGINES.map((x) => x.name).join(', ')}`);
-  return e;
+  if (pairs.length === 0) return e;
+  if (!e.checkSetting) throw new Error(`engine ${name} takes no settings ("${spec}")`);
+  const settings = pairs.map((p): [string, string] => {
+    const at = p.indexOf('=');
+    if (at <= 0) throw new Error(`engine "${spec}": a setting is flag=value, not "${p}"`);
+    const [flag, value] = [p.slice(0, at), p.slice(at + 1)];
+    const why = e.checkSetting!(flag, value);
+    if (why) throw new Error(`engine "${spec}": ${why}`);
+    return [flag, value];
+  });
+  return { ...e, name: spec, open: (dir, o) => e.open(dir, { ...o, settings }) };
 }

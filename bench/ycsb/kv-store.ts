@@ -27,6 +27,8 @@ export interface StoreOptions {
   /** Records loaded: the cluster cuts its ranges evenly over this key space. */
   records?: number;
   cluster?: ClusterBenchOptions;
+  /** Settings from the engine's name (`nova:flag=value:...`), for an engine that takes them. */
+  settings?: Array<[string, string]>;
 }
 
 /** How the `nova` engine finds or starts its cluster. */
@@ -48,6 +50,8 @@ export interface EngineAdapter {
   describe: string;
   /** undefined when usable; otherwise why not (e.g. the package is not installed). */
   available(): Promise<string | undefined>;
+  /** The settings its name may carry (`name:flag=value`), each checked before a run; none if absent. */
+  checkSetting?(flag: string, value: string): string | undefined;
   open(dir: string, o: StoreOptions): Promise<KvStore>;
 }
 

@@ -2,19 +2,33 @@
 import { NovaClient } from '../../src/client/nova-client.js';
 import { NOVA_BIN, down, up } from '../../src/control/cluster-control.js';
 import { rangeOf } from '../../src/cluster/config.js';
+import { KNOBS } from '../../src/cluster/knobs.js';
 import type { EngineAdapter } from './kv-store.js';
 
 export const nova: EngineAdapter = {
   name: 'nova',
   describe: 'a Nova cluster through NovaClient (started in the run\'s directory: 1 LTC, 3 StoCs by default)',
   available: async () => undefined,
+  // The cluster's knobs, by their flags (nova up --help); `nova up` checks the values.
+  checkSetting: (flag, value) => {
+    const k = KNOBS.find((x) => x.flag === flag);
+    if (!k) return `nova takes the knobs of nova up (${KNOBS.map((x) => x.flag).join(', ')}), not "${flag}"`;
+    if (k.type === 'bool' && value !== 'true' && value !== 'false') return `${flag} is true or false, not "${value}"`;
+    return undefined;
+  },
   async open(dir, o) {
     const c = o.cluster ?? {};
+    if (o.settings && c.coordinator) throw new Error('a running cluster (--coordinator) has its settings: an engine name cannot set them');
     if (!c.coordinator) {
       const args = ['--ranges', String(c.ranges ?? 1), '--bench-records', String(o.records ?? 1_000_000)];
       if (o.sync) args.push('--sync');
       if (c.logMode) args.push('--log-mode', c.logMode);
       if (c.compaction) args.push('--compaction', c.compaction);
+      for (const [flag, value] of o.settings ?? []) {
+        const bool = KNOBS.find((k) => k.flag === flag)?.type === 'bool';
+        if (!bool) args.push(`--${flag}`, value);
+        else if (value === 'true') args.push(`--${flag}`);
+      }
       await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args });
     }
     const client = await NovaClient.connect(c.coordinator ? { coordinator: c.coordinator } : { dir });
@@ -38,8 +52,10 @@ export const nova: EngineAdapter = {
         return 'memtables flushed and every range compacted into its deepest level';
       },
       report: async () => {
-        const rows = (await client.stats()) as Array<{ range: number; flushes: number; compactions: number; offloadedCompactions: number; idleCompactions?: number; tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number }>;
-        return rows.map((r) => `range ${r.range}: ${r.flushes} flushes, ${r.compactions} compactions (${r.offloadedCompactions} on StoCs, ${r.idleCompactions ?? 0} of L0 begun when writes paused); ` +
+        const rows = (await client.stats()) as Array<{ range: number; dranges: number; flushes: number; compactions: number; offloadedCompactions: number; idleCompactions?: number; maxJobsInParallel?: number; meanJobsInParallel?: number;
+          tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number }>;
+        return rows.map((r) => `range ${r.range}: ${r.dranges} Dranges, ${r.flushes} flushes, ${r.compactions} compactions (${r.offloadedCompactions} on StoCs, ${r.idleCompactions ?? 0} of L0 begun when writes paused; ` +
+          `jobs at once: max ${r.maxJobsInParallel ?? 1}, mean ${(r.meanJobsInParallel ?? 1).toFixed(2)}); ` +
           `${r.tablesToStocs} SSTables from the LTC to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
           `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms; ${r.l0Stalls ?? 0} on L0, the rest on a flush)`).join('; ');
       },

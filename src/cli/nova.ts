@@ -234,7 +234,7 @@ export function buildProgram(): Command {
     });
   ycsb(bench.command('compare')
     .description('several engines on the same workloads, interleaved, with ratios to a baseline engine')
-    .option('--engines <list>', 'comma-separated (default: every installed one)')
+    .option('--engines <list>', 'comma-separated (default: every installed one); nova may carry knobs of nova up: nova:flag=value:flag=value (e.g. nova:active-memtables=4), its name in the report')
     .option('--workloads <list>', 'comma-separated', 'RW50,W100,SW50,A,B,C')
     .option('--dists <list>', 'comma-separated', 'uniform,zipfian')
     .option('--baseline <engine>', 'the engine ratios are relative to (default: the first)')

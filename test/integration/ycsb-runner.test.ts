@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ENGINES, type KvStore } from '../../bench/ycsb/engines.js';
+import { ENGINES, engineByName, type KvStore } from '../../bench/ycsb/engines.js';
 import { keyNumber } from '../../bench/ycsb/generators.js';
 import { runSession, type SessionOptions } from '../../bench/ycsb/session.js';
 import { parseWorkload } from '../../bench/ycsb/workload.js';
@@ -102,6 +102,18 @@ describe('nova bench sessions', () => {
     expect(r.notes.join(' ')).toMatch(/2 client processes per engine/);
     // The cluster's LTC and StoCs wrote its logs: counted once, not once per client.
     expect(run.diskWriteBytes).toBeGreaterThan(0);
+  });
+
+  it('an engine name may carry the nova engine\'s knobs; the cluster it starts has them', async () => {
+    const spec = 'nova:active-memtables=2:memtable-bytes=65536:compaction-jobs=1';
+    const r = await runSession(options({ engines: [spec], verify: false, records: 2000, operations: 500 }));
+    expect(r.runs[0].engine).toBe(spec);
+    expect(r.runs[0].errors).toBe(0);
+    expect(r.notes.join(' ')).toMatch(/nova:active-memtables=2:memtable-bytes=65536:compaction-jobs=1 reports: range 1: 2 Dranges/);
+    expect(() => engineByName('nova:no-such-knob=1')).toThrow(/nova takes the knobs of nova up .*not "no-such-knob"/);
+    expect(() => engineByName('nova:sync=maybe')).toThrow(/sync is true or false/);
+    expect(() => engineByName('nova:active-memtables')).toThrow(/a setting is flag=value/);
+    expect(() => engineByName('leveldb:x=1')).toThrow(/engine leveldb takes no settings/);
   });
 
   it('fails at once, saying so, when an engine\'s process dies mid-run', async () => {
