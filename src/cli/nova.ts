@@ -226,7 +226,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--compaction <where>', 'engine nova: where the cluster it starts runs compaction merges (default stoc)').choices(['stoc', 'ltc']));
   ycsb(bench.command('run')
     .description('YCSB-style run of one engine: load, settle, run a workload; progress on stderr, a table on stdout')
-    .option('--engine <name>', `one of ${ENGINES.map((e) => e.name).join(', ')}`, 'nova-embedded')
+    .option('--engine <name>', `one of ${ENGINES.map((e) => e.name).join(', ')}; nova may carry knobs of nova up: nova:flag=value:...`, 'nova-embedded')
     .option('--workload <w>', `${Object.keys(WORKLOADS).join(', ')}, or a mix such as read=0.7,update=0.3`, 'A')
     .option('--dist <d>', `${DISTRIBUTIONS.join(', ')} (default: the workload's own)`))
     .action(async (opts: YcsbCliOptions & { engine: string; workload: string; dist?: string }) => {
