@@ -51,10 +51,11 @@ export async function place(policy: Placement, ids: number[], rho: number, state
 
 /**
  * Places `count` tables of `width` StoCs each (a compaction's outputs, before it runs) from one
- * reading of the StoCs' queue depths: power-of-d weighs each StoC's depth plus the tables this
- * call already gave it, so the outputs spread as their writes would if placed one by one.
+ * reading of the StoCs' queue depths: power-of-d weighs each StoC's depth plus the data
+ * fragments this call already gave it (the first `rho` of a table's StoCs hold its data; one
+ * more holds only its small metadata), so the outputs' bytes spread as if placed one by one.
  */
-export function placeMany(policy: Placement, ids: number[], width: number, count: number, state: PlacementState,
+export function placeMany(policy: Placement, ids: number[], rho: number, width: number, count: number, state: PlacementState,
   depth: ReadonlyMap<number, number>, random: () => number = Math.random): number[][] {
   const given = new Map<number, number>();
   const out: number[][] = [];
@@ -67,7 +68,7 @@ export function placeMany(policy: Placement, ids: number[], width: number, count
       const candidates = sample(ids, 2 * width, random);
       stocs = leastOf(candidates, (id) => (depth.get(id) ?? Infinity) + (given.get(id) ?? 0), width);
     }
-    for (const id of stocs) given.set(id, (given.get(id) ?? 0) + 1);
+    for (const id of stocs.slice(0, rho)) given.set(id, (given.get(id) ?? 0) + 1);
     out.push(stocs);
   }
   return out;

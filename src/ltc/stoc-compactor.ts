@@ -58,7 +58,7 @@ export class StocCompactor implements Compactor {
       firstFile: job.firstFile,
       maxFiles: job.maxFiles,
       scatter: this.scatter,
-      placements: placeMany(this.policy, up, placementWidth(up.length, this.scatter), job.maxFiles, this.state, depth),
+      placements: placeMany(this.policy, up, this.scatter, placementWidth(up.length, this.scatter), job.maxFiles, this.state, depth),
       cuts: job.cuts,
     };
     const started = performance.now();
