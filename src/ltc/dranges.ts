@@ -1,14 +1,18 @@
 /**
- * Dranges (DESIGN.md §4): a range's key space cut into intervals so that each has its own
- * active memtable. `bounds` are the α−1 split user keys in ascending order; Drange i holds
- * the keys k with bounds[i−1] <= k < bounds[i] (the first and last are open-ended).
+ * Dranges and Tranges (DESIGN.md §4; paper §4.4.1), as pure functions. A range's key space is
+ * cut into Tranges, each counting the writes it receives; runs of neighbouring Tranges are the
+ * Dranges, each with its own active memtable. `bounds` below are split user keys, ascending:
+ * interval i holds the keys k with bounds[i−1] <= k < bounds[i] (the first and last are
+ * open-ended).
  *
- * Pure functions. Boundaries come from a sample of the keys written first; they do not yet
- * follow the load (Tranges, minor and major moves).
+ * The engine counts writes per Trange and, when a memtable retires, asks planReorganization
+ * whether the Dranges still share the writes about evenly: a minor reorganization hands edge
+ * Tranges of a hot Drange to a neighbour; a major one cuts Dranges and Tranges again from a
+ * sample of recent writes (recut).
  */
 import { compareBytes } from '../common/internal-key.js';
 
-/** The Drange of `key`: the number of bounds <= key. */
+/** The interval of `key`: the number of bounds <= key. */
 export function drangeOf(bounds: readonly Uint8Array[], key: Uint8Array): number {
   let lo = 0;
   let hi = bounds.length;
@@ -37,4 +41,143 @@ export function boundsFromSample(sorted: readonly Uint8Array[], count: number): 
     out.push(Buffer.from(k));
   }
   return out;
+}
+
+/**
+ * A range's write layout: its Tranges' split keys, and which of them are also Drange bounds
+ * (indexes into `tranges`, ascending). Drange d holds Tranges first(d) .. first(d + 1) − 1.
+ */
+export interface Layout {
+  tranges: Buffer[];
+  dranges: number[];
+}
+
+/** The Drange bounds of `layout`, as keys. */
+export function drangeBounds(layout: Layout): Buffer[] {
+  return layout.dranges.map((i) => layout.tranges[i]);
+}
+
+/** The first Trange of each Drange, and one past the last Trange. */
+function firsts(layout: Layout): number[] {
+  return [0, ...layout.dranges.map((i) => i + 1), layout.tranges.length + 1];
+}
+
+/** Writes per Drange, from writes per Trange. */
+export function drangeLoads(layout: Layout, writes: readonly number[]): number[] {
+  const f = firsts(layout);
+  const out: number[] = [];
+  for (let d = 0; d + 1 < f.length; d++) {
+    let n = 0;
+    for (let t = f[d]; t < f[d + 1]; t++) n += writes[t] ?? 0;
+    out.push(n);
+  }
+  return out;
+}
+
+/** The paper's load imbalance: the standard deviation of the Dranges' shares of writes (0: even). */
+export function imbalance(loads: readonly number[]): number {
+  const total = loads.reduce((a, b) => a + b, 0);
+  if (total === 0 || loads.length < 2) return 0;
+  const mean = 1 / loads.length;
+  return Math.sqrt(loads.reduce((s, l) => s + (l / total - mean) ** 2, 0) / loads.length);
+}
+
+export interface ReorgOptions {
+  /** A Drange this far above its fair share (1/θ) of writes is hot: a minor reorganization. */
+  hot: number;
+  /** Dranges this far off their fair share, either way, are off... */
+  off: number;
+  /** ...and more than this fraction of them off makes a major reorganization. */
+  offShare: number;
+  /** Writes counted since the last reorganization before any is considered. */
+  minWrites: number;
+}
+
+/** The paper's: minor at 20% above the fair share; major when over 30% of Dranges are 20% off. */
+export const REORG: ReorgOptions = { hot: 0.2, off: 0.2, offShare: 0.3, minWrites: 10_000 };
+
+export type Reorganization =
+  | { kind: 'none' }
+  /** New Drange bounds (indexes into the same Tranges), and how many Tranges moved. */
+  | { kind: 'minor'; dranges: number[]; moved: number }
+  | { kind: 'major' };
+
+/**
+ * Whether the Dranges of `layout` need reorganizing, given the writes per Trange since the
+ * last reorganization. Minor: while the hottest Drange is `hot` above its fair share, hand
+ * one of its edge Tranges to the neighbour on that side if that lowers the larger of the two
+ * loads (each Drange keeps one Trange at least). Major: too many Dranges are off (more than
+ * one, and more than offShare of them), or the hot Drange cannot be cooled by moving Tranges
+ * (one Trange holds too much).
+ */
+export function planReorganization(layout: Layout, writes: readonly number[], o: ReorgOptions = REORG): Reorganization {
+  const theta = layout.dranges.length + 1;
+  const loads = drangeLoads(layout, writes);
+  const total = loads.reduce((a, b) => a + b, 0);
+  if (theta < 2 || total < o.minWrites) return { kind: 'none' };
+  const fair = total / theta;
+  const off = loads.filter((l) => Math.abs(l - fair) > o.off * fair).length;
+  const hotLimit = fair * (1 + o.hot);
+  // A lone Drange off is the hot one (the others share its excess): minor first.
+  if (off > Math.max(1, o.offShare * theta)) return { kind: 'major' };
+  if (Math.max(...loads) <= hotLimit) return { kind: 'none' };
+  const bounds = [...layout.dranges];
+  let moved = 0;
+  for (let step = 0; step <= layout.tranges.length; step++) {
+    const f = [0, ...bounds.map((i) => i + 1), layout.tranges.length + 1];
+    const load = drangeLoads({ tranges: layout.tranges, dranges: bounds }, writes);
+    const d = load.indexOf(Math.max(...load));
+    if (load[d] <= hotLimit) break;
+    if (f[d + 1] - f[d] < 2) break; // one Trange left: moving cannot cool it
+    // To the left: the Drange's first Trange joins d − 1. To the right: its last joins d + 1.
+    const left = d > 0 ? Math.max(load[d - 1] + writes[f[d]], load[d] - writes[f[d]]) : Infinity;
+    const right = d < theta - 1 ? Math.max(load[d + 1] + writes[f[d + 1] - 1], load[d] - writes[f[d + 1] - 1]) : Infinity;
+    if (Math.min(left, right) >= load[d]) break;
+    if (left <= right) bounds[d - 1]++;
+    else bounds[d]--;
+    moved++;
+  }
+  const after = drangeLoads({ tranges: layout.tranges, dranges: bounds }, writes);
+  if (Math.max(...after) > hotLimit) return { kind: 'major' };
+  return { kind: 'minor', dranges: bounds, moved };
+}
+
+/**
+ * Dranges and Tranges cut again from `sample` (recent written user keys, ascending, repeats
+ * kept: a key written often appears often): up to θ Dranges of about equal shares of the
+ * sample, each cut into up to γ Tranges the same way. Fewer where the sample has too few
+ * distinct keys (a key hotter than a Drange's share makes its Drange hold it alone, as close
+ * as bounds can come to it).
+ */
+export function recut(sample: readonly Buffer[], theta: number, gamma: number): Layout {
+  if (sample.length === 0) return { tranges: [], dranges: [] };
+  const dbounds: Buffer[] = [];
+  for (const b of boundsFromSample(sample, theta)) {
+    dbounds.push(b);
+    // A key with a Drange's share or more gets a Drange of its own: the next key bounds it.
+    const first = sample.findIndex((k) => k.equals(b));
+    let end = first;
+    while (end < sample.length && sample[end].equals(b)) end++;
+    if ((end - first) * theta >= sample.length && end < sample.length) dbounds.push(sample[end]);
+  }
+  const tranges: Buffer[] = [];
+  const dranges: number[] = [];
+  let from = 0;
+  for (let d = 0; d <= dbounds.length; d++) {
+    const b = dbounds[d];
+    let to = from;
+    while (to < sample.length && (!b || Buffer.compare(sample[to], b) < 0)) to++;
+    if (to > from) tranges.push(...boundsFromSample(sample.slice(from, to), gamma));
+    if (b) {
+      tranges.push(b);
+      dranges.push(tranges.length - 1);
+    }
+    from = to;
+  }
+  return { tranges, dranges };
+}
+
+/** The layout of Drange bounds `bounds` with each Drange one Trange (a tree from before Tranges). */
+export function layoutOf(bounds: Buffer[]): Layout {
+  return { tranges: bounds, dranges: bounds.map((_, i) => i) };
 }

@@ -11,7 +11,7 @@ import { pickCompactions, LEVELS } from '../../src/compaction/picker.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
 import type { Placement } from '../../src/cluster/config.js';
 import { place } from '../../src/cluster/placement.js';
-import { boundsFromSample, drangeOf } from '../../src/ltc/dranges.js';
+import { boundsFromSample, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, REORG } from '../../src/ltc/dranges.js';
 import { roomStep } from '../../src/ltc/make-room.js';
 import { run, type Case } from '../helpers/datadriven.js';
 import { rng } from '../helpers/rng.js';
@@ -83,6 +83,32 @@ describe('decisions', () => {
       const probes = (c.args.probe ?? '').split(',').filter(Boolean);
       const where = probes.map((k) => `${k}->${drangeOf(bounds, Buffer.from(k))}`).join(' ');
       return `bounds [${bounds.map((b) => b.toString()).join(', ')}]${where ? `; ${where}` : ''}`;
+    });
+  });
+
+  it('Drange reorganizations (testdata/reorganizations.txt)', async () => {
+    await run(join(DATA, 'reorganizations.txt'), (c) => {
+      if (c.command === 'recut') {
+        const sample = c.input.join(' ').split(/\s+/).filter(Boolean).map((k) => Buffer.from(k));
+        const l = recut(sample, Number(c.args.theta), Number(c.args.gamma));
+        return `tranges [${l.tranges.map(String).join(' ')}]; dranges [${drangeBounds(l).map(String).join(' ')}]`;
+      }
+      // Writes per Trange; `|` between Tranges is a Drange bound.
+      const tokens = c.input.join(' ').split(/\s+/).filter(Boolean);
+      const writes: number[] = [];
+      const dranges: number[] = [];
+      for (const t of tokens) {
+        if (t === '|') dranges.push(writes.length - 1);
+        else writes.push(Number(t));
+      }
+      const layout = { tranges: writes.slice(1).map((_, i) => Buffer.from(`k${i}`)), dranges };
+      const show = (bounds: number[]): string => writes.map((w, i) => `${w}${bounds.includes(i) ? ' |' : ''}`).join(' ');
+      const loads = (bounds: number[]): string => drangeLoads({ ...layout, dranges: bounds }, writes).join(' ');
+      const before = `loads ${loads(dranges)}, imbalance ${imbalance(drangeLoads(layout, writes)).toFixed(3)}`;
+      const plan = planReorganization(layout, writes, { ...REORG, minWrites: Number(c.args.minWrites ?? 0) });
+      if (plan.kind !== 'minor') return `${before}\n${plan.kind}`;
+      const after = drangeLoads({ ...layout, dranges: plan.dranges }, writes);
+      return `${before}\nminor, ${plan.moved} Tranges moved: ${show(plan.dranges)}\nloads ${loads(plan.dranges)}, imbalance ${imbalance(after).toFixed(3)}`;
     });
   });
 
