@@ -2,11 +2,11 @@
  * Version edits: the MANIFEST's records (doc/format/manifest.md). Each edit says what
  * changed in a range's tree: tables added (with level, size, key span and where its bytes
  * live) or removed, memtables bound to or released from their log files, the next file
- * number, the last sequence, the Drange boundaries when they change, and the range's client
+ * number, the last sequence, the Drange and Trange boundaries when they change, and the range's client
  * sessions (sessions.ts) when a flush releases logs. Replaying edits in order rebuilds the
  * tree exactly.
  *
- *   edit  = u8 version (2) | field*
+ *   edit  = u8 version (3) | field*
  *   field = u8 tag | fields of that tag        (tags never renumber)
  */
 import { ByteBuilder, readVarint } from '../common/coding.js';
@@ -16,8 +16,9 @@ import { NovaError } from '../common/errors.js';
  * Edit versions. Never renumber.
  * 1: tags 1–7.
  * 2: tag 8, the client session table.
+ * 3: tag 9, the Trange boundaries.
  */
-const EDIT_VERSION = 2;
+const EDIT_VERSION = 3;
 const TAG_NEXT_FILE = 1;
 const TAG_LAST_SEQUENCE = 2;
 const TAG_REMOVE_TABLE = 3;
@@ -26,6 +27,7 @@ const TAG_BIND_LOG = 5;
 const TAG_RELEASE_LOG = 6;
 const TAG_DRANGES = 7;
 const TAG_SESSIONS = 8;
+const TAG_TRANGES = 9;
 
 /** Where a piece of a table's bytes lives: a StoC (or 0, a local directory) and a span. */
 export interface Fragment {
@@ -53,6 +55,8 @@ export interface VersionEdit {
   releasedLogs: number[]; // memtable ids
   /** New Drange boundaries (split user keys, ascending), when they change. */
   dranges?: Buffer[];
+  /** The Tranges' boundaries, with the Dranges' (each Drange bound is one of them). */
+  tranges?: Buffer[];
   /** The whole client session table (SessionTable.encode), replacing the one before. */
   sessions?: Buffer;
 }
@@ -69,6 +73,8 @@ export class ManifestState {
   readonly tables = new Map<number, TableMeta>();
   readonly logs = new Map<number, number>(); // memtable -> log file
   bounds: Buffer[] = [];
+  /** Trange bounds; undefined for a tree from before Tranges (each Drange one Trange). */
+  tranges: Buffer[] | undefined;
   sessions: Buffer | undefined;
   nextFile = 1;
   lastSequence = 0;
@@ -80,7 +86,10 @@ export class ManifestState {
     for (const t of e.added) this.tables.set(t.file, t);
     for (const b of e.boundLogs) this.logs.set(b.memtable, b.log);
     for (const m of e.releasedLogs) this.logs.delete(m);
-    if (e.dranges !== undefined) this.bounds = e.dranges;
+    if (e.dranges !== undefined) {
+      this.bounds = e.dranges;
+      this.tranges = e.tranges;
+    }
     if (e.sessions !== undefined) this.sessions = e.sessions;
   }
 
@@ -90,6 +99,7 @@ export class ManifestState {
     e.added = [...this.tables.values()].sort((a, b) => a.file - b.file);
     e.boundLogs = [...this.logs].map(([memtable, log]) => ({ memtable, log }));
     if (this.bounds.length > 0) e.dranges = this.bounds;
+    if (this.bounds.length > 0 && this.tranges) e.tranges = this.tranges;
     if (this.sessions !== undefined) e.sessions = this.sessions;
     e.nextFile = this.nextFile;
     e.lastSequence = this.lastSequence;
@@ -118,6 +128,10 @@ export function encodeEdit(e: VersionEdit): Buffer {
     for (const k of e.dranges) { out.varint(k.length); out.bytes(k); }
   }
   if (e.sessions !== undefined) { out.u8(TAG_SESSIONS); out.varint(e.sessions.length); out.bytes(e.sessions); }
+  if (e.tranges !== undefined) {
+    out.u8(TAG_TRANGES); out.varint(e.tranges.length);
+    for (const k of e.tranges) { out.varint(k.length); out.bytes(k); }
+  }
   return out.finish();
 }
 
@@ -140,8 +154,15 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
     c.at += n;
     return v;
   };
+  const keys = (what: string): Buffer[] => {
+    const count = num();
+    if (count > b.length) bad(c.at, `claims ${count} ${what}`);
+    const out: Buffer[] = [];
+    for (let i = 0; i < count; i++) out.push(bytes());
+    return out;
+  };
   if (b.length < 1) bad(0, 'is empty');
-  if (b[0] !== 1 && b[0] !== EDIT_VERSION) bad(0, `has unsupported version ${b[0]}`);
+  if (b[0] < 1 || b[0] > EDIT_VERSION) bad(0, `has unsupported version ${b[0]}`);
   const version = b[0];
   c.at = 1;
   const e = emptyEdit();
@@ -173,13 +194,13 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
       }
       case TAG_BIND_LOG: e.boundLogs.push({ memtable: num(), log: num() }); break;
       case TAG_RELEASE_LOG: e.releasedLogs.push(num()); break;
-      case TAG_DRANGES: {
-        const count = num();
-        if (count > b.length) bad(c.at, `claims ${count} Drange bounds`);
-        e.dranges = [];
-        for (let i = 0; i < count; i++) e.dranges.push(bytes());
+      case TAG_DRANGES:
+        e.dranges = keys('Drange bounds');
         break;
-      }
+      case TAG_TRANGES:
+        if (version < 3) bad(tagAt, `has tag ${tag}, which version ${version} does not have`);
+        e.tranges = keys('Trange bounds');
+        break;
       case TAG_SESSIONS:
         if (version < 2) bad(tagAt, `has tag ${tag}, which version ${version} does not have`);
         e.sessions = bytes();

@@ -43,13 +43,16 @@ describe('version edit', () => {
     const badTag = Buffer.from(bytes);
     badTag[1] = 99;
     expect(() => decodeEdit(badTag, 'M')).toThrow(/unknown tag 99 at offset 1/);
-    expect(() => decodeEdit(Buffer.from([3]), 'M')).toThrow(/unsupported version 3/);
+    expect(() => decodeEdit(Buffer.from([4]), 'M')).toThrow(/unsupported version 4/);
+    expect(() => decodeEdit(Buffer.from([0]), 'M')).toThrow(/unsupported version 0/);
   });
 
   it('reads version 1 edits, which have no session table, and refuses one that claims it', () => {
     const v1 = Buffer.from([1, 1, 5, 2, 9]); // nextFile 5, lastSequence 9
     expect(decodeEdit(v1, 'M')).toEqual({ ...emptyEdit(), nextFile: 5, lastSequence: 9 });
     expect(() => decodeEdit(Buffer.from([1, 8, 2, 1, 0]), 'M')).toThrow(/tag 8, which version 1 does not have at offset 1/);
+    expect(() => decodeEdit(Buffer.from([2, 9, 1, 1, 0x61]), 'M')).toThrow(/tag 9, which version 2 does not have at offset 1/);
+    expect(decodeEdit(Buffer.from([3, 9, 1, 1, 0x61]), 'M').tranges).toEqual([Buffer.from('a')]);
   });
 
   it('a MANIFEST\'s state keeps the last session table and states it in a snapshot', () => {
