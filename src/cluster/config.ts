@@ -45,6 +45,8 @@ export interface Settings {
   /** Engine knobs each range's LSM-tree opens with. */
   memtableBytes: number;
   activeMemtables: number;
+  /** γ: Tranges per Drange (EngineOptions.trangesPerDrange). */
+  trangesPerDrange: number;
   maxMemtables: number;
   l0Trigger: number;
   /** L0 tables that start a compaction once scans read L0 (EngineOptions.l0ScanTrigger). */

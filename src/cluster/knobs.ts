@@ -50,6 +50,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: L0 tables that do not overlap, for parallel L0 compactions; more logs, and with --sync more fdatasyncs per group commit',
   }),
   knob({
+    key: 'trangesPerDrange', engine: true, flag: 'tranges-per-drange', greek: 'γ', type: 'count', min: 1, default: 16,
+    meaning: 'Tranges each Drange is cut into; writes are counted per Trange, and a hot Drange hands edge Tranges to a neighbour (a minor reorganization)',
+    tradeoff: 'more: finer moves, closer balance without a major reorganization; a counter per Trange',
+  }),
+  knob({
     key: 'maxMemtables', engine: true, flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
     meaning: 'memtables per range, active and waiting for their flush; writes stall when a full one cannot be retired',
     tradeoff: 'more: bursts ride out slow flushes; more memory',

@@ -12,6 +12,7 @@ import { armIdle } from './background.js';
 import type { WriteOptions } from './engine-options.js';
 import { EngineState, type PendingWrite } from './engine-state.js';
 import { makeRoom } from './make-room.js';
+import { countWrite } from './reorganization.js';
 import type { Ticket } from './sessions.js';
 
 /** Commit rounds whose log appends may be in flight at once (commitRound). */
@@ -129,12 +130,14 @@ export async function commitRound(db: EngineState): Promise<void> {
     if (appendError !== undefined) return rejectGroup(db, group, db.fail('log append', appendError));
     if (db.failed) return rejectGroup(db, group, db.failed); // an earlier round failed
     try {
+      const counting = db.options.activeMemtables > 1;
       for (const { batch, first: seq0, home } of toApply) {
         let seq = seq0;
         batch.forEach((type, key, value) => {
           const m = db.memtables.active(db.memtables.drangeOf(key));
           m.add(seq++, type, key, value);
           if (m !== home) db.memtables.link(home, m);
+          if (counting) countWrite(db, key);
         });
       }
     } catch (err) {

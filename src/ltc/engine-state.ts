@@ -20,6 +20,7 @@ import { TableReader } from '../sstable/table-reader.js';
 import type { BlockStore, EngineEnv } from './engine-env.js';
 import { type EngineOptions, resolveOptions, type Settings, type Snapshot } from './engine-options.js';
 import { localEnv } from './local-store.js';
+import type { Layout } from './dranges.js';
 import { MemtableSet } from './memtable-set.js';
 import { MAX_ENTRIES, MAX_RING_BYTES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type Ticket } from './sessions.js';
 
@@ -64,7 +65,13 @@ export class EngineState {
   counts = {
     stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, idle: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0,
     jobsStarted: 0, jobsInParallel: 0, maxJobsInParallel: 0, // the last: jobs running, summed at each start, for the mean
+    minorReorgs: 0, majorReorgs: 0, imbalanceSum: 0, imbalanceWrites: 0, // the last two: each window's imbalance × its writes
   };
+  /** The Tranges and Dranges writes are counted in (dranges.ts), kept with memtables.drangeBounds. */
+  layout: Layout = { tranges: [], dranges: [] };
+  /** Writes per Trange since the last reorganization (counted only with α > 1). */
+  trangeWrites: number[] = [0];
+
   writeChain: Promise<unknown> = Promise.resolve();
   queued: PendingWrite[] = [];
   roundScheduled = false;

@@ -34,6 +34,7 @@ import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { WriteBatch } from '../log/write-batch.js';
 import { MergingIterator, VisibleIterator } from '../sstable/merging-iterator.js';
+import { loadReport } from './reorganization.js';
 import { armIdle, background, compactLevels, flushAll, kick } from './background.js';
 import { betweenWrites, enqueue } from './commit.js';
 import { EngineIterator } from './engine-iterator.js';
@@ -63,6 +64,16 @@ export interface EngineStats {
   offloadedCompactions: number;
   /** Compactions of L0 begun below its trigger because writes had paused (idleCompactionMs). */
   idleCompactions: number;
+  /** Each Drange's share of the writes counted since the last reorganization (α > 1). */
+  drangeShares: number[];
+  /**
+   * The paper's load imbalance: the standard deviation of the Dranges' shares of writes, over
+   * each stretch between reorganizations, weighted by its writes (0: even).
+   */
+  loadImbalance: number;
+  /** Reorganizations: Tranges handed to a neighbour (minor), Dranges cut again (major). */
+  minorReorganizations: number;
+  majorReorganizations: number;
   /** Compaction jobs running at once: the most, and the mean as each job started (itself counted). */
   maxJobsInParallel: number;
   meanJobsInParallel: number;
@@ -244,11 +255,13 @@ export class Engine {
   get stats(): EngineStats {
     const mems = this.db.memtables.all();
     const c = this.db.counts;
+    const load = loadReport(this.db);
     return {
       tablesPerLevel: this.db.levels.map((l) => l.length),
       memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
       memtables: mems.length, dranges: this.db.memtables.dranges, lastSequence: this.db.lastSequence,
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
+      drangeShares: load.shares, loadImbalance: load.imbalance, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       blockCacheBytes: this.db.cache?.bytes ?? 0, blockCacheHits: this.db.cache?.counters.hits ?? 0, blockCacheMisses: this.db.cache?.counters.misses ?? 0,

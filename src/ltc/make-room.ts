@@ -7,11 +7,11 @@
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { syncDir } from '../common/files.js';
-import { TRAILER_BYTES } from '../common/internal-key.js';
 import { emptyEdit, type VersionEdit } from '../log/version-edit.js';
 import { Memtable } from '../memtable/memtable.js';
 import { background, kick } from './background.js';
-import { boundsFromSample } from './dranges.js';
+import { drangeBounds } from './dranges.js';
+import { installLayout, nextLayout } from './reorganization.js';
 import { EngineState } from './engine-state.js';
 import { logEdit } from './version-set.js';
 
@@ -121,22 +121,39 @@ export async function retire(db: EngineState, d: number, learn: boolean): Promis
 export async function switchMemtables(db: EngineState, d: number, learn: boolean): Promise<void> {
   const old = db.memtables.active(d);
   const edit = emptyEdit();
-  const α = db.options.activeMemtables;
-  const bounds = learn && α > 1 && db.memtables.dranges === 1 ? boundsFromSample(sampleKeys(old, α * 16), α) : [];
-  const fresh: Memtable[] = [];
-  for (let i = 0; i <= bounds.length; i++) fresh.push(await newMemtable(db, edit));
-  syncDir(db.dir); // the logs exist before the MANIFEST names them: recovery insists on it
-  if (bounds.length > 0) edit.dranges = bounds;
+  const next = learn ? nextLayout(db, old) : undefined;
+  if (!next) {
+    const fresh = await newMemtable(db, edit);
+    syncDir(db.dir); // the log exists before the MANIFEST names it: recovery insists on it
+    edit.nextFile = db.nextFile;
+    await logEdit(db, edit);
+    db.memtables.retire(d, fresh);
+    await closeLog(db, old);
+    return;
+  }
+  // New Dranges: those whose interval is not one of today's get fresh memtables, and so does
+  // the full one's; the others keep theirs (memtable-set.ts reorganize).
+  const bounds = drangeBounds(next.layout);
+  const fresh = new Map<number, Memtable>();
+  const same = db.memtables.unchanged(bounds);
+  for (let j = 0; j <= bounds.length; j++) if (same[j] < 0 || same[j] === d) fresh.set(j, await newMemtable(db, edit));
+  syncDir(db.dir);
+  edit.dranges = bounds;
+  edit.tranges = next.layout.tranges;
   edit.nextFile = db.nextFile;
   await logEdit(db, edit);
-  const retired = bounds.length > 0 ? db.memtables.activeAll() : [old];
-  if (bounds.length > 0) db.memtables.reshape(bounds, fresh);
-  else db.memtables.retire(d, fresh[0]);
-  for (const m of retired) {
-    const log = db.logs.get(m.id)!;
-    db.logs.delete(m.id);
-    await log.close();
-  }
+  const kept = new Set(same.filter((i, j) => i >= 0 && !fresh.has(j)).map((i) => db.memtables.active(i)));
+  const retired = db.memtables.activeAll().filter((m) => !kept.has(m));
+  db.memtables.reorganize(bounds, fresh);
+  installLayout(db, next);
+  for (const m of retired) await closeLog(db, m);
+}
+
+/** Closes the log of memtable `m`, which takes no more writes. */
+async function closeLog(db: EngineState, m: Memtable): Promise<void> {
+  const log = db.logs.get(m.id)!;
+  db.logs.delete(m.id);
+  await log.close();
 }
 
 /** A memtable with a new, empty log file, its binding added to `edit`. */
@@ -146,16 +163,4 @@ export async function newMemtable(db: EngineState, edit: VersionEdit): Promise<M
   db.logs.set(id, await db.env.logs.create(id));
   edit.boundLogs.push({ memtable: id, log: id });
   return new Memtable(id, db.options.memtableBytes);
-}
-
-/** About `count` user keys of `mem`, evenly spaced, ascending. */
-function sampleKeys(mem: Memtable, count: number): Buffer[] {
-  const every = Math.max(1, Math.floor(mem.entries / count));
-  const out: Buffer[] = [];
-  const it = mem.iterator();
-  let i = 0;
-  for (it.first(); it.valid; it.next(), i++) {
-    if (i % every === 0) out.push(Buffer.from(it.key.subarray(0, it.key.length - TRAILER_BYTES)));
-  }
-  return out;
 }

@@ -92,15 +92,43 @@ export class MemtableSet {
   }
 
   /**
-   * New Drange boundaries, with one fresh active memtable per new Drange. The current
-   * memtables all become immutable and, since they may hold any key, join every list.
+   * New Drange boundaries. A new Drange whose interval is an old one's keeps that Drange's
+   * memtables, its active one included, unless `fresh` gives it a new active memtable; any
+   * other gets one from `fresh`. An old memtable joins the list of every new Drange whose
+   * interval meets the interval of a Drange it was listed in (it may hold keys of any of
+   * them), so a get still meets every version of its key newest first, and flushes still take
+   * the older memtables first (a paper generation id's job). Old active memtables not kept
+   * active become immutable.
    */
-  reshape(bounds: Buffer[], fresh: Memtable[]): void {
-    if (fresh.length !== bounds.length + 1) throw new Error('reshape: one memtable per Drange');
-    const old = this.all().reverse(); // newest first
-    for (const list of this.lists) if (!this.immutables.includes(list[0])) this.immutables.push(list[0]);
+  reorganize(bounds: Buffer[], fresh: ReadonlyMap<number, Memtable>): void {
+    const old = this.bounds;
+    const same = this.unchanged(bounds);
+    const lists: Memtable[][] = [];
+    const keptActive = new Set<Memtable>();
+    for (let j = 0; j <= bounds.length; j++) {
+      const [lo, hi] = [bounds[j - 1], bounds[j]];
+      const members = new Set<Memtable>();
+      for (let i = 0; i <= old.length; i++) {
+        if (below(lo, old[i]) && below(old[i - 1], hi)) for (const m of this.lists[i]) members.add(m);
+      }
+      const active = fresh.get(j) ?? (same[j] >= 0 ? this.lists[same[j]][0] : undefined);
+      if (!active) throw new Error(`reorganize: new Drange ${j} needs a fresh memtable`);
+      if (!fresh.has(j)) keptActive.add(active);
+      members.delete(active);
+      lists.push([active, ...[...members].sort((a, b) => b.id - a.id)]);
+    }
+    for (const list of this.lists) if (!keptActive.has(list[0]) && !this.immutables.includes(list[0])) this.immutables.push(list[0]);
     this.bounds = bounds;
-    this.lists = fresh.map((m) => [m, ...old]);
+    this.lists = lists;
+  }
+
+  /** For each Drange of `bounds`, the Drange of today's whose interval is the same, or −1. */
+  unchanged(bounds: readonly Buffer[]): number[] {
+    const old = this.bounds;
+    return Array.from({ length: bounds.length + 1 }, (_, j) => {
+      for (let i = 0; i <= old.length; i++) if (equal(bounds[j - 1], old[i - 1]) && equal(bounds[j], old[i])) return i;
+      return -1;
+    });
   }
 
   /** Records that `a` and `b` hold entries of one log record. */
@@ -151,4 +179,13 @@ export class MemtableSet {
       this.links.delete(m);
     }
   }
+}
+
+/** lo < hi for interval ends: undefined is −∞ as a low end, +∞ as a high end. */
+function below(lo: Buffer | undefined, hi: Buffer | undefined): boolean {
+  return lo === undefined || hi === undefined || Buffer.compare(lo, hi) < 0;
+}
+
+function equal(a: Buffer | undefined, b: Buffer | undefined): boolean {
+  return a === undefined ? b === undefined : b !== undefined && a.equals(b);
 }

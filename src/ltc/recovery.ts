@@ -11,7 +11,7 @@ import { readLog } from '../log/log-format.js';
 import { decodeEdit, emptyEdit, ManifestState } from '../log/version-edit.js';
 import { decodeBatch } from '../log/write-batch.js';
 import { Memtable } from '../memtable/memtable.js';
-import { drangeOf } from './dranges.js';
+import { drangeOf, type Layout, layoutOf } from './dranges.js';
 import { EngineState, type LiveTable } from './engine-state.js';
 import { writeL0 } from './flush-job.js';
 import { newMemtable } from './make-room.js';
@@ -74,6 +74,7 @@ export async function recover(db: EngineState): Promise<void> {
   const replayed = replays.some((m) => m.entries > 0);
   if (replayed) for (const [memtable, log] of logs) snapshot.boundLogs.push({ memtable, log });
   if (bounds.length > 0) snapshot.dranges = bounds;
+  if (bounds.length > 0 && state.tranges) snapshot.tranges = state.tranges;
   snapshot.sessions = db.sessions.encode();
   snapshot.nextFile = db.nextFile;
   snapshot.lastSequence = db.lastSequence;
@@ -81,6 +82,8 @@ export async function recover(db: EngineState): Promise<void> {
   await db.env.manifests.install(manifestFile);
   db.manifestInstalled = true;
   db.memtables = new MemtableSet(bounds, fresh);
+  db.layout = layoutFrom(state.tranges, bounds, current?.name ?? 'MANIFEST');
+  db.trangeWrites = new Array(db.layout.tranges.length + 1).fill(0);
   // The tree's Dranges come from its MANIFEST, whatever α this open asks for; δ must leave
   // room for one immutable memtable beside their active ones.
   db.memtableLimit = Math.max(db.options.maxMemtables, bounds.length + 2);
@@ -94,4 +97,15 @@ export async function recover(db: EngineState): Promise<void> {
     await installTables(db, edit, 0, tables);
   }
   await removeObsoleteFiles(db);
+}
+
+/** The layout a MANIFEST states: its Tranges with the Dranges among them, or one Trange per Drange (before Tranges). */
+function layoutFrom(tranges: Buffer[] | undefined, bounds: Buffer[], where: string): Layout {
+  if (!tranges) return layoutOf(bounds);
+  const dranges = bounds.map((b) => tranges.findIndex((t) => t.equals(b)));
+  for (let i = 0; i < tranges.length; i++) {
+    if (i > 0 && Buffer.compare(tranges[i - 1], tranges[i]) >= 0) throw new NovaError('CORRUPTION', `${where}: its Trange bounds are not ascending`);
+  }
+  if (dranges.some((i) => i < 0)) throw new NovaError('CORRUPTION', `${where}: a Drange bound is not among its Trange bounds`);
+  return { tranges, dranges };
 }

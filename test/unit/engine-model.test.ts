@@ -37,6 +37,9 @@ const CONFIGS = [
   { seed: 5, alpha: 4, delta: 8, slowMs: 0, cache: 0 },
   { seed: 6, alpha: 1, delta: 2, slowMs: 2, cache: 16 * 1024 },
   { seed: 7, alpha: 4, delta: 5, slowMs: 1, cache: 64 * 1024 },
+  // A hot spot that moves: the Dranges reorganize (minor and major) under the writes.
+  { seed: 8, alpha: 4, delta: 6, slowMs: 1, cache: 0, skew: true },
+  { seed: 9, alpha: 8, delta: 12, slowMs: 0, cache: 32 * 1024, skew: true, tau: 4096 },
 ];
 
 /** The local environment, with table writes and log appends (kept in order) delayed by up to `ms`. */
@@ -81,14 +84,14 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
   };
 }
 
-describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms, block cache $cache)', ({ seed, alpha: α, delta: δ, slowMs, cache }) => {
+describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms, block cache $cache, skew $skew)', ({ seed, alpha: α, delta: δ, slowMs, cache, skew = false, tau = 16 * 1024 }) => {
   it('matches the oracle through flushes and reopens', async () => {
     const dir = tempDir();
     const r = rng(seed);
     const warnings: string[] = [];
     const delays = rng(seed + 100);
     const open = () => Engine.open(dir, {
-      memtableBytes: 16 * 1024, activeMemtables: α, maxMemtables: δ, l0Trigger: 3, l0StopTrigger: 5,
+      memtableBytes: tau, activeMemtables: α, maxMemtables: δ, l0Trigger: 3, l0StopTrigger: 5,
       sync: false, onWarning: (w) => warnings.push(w), env: slowMs > 0 || cache > 0 ? slowEnv(dir, slowMs, delays) : undefined,
       blockCacheBytes: cache,
     });
@@ -98,14 +101,18 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     let compactions = 0;
     let deepest = 0;
     let dranges = 1;
+    let reorganizations = 0;
     const tally = () => {
       compactions += db.stats.compactions;
+      reorganizations += db.stats.minorReorganizations + db.stats.majorReorganizations;
       dranges = Math.max(dranges, db.stats.dranges);
       db.stats.tablesPerLevel.forEach((n, l) => { if (n > 0) deepest = Math.max(deepest, l); });
     };
-    const key = () => `k${String(Math.floor(r() * 400)).padStart(4, '0')}`;
+    let hot = 0; // with skew: most keys come from 40 near `hot`, which moves every 500 steps
+    const key = () => `k${String(skew && r() < 0.8 ? hot + Math.floor(r() * 40) : Math.floor(r() * 400)).padStart(4, '0')}`;
     const steps = SOAK ? 50_000 : 3000;
     for (let step = 0; step < steps; step++) {
+      if (step % 500 === 0) hot = Math.floor(r() * 360);
       const dice = r();
       if (dice < 0.35) {
         const k = key(); const v = `v${step}-${'x'.repeat(Math.floor(r() * 200))}`;
@@ -172,6 +179,7 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     expect(compactions, 'compactions ran').toBeGreaterThan(0);
     expect(deepest, 'data reached L1 or deeper').toBeGreaterThan(0);
     if (α > 1) expect(dranges, 'Dranges were cut').toBeGreaterThan(1);
+    if (skew) expect(reorganizations, 'the Dranges reorganized').toBeGreaterThan(0);
     db = await open();
     for (const [k, v] of oracle) expect((await db.get(Buffer.from(k)))?.toString()).toBe(v);
     expect((await db.scan(Buffer.from(''))).map(([k, v]) => [k.toString(), v.toString()])).toEqual(scanOracle(oracle, '', undefined, Infinity));

@@ -62,12 +62,33 @@ describe('memtable set', () => {
   it('after new Dranges, keeps the old memtables in every list, oldest to flush', () => {
     const old = new Memtable(1);
     const set = new MemtableSet([], [old]);
-    set.reshape([b('m')], [new Memtable(2), new Memtable(3)]);
+    set.reorganize([b('m')], new Map([[0, new Memtable(2)], [1, new Memtable(3)]]));
     expect(ids(set.forKey(b('a')))).toEqual([2, 1]);
     expect(ids(set.forKey(b('z')))).toEqual([3, 1]);
     set.retire(1, new Memtable(4));
     // 3 is older than 4 in its Drange, but 1 is older still and in every Drange.
     expect(ids(set.nextFlush())).toEqual([1]);
+  });
+
+  it('a reorganization keeps the Dranges it leaves alone, and lists old memtables only where their keys may be', () => {
+    // Dranges [-, g) [g, p) [p, -) with memtables 1 2 3 active and 4 (of [g, p)) immutable.
+    const set = new MemtableSet([b('g'), b('p')], [new Memtable(1), new Memtable(4), new Memtable(3)]);
+    set.retire(1, new Memtable(5));
+    expect(ids(set.forKey(b('h')))).toEqual([5, 4]);
+    // A minor move: the bound p moves to k; [-, g) stays as it was.
+    set.reorganize([b('g'), b('k')], new Map([[1, new Memtable(6)], [2, new Memtable(7)]]));
+    expect(ids(set.forKey(b('a')))).toEqual([1]); // untouched: still active, alone
+    expect(ids(set.forKey(b('h')))).toEqual([6, 5, 4]);
+    expect(ids(set.forKey(b('m')))).toEqual([7, 5, 4, 3]); // [k, -) meets old [g, p) and [p, -)
+    expect(ids(set.forKey(b('z')))).toEqual([7, 5, 4, 3]);
+    expect(ids(set.activeAll())).toEqual([1, 6, 7]);
+    expect(set.isActive(set.forKey(b('a'))[0])).toBe(true);
+    // 4 goes first, with 3, older than it in [k, -); then 5; 1 never joined them.
+    const first = set.nextFlush();
+    expect(ids(first)).toEqual([3, 4]);
+    set.flushed(first);
+    expect(ids(set.nextFlush())).toEqual([5]);
+    expect(() => set.reorganize([b('c')], new Map([[1, new Memtable(8)]]))).toThrow(/needs a fresh memtable/);
   });
 });
 

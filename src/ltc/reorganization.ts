@@ -1,0 +1,93 @@
+/**
+ * The engine's side of Dranges and Tranges (DESIGN.md §4; the decisions are dranges.ts): writes
+ * counted per Trange, and, when a memtable retires, the layout the Dranges should take next,
+ * cut from a sample of the memtables' entries (the recent writes, a key written often sampled
+ * often: the paper samples the memtables too). Functions over EngineState; make-room.ts
+ * switches the memtables.
+ */
+import { TRAILER_BYTES } from '../common/internal-key.js';
+import type { Memtable } from '../memtable/memtable.js';
+import { type Layout, REORG, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut } from './dranges.js';
+import type { EngineState } from './engine-state.js';
+
+/** Keys sampled per Trange wanted, for a cut: a few, so the cut follows the load. */
+const SAMPLES_PER_TRANGE = 4;
+
+/** Counts a write of `key` (the engine counts only with α > 1). */
+export function countWrite(db: EngineState, key: Uint8Array): void {
+  db.trangeWrites[db.layout.tranges.length === 0 ? 0 : drangeOf(db.layout.tranges, key)]++;
+}
+
+export type NextLayout = { layout: Layout; why: 'first' | 'minor' | 'major' };
+
+/**
+ * The layout the Dranges should take as memtable `full` retires, or undefined to keep them.
+ * With α > 1 and one Drange, the first full memtable's keys cut α Dranges of γ Tranges; after
+ * that, planReorganization over the writes counted since the last reorganization.
+ */
+export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefined {
+  const α = db.options.activeMemtables;
+  const γ = db.options.trangesPerDrange;
+  if (α <= 1) return undefined;
+  const want = α * γ * SAMPLES_PER_TRANGE;
+  if (db.memtables.dranges === 1) {
+    const layout = recut(sampleKeys(full, want), α, γ);
+    return layout.dranges.length > 0 ? { layout, why: 'first' } : undefined;
+  }
+  // Judged once the Dranges have taken about half a memtable each since the last change.
+  const plan = planReorganization(db.layout, db.trangeWrites, { ...REORG, minWrites: Math.max(1, (full.entries * α) / 2) });
+  if (plan.kind === 'minor') return { layout: { tranges: db.layout.tranges, dranges: plan.dranges }, why: 'minor' };
+  if (plan.kind === 'none') return undefined;
+  const mems = db.memtables.all();
+  const entries = mems.reduce((n, m) => n + m.entries, 0);
+  const sample = mems.flatMap((m) => sampleKeys(m, Math.ceil((want * m.entries) / Math.max(1, entries)))).sort(Buffer.compare);
+  const layout = recut(sample, α, γ);
+  if (layout.dranges.length === 0 || sameBounds(drangeBounds(layout), drangeBounds(db.layout))) {
+    windowEnds(db); // the memtables cannot show a better cut: count afresh rather than ask again at once
+    return undefined;
+  }
+  return { layout, why: 'major' };
+}
+
+/** Makes `next` the layout writes are counted in, and counts the reorganization. */
+export function installLayout(db: EngineState, next: NextLayout): void {
+  windowEnds(db);
+  db.layout = next.layout;
+  db.trangeWrites = new Array(next.layout.tranges.length + 1).fill(0);
+  if (next.why === 'minor') db.counts.minorReorgs++;
+  if (next.why === 'major') db.counts.majorReorgs++;
+}
+
+/** Folds the writes counted since the last reorganization into the run's imbalance, and starts afresh. */
+function windowEnds(db: EngineState): void {
+  const loads = drangeLoads(db.layout, db.trangeWrites);
+  const writes = loads.reduce((a, b) => a + b, 0);
+  db.counts.imbalanceSum += imbalance(loads) * writes;
+  db.counts.imbalanceWrites += writes;
+  db.trangeWrites.fill(0);
+}
+
+/** Each Drange's share of the writes counted since the last reorganization, and the run's imbalance (write-weighted). */
+export function loadReport(db: EngineState): { shares: number[]; imbalance: number } {
+  const loads = drangeLoads(db.layout, db.trangeWrites);
+  const writes = loads.reduce((a, b) => a + b, 0);
+  const sum = db.counts.imbalanceSum + imbalance(loads) * writes;
+  const all = db.counts.imbalanceWrites + writes;
+  return { shares: loads.map((l) => (writes ? l / writes : 0)), imbalance: all ? sum / all : 0 };
+}
+
+function sameBounds(a: readonly Buffer[], b: readonly Buffer[]): boolean {
+  return a.length === b.length && a.every((k, i) => k.equals(b[i]));
+}
+
+/** About `count` user keys of `mem`, evenly spaced over its entries (a key with many versions more often), ascending. */
+function sampleKeys(mem: Memtable, count: number): Buffer[] {
+  const every = Math.max(1, Math.floor(mem.entries / count));
+  const out: Buffer[] = [];
+  const it = mem.iterator();
+  let i = 0;
+  for (it.first(); it.valid; it.next(), i++) {
+    if (i % every === 0) out.push(Buffer.from(it.key.subarray(0, it.key.length - TRAILER_BYTES)));
+  }
+  return out;
+}
