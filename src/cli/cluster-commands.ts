@@ -98,6 +98,31 @@ async function withClient(o: { coordinator?: string; dir: string }, fn: (c: Nova
   }
 }
 
+/** Each range's figures, from the LTCs serving them (a `stats` call each); why not, if they could not be had. */
+async function rangeStats(coordinator: string): Promise<{ byRange: Map<number, Record<string, unknown>>; error?: string }> {
+  try {
+    const c = await NovaClient.connect({ coordinator, timeoutMs: 10_000 });
+    try {
+      const rows = (await c.stats()) as Array<Record<string, unknown> & { range: number }>;
+      return { byRange: new Map(rows.map((r) => [r.range, r])) };
+    } finally {
+      c.close();
+    }
+  } catch (err) {
+    return { byRange: new Map(), error: `${(err as Error).message} (is every LTC up?)` };
+  }
+}
+
+/** A range's figures in a line: its Dranges and their shares, reorganizations, compactions, stalls. */
+function rangeLine(x: Record<string, unknown>): string {
+  const n = (k: string): number => (typeof x[k] === 'number' ? x[k] as number : 0);
+  const shares = Array.isArray(x.drangeShares) ? (x.drangeShares as number[]).map((v) => `${Math.round(v * 100)}%`).join(' ') : '';
+  return `${n('dranges')} Dranges${shares ? ` (writes ${shares}; imbalance ${n('loadImbalance').toFixed(4)})` : ''}, ` +
+    `${n('minorReorganizations')} minor and ${n('majorReorganizations')} major reorganizations; ` +
+    `${n('flushes')} flushes, ${n('compactions')} compactions (at once: max ${n('maxJobsInParallel')}, mean ${n('meanJobsInParallel').toFixed(2)}); ` +
+    `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms)`;
+}
+
 export function addClusterCommands(program: Command, bin: string): void {
   knobs(program.command('up')
     .description('start a local cluster in the background (or what is missing of it) and wait until it serves')
@@ -125,18 +150,21 @@ export function addClusterCommands(program: Command, bin: string): void {
     });
 
   clientOptions(program.command('status')
-    .description('print the components (role, id, address, pid, up or down), the ranges and the config id')
-    .option('--json', 'print JSON instead', false))
+    .description('print the components (role, id, address, pid, up or down), the ranges and the config id, and each range\'s figures from its LTC (Dranges and their shares of writes, reorganizations, compactions, stalls)')
+    .option('--json', 'print JSON instead (each range\'s figures whole, under "stats")', false))
     .action(async (o: { coordinator?: string; dir: string; json: boolean }) => {
       const address = o.coordinator ?? coordinatorOf(o.dir);
       const s = await fetchStatus(address);
+      const stats = await rangeStats(address);
       const local = o.coordinator ? undefined : readClusterFile(o.dir);
       const pidOf = (role: string, id: number) => local?.components.find((c) => c.role === role && c.id === id)?.pid;
       if (o.json) {
         console.log(JSON.stringify({
           coordinator: address, configId: s.config.id, settings: s.config.settings,
           components: s.members.map((m) => ({ role: m.role, id: m.id, address: m.role === 'ltc' ? m.address : `fabric(${m.address.length} chars)`, pid: m.pid, up: m.alive, serving: m.serving })),
-          ranges: s.config.ranges.map((r) => ({ id: r.id, start: r.start.toString('utf8'), end: r.end?.toString('utf8') ?? null, ltc: r.ltc })),
+          ranges: s.config.ranges.map((r) => ({ id: r.id, start: r.start.toString('utf8'), end: r.end?.toString('utf8') ?? null, ltc: r.ltc,
+            stats: stats.byRange.get(r.id) ?? null })),
+          ...(stats.error ? { statsError: stats.error } : {}),
         }, null, 2));
         return;
       }
@@ -148,7 +176,10 @@ export function addClusterCommands(program: Command, bin: string): void {
       }
       for (const r of s.config.ranges) {
         console.log(`range ${r.id}: [${printable(r.start, 40) || '""'}, ${r.end ? printable(r.end, 40) : '∞'}) on LTC ${r.ltc}`);
+        const x = stats.byRange.get(r.id);
+        if (x) console.log(`  ${rangeLine(x)}`);
       }
+      if (stats.error) console.log(`range figures unavailable: ${stats.error}`);
     });
 
   knobs(program.command('coordinator')

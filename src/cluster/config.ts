@@ -45,6 +45,8 @@ export interface Settings {
   /** Engine knobs each range's LSM-tree opens with. */
   memtableBytes: number;
   activeMemtables: number;
+  /** A memtable with fewer unique keys is merged instead of flushed (EngineOptions.mergeUnderKeys; 0: never). */
+  mergeUnderKeys: number;
   /** γ: Tranges per Drange (EngineOptions.trangesPerDrange). */
   trangesPerDrange: number;
   maxMemtables: number;

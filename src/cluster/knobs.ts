@@ -55,6 +55,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: finer moves, closer balance without a major reorganization; a counter per Trange',
   }),
   knob({
+    key: 'mergeUnderKeys', engine: true, flag: 'merge-under-keys', type: 'count', min: 0, default: 100,
+    meaning: 'an immutable memtable of one Drange holding fewer unique keys than this is merged with its Drange\'s other immutable ones into a new memtable with a new log, instead of written to L0 (0: never)',
+    tradeoff: 'more: hot keys rewritten in memory instead of in L0 and every compaction below; a merged memtable waits in memory (at most one per Drange)',
+  }),
+  knob({
     key: 'maxMemtables', engine: true, flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
     meaning: 'memtables per range, active and waiting for their flush; writes stall when a full one cannot be retired',
     tradeoff: 'more: bursts ride out slow flushes; more memory',
@@ -110,7 +115,7 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'stoc: the LTC\'s CPU stays with reads and writes; tables cross the fabric twice',
   }),
   knob({
-    key: 'compactionJobs', engine: true, flag: 'compaction-jobs', type: 'count', min: 1, default: 4,
+    key: 'compactionJobs', engine: true, flag: 'compaction-jobs', type: 'count', min: 1, default: 1,
     meaning: 'compaction jobs one range runs at once: L0 cut at the gaps between Dranges, and deeper levels, in jobs that share no table',
     tradeoff: 'more: L0 drains faster after a burst, on more StoCs at once; more inputs held in memory at once',
   }),

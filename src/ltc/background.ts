@@ -8,6 +8,7 @@ import { type CompactionJob, jobFor, LEVELS, pickCompactions } from '../compacti
 import { runCompaction } from './compaction-job.js';
 import { EngineState, type LiveTable } from './engine-state.js';
 import { flushGroup } from './flush-job.js';
+import { mergeableDrange, mergeGroup } from './merge-job.js';
 import { retire } from './make-room.js';
 
 /**
@@ -50,14 +51,22 @@ export async function loop(db: EngineState, step: () => Promise<boolean>, ended:
   return n;
 }
 
-/** Flushes the oldest group of immutable memtables, if one is ready. */
+/**
+ * Flushes the oldest group of immutable memtables, if one is ready, or merges it into a new
+ * memtable when it is one Drange's and holds few keys (merge-job.ts).
+ */
 export async function flushStep(db: EngineState): Promise<boolean> {
-  const group = db.memtables.nextFlush();
+  const group = db.memtables.nextFlush(db.flushingAll);
   if (group.length === 0) return false;
   if (group.some((m) => db.memtables.isActive(m))) {
     db.flushNeedsActives = true; // the write path retires them, then kicks
     db.wake();
     return false;
+  }
+  const drange = db.flushingAll ? -1 : mergeableDrange(db, group);
+  if (drange >= 0) {
+    await mergeGroup(db, group, drange);
+    return true;
   }
   await flushGroup(db, group);
   kick(db); // the new L0 table may make a compaction due
@@ -175,10 +184,15 @@ export async function flushAll(db: EngineState): Promise<void> {
   // Until a background run finds nothing to do (one may be under way already). A manual
   // compaction in the compaction loop's place is not waited for: it may take minutes, and
   // a shutdown flushes (LtcServer.close) before its close stops that compaction.
-  for (;;) {
-    kick(db);
-    const running = db.manual ? db.flushing : background(db);
-    if (!running || (await running) === 0) break;
+  db.flushingAll = true; // parked memtables too, and nothing merged
+  try {
+    for (;;) {
+      kick(db);
+      const running = db.manual ? db.flushing : background(db);
+      if (!running || (await running) === 0) break;
+    }
+  } finally {
+    db.flushingAll = false;
   }
 }
 

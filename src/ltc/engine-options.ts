@@ -83,6 +83,12 @@ export interface EngineOptions {
    * pickCompactions), so L0 cut at the gaps between Dranges merges in parallel.
    */
   compactionJobs?: number;
+  /**
+   * An immutable memtable of one Drange with fewer unique keys than this is merged with the
+   * Drange's other immutable ones into a new memtable and log instead of flushed (the knob
+   * mergeUnderKeys; 0: never).
+   */
+  mergeUnderKeys?: number;
   /** γ: Tranges per Drange, the unit of a minor reorganization (the knob trangesPerDrange). */
   trangesPerDrange?: number;
 }
@@ -141,6 +147,7 @@ export function resolveOptions(options: EngineOptions): Settings {
     blockCacheBytes: options.blockCacheBytes ?? d.blockCacheBytes,
     compactionJobs: options.compactionJobs ?? d.compactionJobs,
     trangesPerDrange: options.trangesPerDrange ?? d.trangesPerDrange,
+    mergeUnderKeys: options.mergeUnderKeys ?? d.mergeUnderKeys,
   };
   if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
   if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);
@@ -153,6 +160,7 @@ export function resolveOptions(options: EngineOptions): Settings {
   if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
   if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
   if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
+  if (!(Number.isInteger(o.mergeUnderKeys) && o.mergeUnderKeys >= 0)) throw new NovaError('BAD_ARGUMENT', `mergeUnderKeys must be an integer >= 0, not ${o.mergeUnderKeys}`);
   if (!(Number.isInteger(o.trangesPerDrange) && o.trangesPerDrange >= 1)) throw new NovaError('BAD_ARGUMENT', `trangesPerDrange (γ) must be an integer >= 1, not ${o.trangesPerDrange}`);
   if (!(Number.isInteger(o.compactionJobs) && o.compactionJobs >= 1)) throw new NovaError('BAD_ARGUMENT', `compactionJobs must be an integer >= 1, not ${o.compactionJobs}`);
   if (!(Number.isSafeInteger(o.blockCacheBytes) && o.blockCacheBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `blockCacheBytes must be a non-negative integer, not ${o.blockCacheBytes}`);

@@ -65,6 +65,7 @@ export class EngineState {
   counts = {
     stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, idle: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0,
     jobsStarted: 0, jobsInParallel: 0, maxJobsInParallel: 0, // the last: jobs running, summed at each start, for the mean
+    merges: 0, // memtables merged instead of flushed (merge-job.ts)
     minorReorgs: 0, majorReorgs: 0, imbalanceSum: 0, imbalanceWrites: 0, // the last two: each window's imbalance × its writes
   };
   /** The Tranges and Dranges writes are counted in (dranges.ts), kept with memtables.drangeBounds. */
@@ -82,6 +83,7 @@ export class EngineState {
   steps = 0; // flushes and compactions the background has finished
   scans = 0; // scans served, for L0 tables' scan allowances
   flushNeedsActives = false; // the next flush must take active memtables along
+  flushingAll = false; // flushAll runs: parked memtables flush too, none is merged
   waiters: Array<() => void> = [];
   failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   closed = false;

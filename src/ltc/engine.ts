@@ -71,6 +71,9 @@ export interface EngineStats {
    * each stretch between reorganizations, weighted by its writes (0: even).
    */
   loadImbalance: number;
+  /** Immutable memtables merged into a new memtable instead of flushed (few unique keys), and merged memtables waiting. */
+  mergesInsteadOfFlush: number;
+  parkedMemtables: number;
   /** Reorganizations: Tranges handed to a neighbour (minor), Dranges cut again (major). */
   minorReorganizations: number;
   majorReorganizations: number;
@@ -261,6 +264,7 @@ export class Engine {
       memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
       memtables: mems.length, dranges: this.db.memtables.dranges, lastSequence: this.db.lastSequence,
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
+      mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount,
       drangeShares: load.shares, loadImbalance: load.imbalance, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,

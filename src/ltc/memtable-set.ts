@@ -11,6 +11,9 @@
  * - Memtables that share a log record (a batch that spans Dranges lives in one memtable's
  *   log) are flushed in one step, so recovery never replays half of a batch whose other half
  *   is already in a table, and no entry is ever both replayed and in a table.
+ * - A memtable merged instead of flushed (merge-job.ts) is parked: the oldest of its Drange,
+ *   it waits to go with the Drange's next immutable memtable, and starts no flush itself
+ *   (nextFlush), except when everything must be flushed.
  */
 import { drangeOf } from './dranges.js';
 import type { Memtable } from '../memtable/memtable.js';
@@ -22,13 +25,29 @@ export class MemtableSet {
   /** In the order they stopped taking writes. */
   private immutables: Memtable[] = [];
   private readonly links = new Map<Memtable, Set<Memtable>>();
+  private readonly parked = new Set<Memtable>();
+  /**
+   * Each memtable's age: a count taken when it began taking writes; a merged memtable takes
+   * its oldest input's. Ids cannot order them: a merged memtable is newly numbered but holds
+   * older writes than the memtables after it.
+   */
+  private readonly age = new Map<Memtable, number>();
+  private clock = 0;
 
   /** `actives`: one per Drange of `bounds`. */
   constructor(bounds: Buffer[], actives: Memtable[]) {
     if (actives.length !== bounds.length + 1) throw new Error('MemtableSet: one memtable per Drange');
     this.bounds = bounds;
-    this.lists = actives.map((m) => [m]);
+    this.lists = actives.map((m) => [this.born(m)]);
   }
+
+  private born(m: Memtable): Memtable {
+    this.age.set(m, ++this.clock);
+    return m;
+  }
+
+  /** Oldest first. */
+  private byAge = (a: Memtable, b: Memtable): number => this.age.get(a)! - this.age.get(b)!;
 
   get drangeBounds(): readonly Buffer[] {
     return this.bounds;
@@ -42,9 +61,13 @@ export class MemtableSet {
     return this.immutables.length;
   }
 
-  /** Memtables not yet flushed, active and immutable. */
+  /** Memtables not yet flushed, active and immutable, but for parked ones (small: they hold few keys). */
   get size(): number {
-    return this.immutables.length + this.lists.length;
+    return this.immutables.length - this.parked.size + this.lists.length;
+  }
+
+  get parkedCount(): number {
+    return this.parked.size;
   }
 
   drangeOf(key: Uint8Array): number {
@@ -64,7 +87,7 @@ export class MemtableSet {
   all(): Memtable[] {
     const seen = new Set<Memtable>(this.immutables);
     for (const list of this.lists) seen.add(list[0]);
-    return [...seen].sort((a, b) => a.id - b.id);
+    return [...seen].sort(this.byAge);
   }
 
   activeAll(): Memtable[] {
@@ -88,7 +111,7 @@ export class MemtableSet {
   /** `fresh` becomes the active memtable of `drange`; the old one waits for its flush. */
   retire(drange: number, fresh: Memtable): void {
     this.immutables.push(this.lists[drange][0]);
-    this.lists[drange].unshift(fresh);
+    this.lists[drange].unshift(this.born(fresh));
   }
 
   /**
@@ -103,6 +126,7 @@ export class MemtableSet {
   reorganize(bounds: Buffer[], fresh: ReadonlyMap<number, Memtable>): void {
     const old = this.bounds;
     const same = this.unchanged(bounds);
+    for (const m of fresh.values()) this.born(m);
     const lists: Memtable[][] = [];
     const keptActive = new Set<Memtable>();
     for (let j = 0; j <= bounds.length; j++) {
@@ -115,7 +139,7 @@ export class MemtableSet {
       if (!active) throw new Error(`reorganize: new Drange ${j} needs a fresh memtable`);
       if (!fresh.has(j)) keptActive.add(active);
       members.delete(active);
-      lists.push([active, ...[...members].sort((a, b) => b.id - a.id)]);
+      lists.push([active, ...[...members].sort(this.byAge).reverse()]);
     }
     for (const list of this.lists) if (!keptActive.has(list[0]) && !this.immutables.includes(list[0])) this.immutables.push(list[0]);
     this.bounds = bounds;
@@ -143,12 +167,13 @@ export class MemtableSet {
   }
 
   /**
-   * What the next flush must take, oldest first: the oldest immutable memtable, every
-   * memtable older than it in its Dranges, every memtable linked to it, and so on. Some may
-   * still be active: the engine retires those before flushing. Empty when nothing waits.
+   * What the next flush must take, oldest first: the oldest immutable memtable (not parked,
+   * unless `withParked`), every memtable older than it in its Dranges, every memtable linked
+   * to it, and so on. Some may still be active: the engine retires those before flushing.
+   * Empty when nothing waits.
    */
-  nextFlush(): Memtable[] {
-    const head = this.immutables[0];
+  nextFlush(withParked = false): Memtable[] {
+    const head = this.immutables.find((m) => withParked || !this.parked.has(m));
     if (!head) return [];
     const group = new Set<Memtable>([head]);
     const todo = [head];
@@ -166,12 +191,40 @@ export class MemtableSet {
       }
       for (const l of this.links.get(m) ?? []) add(l);
     }
-    return [...group].sort((a, b) => a.id - b.id);
+    return [...group].sort(this.byAge);
+  }
+
+  /** The Dranges whose lists hold `m`. */
+  drangesOf(m: Memtable): number[] {
+    const out: number[] = [];
+    this.lists.forEach((l, d) => { if (l.includes(m)) out.push(d); });
+    return out;
+  }
+
+  /** Whether `m` shares a log record with another memtable. */
+  isLinked(m: Memtable): boolean {
+    return (this.links.get(m)?.size ?? 0) > 0;
+  }
+
+  /**
+   * `merged` takes the place of `group` (immutable memtables of Drange `drange` alone, the
+   * oldest of its list: a nextFlush group) as that Drange's oldest memtable, parked.
+   */
+  replaceMerged(group: readonly Memtable[], drange: number, merged: Memtable): void {
+    this.age.set(merged, Math.min(...group.map((m) => this.age.get(m)!)));
+    this.flushed(group);
+    this.immutables.unshift(merged);
+    this.lists[drange].push(merged);
+    this.parked.add(merged);
   }
 
   /** Forgets memtables whose contents are now in tables. REQUIRES: none is active. */
   flushed(group: readonly Memtable[]): void {
     const gone = new Set(group);
+    for (const m of group) {
+      this.parked.delete(m);
+      this.age.delete(m);
+    }
     this.immutables = this.immutables.filter((m) => !gone.has(m));
     this.lists = this.lists.map((l) => l.filter((m) => !gone.has(m)));
     for (const m of group) {

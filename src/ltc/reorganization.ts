@@ -73,7 +73,9 @@ export function loadReport(db: EngineState): { shares: number[]; imbalance: numb
   const writes = loads.reduce((a, b) => a + b, 0);
   const sum = db.counts.imbalanceSum + imbalance(loads) * writes;
   const all = db.counts.imbalanceWrites + writes;
-  return { shares: loads.map((l) => (writes ? l / writes : 0)), imbalance: all ? sum / all : 0 };
+  // One Drange takes every write (uncounted with α = 1).
+  const shares = loads.length === 1 ? [1] : loads.map((l) => (writes ? l / writes : 0));
+  return { shares, imbalance: all ? sum / all : 0 };
 }
 
 function sameBounds(a: readonly Buffer[], b: readonly Buffer[]): boolean {

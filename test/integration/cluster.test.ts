@@ -63,7 +63,12 @@ describe('nova cluster', () => {
     expect(absent.status).toBe(1);
     expect(absent.stderr).toContain('not found');
     const st = cli('status', '--json');
-    expect(JSON.parse(st.stdout).ranges).toHaveLength(4);
+    const ranges = JSON.parse(st.stdout).ranges as Array<{ id: number; stats: { range: number; dranges: number; drangeShares: number[]; loadImbalance: number } | null }>;
+    expect(ranges).toHaveLength(4);
+    // Each range's figures from its LTC: Dranges with their shares, the imbalance.
+    for (const r of ranges) expect(r.stats).toMatchObject({ range: r.id, dranges: 1, drangeShares: [expect.any(Number)], loadImbalance: 0 });
+    const text = cli('status');
+    expect(text.stdout).toMatch(/range 1: .*\n  1 Dranges .*0 minor and 0 major reorganizations; \d+ flushes/);
   });
 
   it('SIGKILL of the LTC during a workload: restarted, it has every acknowledged write', async () => {

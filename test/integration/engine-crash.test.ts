@@ -20,21 +20,25 @@ interface WriterConfig {
   dir: string;
   alpha: number;
   depth: number;
+  /** Every odd write puts a hot key (engine-writer.ts). */
+  hot: boolean;
 }
 
 /** Runs the writer from `first`, kills it after `ms`, returns the acknowledged indexes. */
-async function runAndKill(c: WriterConfig, first: number, ms: number, sync: boolean): Promise<{ acked: number[]; reorganized: number }> {
-  const args = [WRITER, c.dir, String(first), sync ? '1' : '0', String(c.alpha), String(c.depth)];
+async function runAndKill(c: WriterConfig, first: number, ms: number, sync: boolean): Promise<{ acked: number[]; reorganized: number; merged: number }> {
+  const args = [WRITER, c.dir, String(first), sync ? '1' : '0', String(c.alpha), String(c.depth), c.hot ? '1' : '0'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
   const acked: number[] = [];
   let reorganized = 0;
+  let merged = 0;
   let ready!: () => void;
   const started = new Promise<void>((resolve) => { ready = resolve; });
   createInterface({ input: child.stdout! }).on('line', (line) => {
     if (line === 'ready') ready();
     else if (line.startsWith('reorganized ')) reorganized = Number(line.slice(12));
+    else if (line.startsWith('merged ')) merged = Number(line.slice(7));
     else acked.push(Number(line));
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -43,26 +47,34 @@ async function runAndKill(c: WriterConfig, first: number, ms: number, sync: bool
   child.kill('SIGKILL');
   await exited;
   if (acked.length === 0 && stderr) throw new Error(`writer failed: ${stderr}`);
-  return { acked, reorganized };
+  return { acked, reorganized, merged };
 }
 
 describe.each([
-  { alpha: 1, depth: 1 },
-  { alpha: 4, depth: 8 }, // Dranges, batches across them, group commits and background flushes
-])('engine crash safety (α $alpha, $depth writes in flight)', ({ alpha, depth }) => {
+  { alpha: 1, depth: 1, hot: false },
+  { alpha: 4, depth: 8, hot: false }, // Dranges, batches across them, group commits and background flushes
+  { alpha: 4, depth: 8, hot: true }, // and a Drange of hot keys, whose memtables merge instead of flushing
+])('engine crash safety (α $alpha, $depth writes in flight, hot keys $hot)', ({ alpha, depth, hot }) => {
   it('keeps every acknowledged write across ten kill -9s', async () => {
     const dir = tempDir();
     const r = rng(5 + alpha);
     let next = 0;
     const all: number[] = [];
     let reorganizations = 0;
+    let merges = 0;
+    const lastHot = new Map<number, number>(); // hot key -> its last acknowledged write
     for (let round = 0; round < 10; round++) {
       const sync = round % 2 === 0; // kill -9 keeps even unsynced writes: they are in the OS
-      const { acked, reorganized } = await runAndKill({ dir, alpha, depth }, next, 50 + Math.floor(r() * 400), sync);
+      const { acked, reorganized, merged } = await runAndKill({ dir, alpha, depth, hot }, next, 50 + Math.floor(r() * 400), sync);
       reorganizations += reorganized;
-      all.push(...acked);
+      merges += merged;
+      for (const i of acked) {
+        if (hot && i % 2 === 1) lastHot.set(i % 16, Math.max(lastHot.get(i % 16) ?? -1, i));
+        else all.push(i);
+      }
       // Writes in flight when it died may be there or not; the next run starts past them.
       if (acked.length > 0) next = Math.max(...acked) + depth + 1;
+      if (next % 2 === 1) next++; // keeps each index's kind (hot or not) from run to run
       const warnings: string[] = [];
       const db = await Engine.open(dir, { memtableBytes: 64 * 1024, onWarning: (w) => warnings.push(w) });
       for (const i of all) {
@@ -70,6 +82,11 @@ describe.each([
         expect(v?.length, `key-${i} after round ${round}`).toBe(50 + (i % 400));
         expect(v![0]).toBe(i & 0xff);
         if (i % 10 === 0) expect((await db.get(Buffer.from(`pair-${i}`)))?.length).toBe(50 + (i % 400));
+      }
+      // A hot key holds its last acknowledged write, or a later one that was in flight.
+      for (const [h, i] of lastHot) {
+        const v = Number((await db.get(Buffer.from(`hot-${h}`)))?.toString().replace(/\.+$/, ''));
+        expect(v >= i && v % 16 === h && v % 2 === 1 && v < next, `hot-${h} after round ${round}: ${v}, acknowledged ${i}`).toBe(true);
       }
       // Batches are atomic: a pair without its key (or the reverse) never shows up.
       const pairs = await db.scan(Buffer.from('pair-'), { end: Buffer.from('pair.') });
@@ -82,5 +99,6 @@ describe.each([
     // Keys grow, so the last Drange takes every write: the Dranges are cut again and again,
     // and kills land among those reorganizations.
     if (alpha > 1) expect(reorganizations).toBeGreaterThan(0);
+    if (hot) expect(merges, 'memtables were merged instead of flushed').toBeGreaterThan(0);
   }, 120_000);
 });

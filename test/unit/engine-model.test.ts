@@ -29,6 +29,7 @@ function scanOracle(m: Map<string, string>, start: string, end: string | undefin
 // disk makes it, and commit rounds overlap (their appends in flight together) as over LogC.
 // With `cache`, tables are held as metadata and their data blocks loaded into a block cache
 // of that many bytes as reads need them (so reads miss, load and go on, under compactions).
+// With α > 1, three compaction jobs may run at once (L0 cut at the Drange gaps).
 const CONFIGS = [
   { seed: 1, alpha: 1, delta: 2, slowMs: 0, cache: 0 },
   { seed: 2, alpha: 1, delta: 2, slowMs: 2, cache: 0 },
@@ -91,7 +92,7 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     const warnings: string[] = [];
     const delays = rng(seed + 100);
     const open = () => Engine.open(dir, {
-      memtableBytes: tau, activeMemtables: α, maxMemtables: δ, l0Trigger: 3, l0StopTrigger: 5,
+      memtableBytes: tau, activeMemtables: α, maxMemtables: δ, l0Trigger: 3, l0StopTrigger: 5, compactionJobs: α > 1 ? 3 : 1,
       sync: false, onWarning: (w) => warnings.push(w), env: slowMs > 0 || cache > 0 ? slowEnv(dir, slowMs, delays) : undefined,
       blockCacheBytes: cache,
     });

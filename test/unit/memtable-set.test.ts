@@ -70,6 +70,32 @@ describe('memtable set', () => {
     expect(ids(set.nextFlush())).toEqual([1]);
   });
 
+  it('a merged memtable is parked as its Drange\'s oldest: it starts no flush, and goes first with the next', () => {
+    const m1 = new Memtable(1);
+    const set = new MemtableSet([], [m1]);
+    set.retire(0, new Memtable(2));
+    expect(ids(set.nextFlush())).toEqual([1]);
+    set.replaceMerged([m1], 0, new Memtable(9)); // numbered after 2, older than it
+    expect(set.parkedCount).toBe(1);
+    expect(set.size).toBe(1); // parked ones do not count against δ
+    expect(ids(set.nextFlush())).toEqual([]); // 2 is active: nothing to flush, 9 waits
+    expect(ids(set.nextFlush(true))).toEqual([9]);
+    set.retire(0, new Memtable(3));
+    expect(ids(set.forKey(b('k')))).toEqual([3, 2, 9]);
+    // 2 goes, and 9, older than it in its Drange, goes first: its L0 table below 2's.
+    const group = set.nextFlush();
+    expect(ids(group)).toEqual([9, 2]);
+    set.flushed(group);
+    expect(set.parkedCount).toBe(0);
+    // A reorganization lists it by age too, not by its number.
+    const again = new MemtableSet([], [new Memtable(4)]);
+    const m4 = again.activeAll()[0];
+    again.retire(0, new Memtable(5));
+    again.replaceMerged([m4], 0, new Memtable(10));
+    again.reorganize([b('m')], new Map([[0, new Memtable(6)], [1, new Memtable(7)]]));
+    expect(ids(again.forKey(b('a')))).toEqual([6, 5, 10]);
+  });
+
   it('a reorganization keeps the Dranges it leaves alone, and lists old memtables only where their keys may be', () => {
     // Dranges [-, g) [g, p) [p, -) with memtables 1 2 3 active and 4 (of [g, p)) immutable.
     const set = new MemtableSet([b('g'), b('p')], [new Memtable(1), new Memtable(4), new Memtable(3)]);
@@ -79,15 +105,17 @@ describe('memtable set', () => {
     set.reorganize([b('g'), b('k')], new Map([[1, new Memtable(6)], [2, new Memtable(7)]]));
     expect(ids(set.forKey(b('a')))).toEqual([1]); // untouched: still active, alone
     expect(ids(set.forKey(b('h')))).toEqual([6, 5, 4]);
-    expect(ids(set.forKey(b('m')))).toEqual([7, 5, 4, 3]); // [k, -) meets old [g, p) and [p, -)
-    expect(ids(set.forKey(b('z')))).toEqual([7, 5, 4, 3]);
+    // [k, -) meets old [g, p) and [p, -); newest first by when each began taking writes
+    // (3 and 4 hold keys of different Dranges: either order is right).
+    expect(ids(set.forKey(b('m')))).toEqual([7, 5, 3, 4]);
+    expect(ids(set.forKey(b('z')))).toEqual([7, 5, 3, 4]);
     expect(ids(set.activeAll())).toEqual([1, 6, 7]);
     expect(set.isActive(set.forKey(b('a'))[0])).toBe(true);
-    // 4 goes first, with 3, older than it in [k, -); then 5; 1 never joined them.
+    // 4 goes first; then 5, with 3, older than it in [k, -); 1 never joined them.
     const first = set.nextFlush();
-    expect(ids(first)).toEqual([3, 4]);
+    expect(ids(first)).toEqual([4]);
     set.flushed(first);
-    expect(ids(set.nextFlush())).toEqual([5]);
+    expect(ids(set.nextFlush())).toEqual([3, 5]);
     expect(() => set.reorganize([b('c')], new Map([[1, new Memtable(8)]]))).toThrow(/needs a fresh memtable/);
   });
 });
