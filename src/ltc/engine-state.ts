@@ -72,6 +72,7 @@ export class EngineState {
   layout: Layout = { tranges: [], dranges: [] };
   /** Writes per Trange since the last reorganization (counted only with α > 1). */
   trangeWrites: number[] = [0];
+  majorStreak = 0; // major reorganizations in a row, each without a calmer stretch after it
 
   writeChain: Promise<unknown> = Promise.resolve();
   queued: PendingWrite[] = [];

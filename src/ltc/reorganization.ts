@@ -10,6 +10,9 @@ import type { Memtable } from '../memtable/memtable.js';
 import { type Layout, REORG, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut } from './dranges.js';
 import type { EngineState } from './engine-state.js';
 
+/** Majors in a row beyond which the wait for the next stops doubling (64 times the first). */
+const MAX_MAJOR_STREAK = 6;
+
 /** Keys sampled per Trange wanted, for a cut: a few, so the cut follows the load. */
 const SAMPLES_PER_TRANGE = 4;
 
@@ -35,9 +38,14 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
     return layout.dranges.length > 0 ? { layout, why: 'first' } : undefined;
   }
   // Judged once the Dranges have taken about half a memtable each since the last change.
-  const plan = planReorganization(db.layout, db.trangeWrites, { ...REORG, minWrites: Math.max(1, (full.entries * α) / 2) });
+  const minWrites = Math.max(1, (full.entries * α) / 2);
+  const plan = planReorganization(db.layout, db.trangeWrites, { ...REORG, minWrites });
+  if (plan.kind !== 'major') db.majorStreak = 0;
   if (plan.kind === 'minor') return { layout: { tranges: db.layout.tranges, dranges: plan.dranges }, why: 'minor' };
   if (plan.kind === 'none') return undefined;
+  // Majors that keep following majors (keys written in ascending order: every cut is passed
+  // at once) wait twice as long each time, so they cost a few memtables, not one per retire.
+  if (db.trangeWrites.reduce((a, b) => a + b, 0) < minWrites * 2 ** db.majorStreak) return undefined;
   const mems = db.memtables.all();
   const entries = mems.reduce((n, m) => n + m.entries, 0);
   const sample = mems.flatMap((m) => sampleKeys(m, Math.ceil((want * m.entries) / Math.max(1, entries)))).sort(Buffer.compare);
@@ -55,7 +63,10 @@ export function installLayout(db: EngineState, next: NextLayout): void {
   db.layout = next.layout;
   db.trangeWrites = new Array(next.layout.tranges.length + 1).fill(0);
   if (next.why === 'minor') db.counts.minorReorgs++;
-  if (next.why === 'major') db.counts.majorReorgs++;
+  if (next.why === 'major') {
+    db.counts.majorReorgs++;
+    db.majorStreak = Math.min(db.majorStreak + 1, MAX_MAJOR_STREAK);
+  }
 }
 
 /** Folds the writes counted since the last reorganization into the run's imbalance, and starts afresh. */

@@ -15,7 +15,8 @@ const nova = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin
 const file = (re: RegExp) => join(dir, readdirSync(dir).find((n) => re.test(n))!);
 
 beforeAll(async () => {
-  const db = await Engine.open(dir, { memtableBytes: 4096, sync: false });
+  // Small memtables of few keys each, flushed (not merged): the directory holds tables.
+  const db = await Engine.open(dir, { memtableBytes: 4096, sync: false, mergeUnderKeys: 0 });
   const client = { idHigh: 0xcdcd, idLow: 0xcd }; // a client's numbered writes: the log and MANIFEST name them
   for (let i = 0; i < 100; i++) await db.put(Buffer.from(`key${String(i).padStart(3, '0')}`), Buffer.from(`value ${i}`), { session: { ...client, seq: i + 1, floor: i + 1, open: i === 0 } });
   await db.delete(Buffer.from('key007'));

@@ -138,11 +138,12 @@ describe('engine: exactly-once writes', () => {
 
   it('a MANIFEST grown past maxManifestBytes moves to a new one; the tree and the sessions come back from it', async () => {
     const dir = tempDir();
-    let db = await openEngine(dir, { memtableBytes: 4096, maxManifestBytes: 1024, l0Trigger: 100 });
+    // Memtables of 50 keys are flushed, not merged: each flush's edit grows the MANIFEST.
+    let db = await openEngine(dir, { memtableBytes: 4096, maxManifestBytes: 1024, l0Trigger: 100, mergeUnderKeys: 0 });
     for (let i = 1; i <= 200; i++) await db.put(Buffer.from(`k${i % 50}`), Buffer.alloc(300, i), { session: ref(A, i, i) });
     await db.flush();
     expect(db.stats.manifestRolls).toBeGreaterThan(0);
-    db = await reopen(db, dir, { memtableBytes: 4096, maxManifestBytes: 1024, l0Trigger: 100 });
+    db = await reopen(db, dir, { memtableBytes: 4096, maxManifestBytes: 1024, l0Trigger: 100, mergeUnderKeys: 0 });
     const seq = db.stats.lastSequence;
     await db.put(Buffer.from('k1'), X, { session: ref(A, 200, 200, false) }); // a retry of the last write
     expect(db.stats.lastSequence).toBe(seq);
