@@ -14,6 +14,7 @@ export const nova: EngineAdapter = {
     const k = KNOBS.find((x) => x.flag === flag);
     if (!k) return `nova takes the knobs of nova up (${KNOBS.map((x) => x.flag).join(', ')}), not "${flag}"`;
     if (k.type === 'bool' && value !== 'true' && value !== 'false') return `${flag} is true or false, not "${value}"`;
+    if (k.type === 'switch' && value !== 'on' && value !== 'off') return `${flag} is on or off, not "${value}"`;
     return undefined;
   },
   async open(dir, o) {

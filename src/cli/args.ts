@@ -30,3 +30,9 @@ export function port(value: string): number {
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('expected a port number (0 picks a free one)');
   return n;
 }
+
+export function onOff(value: string): boolean {
+  if (value === 'on') return true;
+  if (value === 'off') return false;
+  throw new InvalidArgumentError('expected on or off');
+}

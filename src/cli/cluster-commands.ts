@@ -3,7 +3,7 @@
  * (`nova coordinator|stoc|ltc`), and the client commands `nova put|get|del|scan`.
  */
 import { Command, Option } from 'commander';
-import { nonNegativeInt, port, positiveInt } from './args.js';
+import { nonNegativeInt, onOff, port, positiveInt } from './args.js';
 import { join } from 'node:path';
 import { NovaClient, coordinatorOf } from '../client/nova-client.js';
 import type { Settings } from '../cluster/config.js';
@@ -37,6 +37,8 @@ function knobs(cmd: Command): Command {
     const what = `${k.greek ? `${k.greek}: ` : ''}${k.meaning} (default ${defaultText(k)})`;
     if (k.type === 'bool') {
       cmd.option(`--${k.flag}`, what);
+    } else if (k.type === 'switch') {
+      cmd.option(`--${k.flag} <on|off>`, what, onOff);
     } else if (k.type === 'choice') {
       cmd.addOption(new Option(`--${k.flag} <v>`, what).choices([...k.choices!]));
     } else {
@@ -68,6 +70,8 @@ function knobArgs(o: KnobFlags): string[] {
     if (v === undefined) continue;
     if (k.type === 'bool') {
       if (v) out.push(`--${k.flag}`);
+    } else if (k.type === 'switch') {
+      out.push(`--${k.flag}`, v ? 'on' : 'off');
     } else {
       out.push(`--${k.flag}`, String(v));
     }

@@ -47,6 +47,12 @@ export interface Settings {
   activeMemtables: number;
   /** A memtable with fewer unique keys is merged instead of flushed (EngineOptions.mergeUnderKeys; 0: never). */
   mergeUnderKeys: number;
+  /** Memory of each range's lookup index (EngineOptions.lookupIndexBytes; 0: none). */
+  lookupIndexBytes: number;
+  /** Scans merge only the sources of each Drange's interval (EngineOptions.rangeIndex). */
+  rangeIndex: boolean;
+  /** Dranges follow the writes (EngineOptions.reorganization). */
+  reorganization: boolean;
   /** γ: Tranges per Drange (EngineOptions.trangesPerDrange). */
   trangesPerDrange: number;
   maxMemtables: number;

@@ -10,7 +10,8 @@
 import { NovaError } from '../common/errors.js';
 import type { ClusterConfig, Settings } from './config.js';
 
-export type KnobType = 'bytes' | 'count' | 'ms' | 'bool' | 'choice';
+/** bool: a flag, off unless given (--sync); switch: --flag on|off, for what is on by default. */
+export type KnobType = 'bytes' | 'count' | 'ms' | 'bool' | 'switch' | 'choice';
 
 export interface Knob<K extends keyof Settings = keyof Settings> {
   key: K;
@@ -58,6 +59,21 @@ export const KNOBS: readonly Knob[] = [
     key: 'mergeUnderKeys', engine: true, flag: 'merge-under-keys', type: 'count', min: 0, default: 100,
     meaning: 'an immutable memtable of one Drange holding fewer unique keys than this is merged with its Drange\'s other immutable ones into a new memtable with a new log, instead of written to L0 (0: never)',
     tradeoff: 'more: hot keys rewritten in memory instead of in L0 and every compaction below; a merged memtable waits in memory (at most one per Drange)',
+  }),
+  knob({
+    key: 'lookupIndexBytes', engine: true, flag: 'lookup-index-bytes', type: 'bytes', min: 0, default: 32 * MiB,
+    meaning: 'memory of each range\'s lookup index: for each key in a memtable or L0 table, which one holds its newest version, so a get reads that one only (0: no index); past it the index stops taking keys and gets search as without one',
+    tradeoff: 'more: the index covers more keys (about 100 bytes each); a write costs a map update',
+  }),
+  knob({
+    key: 'rangeIndex', engine: true, flag: 'range-index', type: 'switch', default: true,
+    meaning: 'a scan merges, one Drange\'s interval at a time, only the memtables of that Drange and the L0 tables meeting it (off: every memtable and L0 table)',
+    tradeoff: 'off: for comparison (Nova-LSM-S has no range index)',
+  }),
+  knob({
+    key: 'reorganization', engine: true, flag: 'reorganization', type: 'switch', default: true,
+    meaning: 'Dranges follow the writes: minor and major reorganizations (off: the Dranges cut from the first memtable stay)',
+    tradeoff: 'off: for comparison (Nova-LSM-S keeps its Dranges)',
   }),
   knob({
     key: 'maxMemtables', engine: true, flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
@@ -187,7 +203,7 @@ export function refuseConflicts(c: ClusterConfig, given: Partial<Settings>, spli
 /** The default as `--help` and README.md show it. */
 export function defaultText(k: Knob): string {
   if (k.defaultText) return k.defaultText;
-  if (k.type === 'bool') return k.default ? 'on' : 'off';
+  if (k.type === 'bool' || k.type === 'switch') return k.default ? 'on' : 'off';
   if (k.type === 'bytes' && typeof k.default === 'number' && k.default >= MiB && k.default % MiB === 0) return `${k.default / MiB} MiB`;
   return String(k.default);
 }

@@ -131,6 +131,7 @@ export async function commitRound(db: EngineState): Promise<void> {
     if (db.failed) return rejectGroup(db, group, db.failed); // an earlier round failed
     try {
       const counting = db.options.activeMemtables > 1;
+      const lookup = db.lookup;
       for (const { batch, first: seq0, home } of toApply) {
         let seq = seq0;
         batch.forEach((type, key, value) => {
@@ -138,6 +139,7 @@ export async function commitRound(db: EngineState): Promise<void> {
           m.add(seq++, type, key, value);
           if (m !== home) db.memtables.link(home, m);
           if (counting) countWrite(db, key);
+          lookup?.wrote(key, m.id);
         });
       }
     } catch (err) {

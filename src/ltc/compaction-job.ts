@@ -34,6 +34,11 @@ export async function runCompaction(db: EngineState, job: CompactionJob): Promis
   for (const m of job.overlapping) edit.removed.push({ level: out, file: m.file });
   const gone = new Set(inputs.map((m) => m.file));
   await installTables(db, edit, out, added, gone);
+  if (job.level === 0 && db.lookup) {
+    db.lookup.compacted(new Set(job.inputs.map((m) => m.file)));
+    const mems = db.memtables.all().filter((m) => m.entries > 0);
+    db.lookup.refreshed(db.levels[0].length === 0, mems.length > 0 ? Math.min(...mems.map((m) => m.id)) : undefined);
+  }
   db.compactCursor[job.level] = job.inputs[job.inputs.length - 1].largest;
   db.counts.compactions++;
   for (const f of gone) await db.store.deleteTable(f);

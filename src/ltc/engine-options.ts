@@ -89,6 +89,17 @@ export interface EngineOptions {
    * mergeUnderKeys; 0: never).
    */
   mergeUnderKeys?: number;
+  /** Memory of the lookup index (lookup-index.ts; the knob lookupIndexBytes; 0: none). */
+  lookupIndexBytes?: number;
+  /**
+   * Check every answer of the lookup index and the range index against a full search, and
+   * fail the read (CORRUPTION) on a difference (tests; default off).
+   */
+  checkIndexes?: boolean;
+  /** Scans merge only the sources of each Drange's interval (read-path.ts scanInto; the knob rangeIndex). */
+  rangeIndex?: boolean;
+  /** Minor and major reorganizations of the Dranges (reorganization.ts; the knob reorganization). */
+  reorganization?: boolean;
   /** γ: Tranges per Drange, the unit of a minor reorganization (the knob trangesPerDrange). */
   trangesPerDrange?: number;
 }
@@ -148,6 +159,10 @@ export function resolveOptions(options: EngineOptions): Settings {
     compactionJobs: options.compactionJobs ?? d.compactionJobs,
     trangesPerDrange: options.trangesPerDrange ?? d.trangesPerDrange,
     mergeUnderKeys: options.mergeUnderKeys ?? d.mergeUnderKeys,
+    lookupIndexBytes: options.lookupIndexBytes ?? d.lookupIndexBytes,
+    checkIndexes: options.checkIndexes ?? false,
+    rangeIndex: options.rangeIndex ?? d.rangeIndex,
+    reorganization: options.reorganization ?? d.reorganization,
   };
   if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
   if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);
@@ -160,6 +175,7 @@ export function resolveOptions(options: EngineOptions): Settings {
   if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
   if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
   if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
+  if (!(Number.isSafeInteger(o.lookupIndexBytes) && o.lookupIndexBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `lookupIndexBytes must be a non-negative integer, not ${o.lookupIndexBytes}`);
   if (!(Number.isInteger(o.mergeUnderKeys) && o.mergeUnderKeys >= 0)) throw new NovaError('BAD_ARGUMENT', `mergeUnderKeys must be an integer >= 0, not ${o.mergeUnderKeys}`);
   if (!(Number.isInteger(o.trangesPerDrange) && o.trangesPerDrange >= 1)) throw new NovaError('BAD_ARGUMENT', `trangesPerDrange (γ) must be an integer >= 1, not ${o.trangesPerDrange}`);
   if (!(Number.isInteger(o.compactionJobs) && o.compactionJobs >= 1)) throw new NovaError('BAD_ARGUMENT', `compactionJobs must be an integer >= 1, not ${o.compactionJobs}`);

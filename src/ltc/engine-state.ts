@@ -21,6 +21,7 @@ import type { BlockStore, EngineEnv } from './engine-env.js';
 import { type EngineOptions, resolveOptions, type Settings, type Snapshot } from './engine-options.js';
 import { localEnv } from './local-store.js';
 import type { Layout } from './dranges.js';
+import type { LookupIndex } from './lookup-index.js';
 import { MemtableSet } from './memtable-set.js';
 import { MAX_ENTRIES, MAX_RING_BYTES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type Ticket } from './sessions.js';
 
@@ -72,6 +73,8 @@ export class EngineState {
   layout: Layout = { tranges: [], dranges: [] };
   /** Writes per Trange since the last reorganization (counted only with α > 1). */
   trangeWrites: number[] = [0];
+  lookup: LookupIndex | undefined; // with lookupIndexBytes > 0 (made at open: recovery.ts)
+  readonly searched = { gets: 0, getMemtables: 0, getTables: 0, scans: 0, scanMemtables: 0, scanTables: 0 }; // what reads probed
   majorStreak = 0; // major reorganizations in a row, each without a calmer stretch after it
 
   writeChain: Promise<unknown> = Promise.resolve();

@@ -74,6 +74,17 @@ export interface EngineStats {
   /** Immutable memtables merged into a new memtable instead of flushed (few unique keys), and merged memtables waiting. */
   mergesInsteadOfFlush: number;
   parkedMemtables: number;
+  /** The lookup index: gets it answered (hits) or not, keys and bytes it holds, whether it knows every key of memtables and L0. */
+  lookupHits: number;
+  lookupMisses: number;
+  lookupKeys: number;
+  lookupBytes: number;
+  lookupComplete: boolean;
+  /** Memtables and L0 tables read per get and per scan, on average (what the indexes save). */
+  memtablesPerGet: number;
+  l0TablesPerGet: number;
+  memtablesPerScan: number;
+  l0TablesPerScan: number;
   /** Reorganizations: Tranges handed to a neighbour (minor), Dranges cut again (major). */
   minorReorganizations: number;
   majorReorganizations: number;
@@ -259,11 +270,16 @@ export class Engine {
     const mems = this.db.memtables.all();
     const c = this.db.counts;
     const load = loadReport(this.db);
+    const lk = this.db.lookup;
+    const r = this.db.searched;
+    const per = (n: number, of: number): number => (of > 0 ? n / of : 0);
     return {
       tablesPerLevel: this.db.levels.map((l) => l.length),
       memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
       memtables: mems.length, dranges: this.db.memtables.dranges, lastSequence: this.db.lastSequence,
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
+      lookupHits: lk?.counters.hits ?? 0, lookupMisses: lk?.counters.misses ?? 0, lookupKeys: lk?.size ?? 0, lookupBytes: lk?.bytes ?? 0, lookupComplete: lk?.complete ?? false,
+      memtablesPerGet: per(r.getMemtables, r.gets), l0TablesPerGet: per(r.getTables, r.gets), memtablesPerScan: per(r.scanMemtables, r.scans), l0TablesPerScan: per(r.scanTables, r.scans),
       mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount,
       drangeShares: load.shares, loadImbalance: load.imbalance, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,

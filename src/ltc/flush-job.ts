@@ -20,14 +20,20 @@ import { installTables } from './version-set.js';
 export async function flushGroup(db: EngineState, group: Memtable[]): Promise<void> {
   const edit = emptyEdit();
   const added: LiveTable[] = [];
+  const tableOf = new Map<Memtable, number>();
   for (const m of group) {
-    if (m.entries > 0) added.push(await writeL0(db, m));
+    if (m.entries > 0) {
+      const t = await writeL0(db, m);
+      added.push(t);
+      tableOf.set(m, t.meta.file);
+    }
     edit.releasedLogs.push(m.id);
   }
   // The released logs' records named client writes: the table keeps what they said.
   edit.sessions = db.sessions.encode();
   await installTables(db, edit, 0, added);
   db.memtables.flushed(group);
+  for (const m of group) db.lookup?.flushed(m.id, tableOf.get(m));
   db.counts.flushes++;
   for (const m of group) await db.env.logs.remove(m.id);
 }

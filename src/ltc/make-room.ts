@@ -162,5 +162,7 @@ export async function newMemtable(db: EngineState, edit: VersionEdit): Promise<M
   // The log exists before the MANIFEST names it, so recovery can tell an empty log from a lost one.
   db.logs.set(id, await db.env.logs.create(id));
   edit.boundLogs.push({ memtable: id, log: id });
-  return new Memtable(id, db.options.memtableBytes);
+  const m = new Memtable(id, db.options.memtableBytes);
+  db.lookup?.opened(m);
+  return m;
 }

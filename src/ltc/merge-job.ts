@@ -85,6 +85,8 @@ export async function mergeGroup(db: EngineState, group: Memtable[], drange: num
   edit.nextFile = db.nextFile;
   await logEdit(db, edit);
   db.memtables.replaceMerged(group, drange, merged);
+  db.lookup?.opened(merged);
+  db.lookup?.merged(group.map((m) => m.id), id);
   db.counts.merges++;
   for (const m of group) await db.env.logs.remove(m.id);
 }

@@ -16,23 +16,76 @@ import type { ReadOptions, ScanOptions } from './engine-options.js';
 import { countScan } from './background.js';
 import { EngineState, type LiveTable, type Pins } from './engine-state.js';
 import { tableName } from './local-store.js';
+import type { LookupIndex } from './lookup-index.js';
 
-export function getNow(db: EngineState, key: Uint8Array, seq: number): Buffer | undefined {
+/**
+ * The value of `key` at sequence `seq`. A read of the present (`latest`) asks the lookup index
+ * first, which names the one memtable or L0 table to read, or sends it to L1 and below; when
+ * it cannot answer, every memtable of the key's Drange and every L0 table is searched.
+ */
+export function getNow(db: EngineState, key: Uint8Array, seq: number, latest = false): Buffer | undefined {
+  db.searched.gets++;
+  if (latest && db.lookup) {
+    const found = indexedGet(db, db.lookup, key, seq);
+    if (found !== UNKNOWN) {
+      if (db.options.checkIndexes) checkAnswer(key, found, searchAll(db, key, seq, false));
+      return found;
+    }
+  }
+  return searchAll(db, key, seq, true);
+}
+
+/** The index could not answer: search everything. */
+const UNKNOWN = Symbol('unknown');
+
+function indexedGet(db: EngineState, index: LookupIndex, key: Uint8Array, seq: number): Buffer | undefined | typeof UNKNOWN {
+  const place = index.find(key);
+  if (!place) return index.complete ? deeper(db, key, seq) : UNKNOWN;
+  if (place.kind === 'deeper') return deeper(db, key, seq);
+  // Not found there at `seq`: its newest version came after this read began; search all.
+  if (place.kind === 'memtable') {
+    db.searched.getMemtables++;
+    const r = place.memtable.get(key, seq);
+    return r ? (r.type === 'put' ? Buffer.from(r.value) : undefined) : UNKNOWN;
+  }
+  const t = db.levels[0].find((x) => x.meta.file === place.file);
+  if (!t) return deeper(db, key, seq); // compacted into L1 since
+  db.searched.getTables++;
+  const r = t.reader.get(key, seq);
+  return r ? (r.type === 'put' ? r.value : undefined) : UNKNOWN;
+}
+
+/** Every memtable of the key's Drange, newest first, then L0 newest first, then deeper. */
+function searchAll(db: EngineState, key: Uint8Array, seq: number, count: boolean): Buffer | undefined {
   for (const m of db.memtables.forKey(key)) {
+    if (count) db.searched.getMemtables++;
     const r = m.get(key, seq);
     if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;
   }
   const l0 = db.levels[0];
   for (let i = l0.length - 1; i >= 0; i--) {
+    if (count) db.searched.getTables++;
     const r = l0[i].reader.get(key, seq);
     if (r) return r.type === 'put' ? r.value : undefined;
   }
+  return deeper(db, key, seq);
+}
+
+function deeper(db: EngineState, key: Uint8Array, seq: number): Buffer | undefined {
   for (let level = 1; level < LEVELS; level++) {
     const t = findTable(db.levels[level], key);
     const r = t?.reader.get(key, seq);
     if (r) return r.type === 'put' ? r.value : undefined;
   }
   return undefined;
+}
+
+/** checkIndexes: an index's answer must be a full search's. */
+function checkAnswer(key: Uint8Array, indexed: Buffer | undefined, full: Buffer | undefined): void {
+  const same = indexed === undefined ? full === undefined : full !== undefined && indexed.equals(full);
+  if (!same) {
+    throw new NovaError('CORRUPTION', `lookup index: key ${Buffer.from(key).toString('hex')} read ${indexed === undefined ? 'nothing' : `${indexed.length} bytes`}, a full search ${full === undefined ? 'nothing' : `${full.length} bytes`}`);
+  }
 }
 
 /**
@@ -83,23 +136,84 @@ export async function openTable(db: EngineState, meta: TableMeta): Promise<Table
   return TableReader.metadataOnly(bytes, start, name, db.cache);
 }
 
-/** Adds the rows from `start` to `out` until the scan's end, limit or byte budget. */
+/**
+ * Adds the rows from `start` to `out` until the scan's end, limit or byte budget. With the range
+ * index, a scan goes one partition at a time (the Dranges' intervals): each merges only the
+ * memtables listed under that Drange and the L0 tables whose span meets the partition, with
+ * L1 and below; a scan that ends in its first partition never reads the others' sources.
+ * The partitions are the memtable lists and the L0 tables' spans themselves, kept by flushes,
+ * compactions and reorganizations, so there is no second structure to keep in step.
+ */
 export function scanInto(db: EngineState, out: Array<[Buffer, Buffer]>, page: { bytes: number }, start: Uint8Array, seq: number, options: ScanOptions): void {
-  const it = new VisibleIterator(new MergingIterator(iterators(db)), seq);
+  db.searched.scans++;
+  if (!db.options.rangeIndex) {
+    const all = iterators(db);
+    db.searched.scanMemtables += db.memtables.all().length;
+    db.searched.scanTables += db.levels[0].length;
+    scanPart(out, page, all, start, options.end, seq, options);
+    return;
+  }
+  const checked = db.options.checkIndexes ? { out: [...out], page: { ...page } } : undefined;
+  const bounds = db.memtables.drangeBounds;
+  for (let p = db.memtables.drangeOf(start); p <= bounds.length; p++) {
+    const from = p === 0 || compareKeys(start, bounds[p - 1]) > 0 ? start : bounds[p - 1];
+    const end = bounds[p] && (!options.end || compareKeys(bounds[p], options.end) < 0) ? bounds[p] : options.end;
+    const mems = db.memtables.forKey(from);
+    const l0 = db.levels[0].filter((t) => meets(t, from, end));
+    db.searched.scanMemtables += mems.length;
+    db.searched.scanTables += l0.length;
+    const its: InternalIterator[] = [...mems.map((m) => m.iterator()), ...l0.map((t) => t.reader.iterator()), ...deeperIterators(db)];
+    const full = scanPart(out, page, its, from, end, seq, options);
+    if (!full || end === options.end) break;
+  }
+  if (checked) {
+    scanPart(checked.out, checked.page, iterators(db), start, options.end, seq, options);
+    const same = checked.out.length === out.length && checked.out.every(([k, v], i) => k.equals(out[i][0]) && v.equals(out[i][1]));
+    if (!same) throw new NovaError('CORRUPTION', `range index: a scan from ${Buffer.from(start).toString('hex')} read ${out.length} rows, a full merge ${checked.out.length} (or others)`);
+  }
+}
+
+/**
+ * Adds rows of `its` from `from` up to `end` (exclusive) until the limit or byte budget;
+ * whether it reached `end` (or the sources' end) with room left.
+ */
+function scanPart(out: Array<[Buffer, Buffer]>, page: { bytes: number }, its: InternalIterator[], from: Uint8Array, end: Uint8Array | undefined,
+  seq: number, options: ScanOptions): boolean {
+  const it = new VisibleIterator(new MergingIterator(its), seq);
   const limit = options.limit ?? Infinity;
   const maxBytes = options.maxBytes ?? Infinity;
-  for (it.seek(makeInternalKey(start, seq, SEEK_TYPE)); it.valid && out.length < limit && page.bytes < maxBytes; it.next()) {
+  for (it.seek(makeInternalKey(from, seq, SEEK_TYPE)); it.valid; it.next()) {
+    if (out.length >= limit || page.bytes >= maxBytes) return false;
     const k = it.key;
-    if (options.end && compareBytes(k, 0, k.length, options.end, 0, options.end.length) >= 0) break;
+    if (end && compareBytes(k, 0, k.length, end, 0, end.length) >= 0) return true;
     out.push([Buffer.from(k), Buffer.from(it.value)]);
     page.bytes += k.length + it.value.length;
   }
+  return out.length < limit && page.bytes < maxBytes;
+}
+
+function compareKeys(a: Uint8Array, b: Uint8Array): number {
+  return compareBytes(a, 0, a.length, b, 0, b.length);
+}
+
+/** Whether table `t`'s user-key span meets [from, end). */
+function meets(t: LiveTable, from: Uint8Array, end: Uint8Array | undefined): boolean {
+  const l = t.meta.largest;
+  const sm = t.meta.smallest;
+  return compareBytes(l, 0, l.length - TRAILER_BYTES, from, 0, from.length) >= 0 &&
+    (!end || compareBytes(sm, 0, sm.length - TRAILER_BYTES, end, 0, end.length) < 0);
 }
 
 /** Every memtable and L0 table, and one LevelIterator per deeper level (its tables are disjoint). */
 export function iterators(db: EngineState): InternalIterator[] {
   const its: InternalIterator[] = db.memtables.all().map((m) => m.iterator());
   for (const t of db.levels[0]) its.push(t.reader.iterator());
+  return [...its, ...deeperIterators(db)];
+}
+
+/** One iterator per level below L0. */
+function deeperIterators(db: EngineState): InternalIterator[] {
+  const its: InternalIterator[] = [];
   for (let l = 1; l < LEVELS; l++) {
     const level = db.levels[l];
     if (level.length === 1) its.push(level[0].reader.iterator());
@@ -126,7 +240,7 @@ function findTable(level: LiveTable[], key: Uint8Array): LiveTable | undefined {
 /** The value of `key` at the read's snapshot (Engine.get). */
 export async function getValue(db: EngineState, key: Uint8Array, options: ReadOptions = {}): Promise<Buffer | undefined> {
   db.assertOpen();
-  if (!db.cache) return getNow(db, key, options.snapshot?.sequence ?? db.lastSequence);
+  if (!db.cache) return getNow(db, key, options.snapshot?.sequence ?? db.lastSequence, !options.snapshot);
   // A get that must load a block runs again once it is loaded; its snapshot keeps the
   // versions it may see from compactions meanwhile.
   const snapshot = options.snapshot ? undefined : db.snapshot();
@@ -134,7 +248,7 @@ export async function getValue(db: EngineState, key: Uint8Array, options: ReadOp
   try {
     for (;;) {
       try {
-        return getNow(db, key, (options.snapshot ?? snapshot!).sequence);
+        return getNow(db, key, (options.snapshot ?? snapshot!).sequence, !options.snapshot);
       } catch (err) {
         if (!(err instanceof BlockMiss)) throw err;
         await load(db, err, pins);

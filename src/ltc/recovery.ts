@@ -5,13 +5,14 @@
  */
 import { NovaError } from '../common/errors.js';
 import { syncDir } from '../common/files.js';
-import { compareInternalKeys } from '../common/internal-key.js';
+import { compareInternalKeys, TRAILER_BYTES } from '../common/internal-key.js';
 import { LEVELS } from '../compaction/picker.js';
 import { readLog } from '../log/log-format.js';
 import { decodeEdit, emptyEdit, ManifestState } from '../log/version-edit.js';
 import { decodeBatch } from '../log/write-batch.js';
 import { Memtable } from '../memtable/memtable.js';
 import { drangeOf, type Layout, layoutOf } from './dranges.js';
+import { LookupIndex } from './lookup-index.js';
 import { EngineState, type LiveTable } from './engine-state.js';
 import { writeL0 } from './flush-job.js';
 import { newMemtable } from './make-room.js';
@@ -97,6 +98,31 @@ export async function recover(db: EngineState): Promise<void> {
     await installTables(db, edit, 0, tables);
   }
   await removeObsoleteFiles(db);
+  if (db.options.lookupIndexBytes > 0) db.lookup = buildLookup(db);
+}
+
+/** Bytes the lookup index is given per key it may hold (lookup-index.ts counts its use). */
+const LOOKUP_BYTES_PER_KEY = 100;
+
+/**
+ * The lookup index of the tree as recovery left it: its memtables are new and empty, so the
+ * keys are those of its L0 tables, read oldest first (a newer table's version wins). Tables
+ * held as metadata only (a block cache) are not read: the index then lacks them until L0 has
+ * been compacted away, and gets search as without it meanwhile.
+ */
+function buildLookup(db: EngineState): LookupIndex {
+  const index = new LookupIndex(Math.floor(db.options.lookupIndexBytes / LOOKUP_BYTES_PER_KEY));
+  for (const m of db.memtables.all()) index.opened(m);
+  for (const t of db.levels[0]) {
+    if (!t.reader.whole) {
+      index.lacks(db.nextFile);
+      break;
+    }
+    const slot = index.table(t.meta.file);
+    const it = t.reader.iterator();
+    for (it.first(); it.valid; it.next()) index.wrote(it.key.subarray(0, it.key.length - TRAILER_BYTES), slot);
+  }
+  return index;
 }
 
 /** The layout a MANIFEST states: its Tranges with the Dranges among them, or one Trange per Drange (before Tranges). */

@@ -37,6 +37,7 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
     const layout = recut(sampleKeys(full, want), α, γ);
     return layout.dranges.length > 0 ? { layout, why: 'first' } : undefined;
   }
+  if (!db.options.reorganization) return undefined;
   // Judged once the Dranges have taken about half a memtable each since the last change.
   const minWrites = Math.max(1, (full.entries * α) / 2);
   const plan = planReorganization(db.layout, db.trangeWrites, { ...REORG, minWrites });

@@ -29,7 +29,9 @@ function scanOracle(m: Map<string, string>, start: string, end: string | undefin
 // disk makes it, and commit rounds overlap (their appends in flight together) as over LogC.
 // With `cache`, tables are held as metadata and their data blocks loaded into a block cache
 // of that many bytes as reads need them (so reads miss, load and go on, under compactions).
-// With α > 1, three compaction jobs may run at once (L0 cut at the Drange gaps).
+// With α > 1, three compaction jobs may run at once (L0 cut at the Drange gaps). Every get
+// the lookup index answers, and every scan the range index cuts, is checked against a full
+// search (checkIndexes).
 const CONFIGS = [
   { seed: 1, alpha: 1, delta: 2, slowMs: 0, cache: 0 },
   { seed: 2, alpha: 1, delta: 2, slowMs: 2, cache: 0 },
@@ -41,6 +43,8 @@ const CONFIGS = [
   // A hot spot that moves: the Dranges reorganize (minor and major) under the writes.
   { seed: 8, alpha: 4, delta: 6, slowMs: 1, cache: 0, skew: true },
   { seed: 9, alpha: 8, delta: 12, slowMs: 0, cache: 32 * 1024, skew: true, tau: 4096 },
+  // A lookup index of about 30 keys: it fills, stops being complete, and gets search again.
+  { seed: 10, alpha: 4, delta: 6, slowMs: 1, cache: 0, skew: true, index: 3000 },
 ];
 
 /** The local environment, with table writes and log appends (kept in order) delayed by up to `ms`. */
@@ -85,14 +89,14 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
   };
 }
 
-describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms, block cache $cache, skew $skew)', ({ seed, alpha: α, delta: δ, slowMs, cache, skew = false, tau = 16 * 1024 }) => {
+describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms, block cache $cache, skew $skew)', ({ seed, alpha: α, delta: δ, slowMs, cache, skew = false, tau = 16 * 1024, index = 1 << 20 }) => {
   it('matches the oracle through flushes and reopens', async () => {
     const dir = tempDir();
     const r = rng(seed);
     const warnings: string[] = [];
     const delays = rng(seed + 100);
     const open = () => Engine.open(dir, {
-      memtableBytes: tau, activeMemtables: α, maxMemtables: δ, l0Trigger: 3, l0StopTrigger: 5, compactionJobs: α > 1 ? 3 : 1,
+      memtableBytes: tau, activeMemtables: α, maxMemtables: δ, l0Trigger: 3, l0StopTrigger: 5, compactionJobs: α > 1 ? 3 : 1, checkIndexes: true, lookupIndexBytes: index,
       sync: false, onWarning: (w) => warnings.push(w), env: slowMs > 0 || cache > 0 ? slowEnv(dir, slowMs, delays) : undefined,
       blockCacheBytes: cache,
     });
@@ -103,7 +107,9 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     let deepest = 0;
     let dranges = 1;
     let reorganizations = 0;
+    let lookupHits = 0;
     const tally = () => {
+      lookupHits += db.stats.lookupHits;
       compactions += db.stats.compactions;
       reorganizations += db.stats.minorReorganizations + db.stats.majorReorganizations;
       dranges = Math.max(dranges, db.stats.dranges);
@@ -181,6 +187,7 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     expect(deepest, 'data reached L1 or deeper').toBeGreaterThan(0);
     if (α > 1) expect(dranges, 'Dranges were cut').toBeGreaterThan(1);
     if (skew) expect(reorganizations, 'the Dranges reorganized').toBeGreaterThan(0);
+    expect(lookupHits, 'the lookup index answered gets').toBeGreaterThan(0);
     db = await open();
     for (const [k, v] of oracle) expect((await db.get(Buffer.from(k)))?.toString()).toBe(v);
     expect((await db.scan(Buffer.from(''))).map(([k, v]) => [k.toString(), v.toString()])).toEqual(scanOracle(oracle, '', undefined, Infinity));
