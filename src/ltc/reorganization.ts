@@ -41,12 +41,13 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
   // Judged once the Dranges have taken about half a memtable each since the last change.
   const minWrites = Math.max(1, (full.entries * α) / 2);
   const plan = planReorganization(db.layout, db.trangeWrites, { ...REORG, minWrites });
-  if (plan.kind !== 'major') db.majorStreak = 0;
+  const counted = db.trangeWrites.reduce((a, b) => a + b, 0);
+  if (plan.kind !== 'major' && counted >= minWrites) db.majorStreak = 0; // a calm stretch
   if (plan.kind === 'minor') return { layout: { tranges: db.layout.tranges, dranges: plan.dranges }, why: 'minor' };
   if (plan.kind === 'none') return undefined;
   // Majors that keep following majors (keys written in ascending order: every cut is passed
   // at once) wait twice as long each time, so they cost a few memtables, not one per retire.
-  if (db.trangeWrites.reduce((a, b) => a + b, 0) < minWrites * 2 ** db.majorStreak) return undefined;
+  if (counted < minWrites * 2 ** db.majorStreak) return undefined;
   const mems = db.memtables.all();
   const entries = mems.reduce((n, m) => n + m.entries, 0);
   const sample = mems.flatMap((m) => sampleKeys(m, Math.ceil((want * m.entries) / Math.max(1, entries)))).sort(Buffer.compare);
