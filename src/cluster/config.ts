@@ -35,6 +35,8 @@ export interface RangeInfo {
 }
 
 /** The cluster's knobs: what each means, its flag and default are in knobs.ts. */
+export type LtcVariant = 'nova' | 'nova-r' | 'nova-s';
+
 export interface Settings {
   /** LogC mode and replicas of each log. */
   logMode: LogMode;
@@ -49,6 +51,8 @@ export interface Settings {
   mergeUnderKeys: number;
   /** Memory of each range's lookup index (EngineOptions.lookupIndexBytes; 0: none). */
   lookupIndexBytes: number;
+  /** Which LTC: Nova-LSM's, or an ablation of the paper's Figure 4.8 (EngineOptions.ltcVariant). */
+  ltcVariant: LtcVariant;
   /** Scans merge only the sources of each Drange's interval (EngineOptions.rangeIndex). */
   rangeIndex: boolean;
   /** Dranges follow the writes (EngineOptions.reorganization). */

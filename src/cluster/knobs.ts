@@ -66,6 +66,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: the index covers more keys (about 100 bytes each); a write costs a map update',
   }),
   knob({
+    key: 'ltcVariant', engine: true, flag: 'ltc-variant', type: 'choice', choices: ['nova', 'nova-r', 'nova-s'], default: 'nova',
+    meaning: 'the LTC: nova; or the paper\'s ablations (Figure 4.8), nova-r (a write goes to a random active memtable, no Dranges; gets search every memtable) and nova-s (Dranges cut once, no reorganization, no merge instead of flush, no lookup or range index)',
+    tradeoff: 'nova-r, nova-s: for comparison only; they turn the features off whatever their own knobs say',
+  }),
+  knob({
     key: 'rangeIndex', engine: true, flag: 'range-index', type: 'switch', default: true,
     meaning: 'a scan merges, one Drange\'s interval at a time, only the memtables of that Drange and the L0 tables meeting it (off: every memtable and L0 table)',
     tradeoff: 'off: for comparison (Nova-LSM-S has no range index)',

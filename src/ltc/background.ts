@@ -178,7 +178,7 @@ export function countScan(db: EngineState): void {
 }
 
 export async function flushAll(db: EngineState): Promise<void> {
-  for (let d = 0; d < db.memtables.dranges; d++) {
+  for (let d = 0; d < db.memtables.activeCount; d++) {
     if (db.memtables.active(d).entries > 0) await retire(db, d, false);
   }
   // Until a background run finds nothing to do (one may be under way already). A manual

@@ -98,7 +98,9 @@ export async function commitRound(db: EngineState): Promise<void> {
       const firstKey = w.batch.firstKey();
       if (firstKey === undefined) continue;
       // The whole batch is one record in the log of its first key's memtable: atomic.
-      const home = db.memtables.active(db.memtables.drangeOf(firstKey));
+      // (Nova-LSM-R: a random active memtable takes the whole batch.)
+      const set = db.memtables;
+      const home = set.active(set.random ? Math.floor(Math.random() * set.activeCount) : set.drangeOf(firstKey));
       const log = db.logs.get(home.id)!;
       let records = perLog.get(log);
       if (!records) perLog.set(log, records = []);
@@ -135,7 +137,7 @@ export async function commitRound(db: EngineState): Promise<void> {
       for (const { batch, first: seq0, home } of toApply) {
         let seq = seq0;
         batch.forEach((type, key, value) => {
-          const m = db.memtables.active(db.memtables.drangeOf(key));
+          const m = db.memtables.random ? home : db.memtables.active(db.memtables.drangeOf(key));
           m.add(seq++, type, key, value);
           if (m !== home) db.memtables.link(home, m);
           if (counting) countWrite(db, key);

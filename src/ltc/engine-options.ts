@@ -6,7 +6,7 @@ import { NovaError } from '../common/errors.js';
 import { DEFAULT_LIMITS, type Limits } from '../log/write-batch.js';
 import type { SessionRef } from '../common/write-id.js';
 import { mergeWorkerAvailable } from '../compaction/worker-pool.js';
-import { DEFAULT_SETTINGS } from '../cluster/config.js';
+import { DEFAULT_SETTINGS, type LtcVariant } from '../cluster/config.js';
 import type { EngineEnv } from './engine-env.js';
 
 export interface EngineOptions {
@@ -96,6 +96,11 @@ export interface EngineOptions {
    * fail the read (CORRUPTION) on a difference (tests; default off).
    */
   checkIndexes?: boolean;
+  /**
+   * nova, or an ablation (the knob ltcVariant): nova-s turns off reorganization, merge instead
+   * of flush and both indexes; nova-r too, and sends each write to a random active memtable.
+   */
+  ltcVariant?: LtcVariant;
   /** Scans merge only the sources of each Drange's interval (read-path.ts scanInto; the knob rangeIndex). */
   rangeIndex?: boolean;
   /** Minor and major reorganizations of the Dranges (reorganization.ts; the knob reorganization). */
@@ -163,6 +168,7 @@ export function resolveOptions(options: EngineOptions): Settings {
     checkIndexes: options.checkIndexes ?? false,
     rangeIndex: options.rangeIndex ?? d.rangeIndex,
     reorganization: options.reorganization ?? d.reorganization,
+    ltcVariant: options.ltcVariant ?? d.ltcVariant,
   };
   if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
   if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);
@@ -175,6 +181,8 @@ export function resolveOptions(options: EngineOptions): Settings {
   if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
   if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
   if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
+  if (!['nova', 'nova-r', 'nova-s'].includes(o.ltcVariant)) throw new NovaError('BAD_ARGUMENT', `ltcVariant must be nova, nova-r or nova-s, not ${String(o.ltcVariant)}`);
+  if (o.ltcVariant !== 'nova') Object.assign(o, { reorganization: false, mergeUnderKeys: 0, lookupIndexBytes: 0, rangeIndex: false });
   if (!(Number.isSafeInteger(o.lookupIndexBytes) && o.lookupIndexBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `lookupIndexBytes must be a non-negative integer, not ${o.lookupIndexBytes}`);
   if (!(Number.isInteger(o.mergeUnderKeys) && o.mergeUnderKeys >= 0)) throw new NovaError('BAD_ARGUMENT', `mergeUnderKeys must be an integer >= 0, not ${o.mergeUnderKeys}`);
   if (!(Number.isInteger(o.trangesPerDrange) && o.trangesPerDrange >= 1)) throw new NovaError('BAD_ARGUMENT', `trangesPerDrange (γ) must be an integer >= 1, not ${o.trangesPerDrange}`);

@@ -4,6 +4,7 @@
  * deleted. Functions over EngineState.
  */
 import { NovaError } from '../common/errors.js';
+import { TRAILER_BYTES, type ValueType, sequenceOf, typeOf } from '../common/internal-key.js';
 import { buildTableInSlices } from '../compaction/flush.js';
 import { buildOnWorker } from '../compaction/worker-pool.js';
 import { emptyEdit, type TableMeta } from '../log/version-edit.js';
@@ -21,14 +22,16 @@ export async function flushGroup(db: EngineState, group: Memtable[]): Promise<vo
   const edit = emptyEdit();
   const added: LiveTable[] = [];
   const tableOf = new Map<Memtable, number>();
-  for (const m of group) {
+  // Nova-LSM-R: a group's memtables hold versions of the same keys in any order: one table.
+  const one = db.memtables.random && group.length > 1 ? [combined(group)] : undefined;
+  for (const m of one ?? group) {
     if (m.entries > 0) {
       const t = await writeL0(db, m);
       added.push(t);
       tableOf.set(m, t.meta.file);
     }
-    edit.releasedLogs.push(m.id);
   }
+  for (const m of group) edit.releasedLogs.push(m.id);
   // The released logs' records named client writes: the table keeps what they said.
   edit.sessions = db.sessions.encode();
   await installTables(db, edit, 0, added);
@@ -65,4 +68,17 @@ export async function writeL0(db: EngineState, mem: Memtable): Promise<LiveTable
     smallest: built.smallest!, largest: built.largest!, fragments,
   };
   return { meta, reader: readerOf(db, built.bytes, file), scansAtAdd: db.scans };
+}
+
+/** One memtable holding every entry of `group` (they hold versions with distinct sequences). */
+function combined(group: readonly Memtable[]): Memtable {
+  const out = new Memtable(0, group.reduce((n, m) => n + m.approximateBytes, 0) + 4096);
+  for (const m of group) {
+    const it = m.iterator();
+    for (it.first(); it.valid; it.next()) {
+      const k = it.key;
+      out.add(sequenceOf(k), typeOf(k) as ValueType, k.subarray(0, k.length - TRAILER_BYTES), it.value);
+    }
+  }
+  return out;
 }

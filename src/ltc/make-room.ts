@@ -121,6 +121,18 @@ export async function retire(db: EngineState, d: number, learn: boolean): Promis
 export async function switchMemtables(db: EngineState, d: number, learn: boolean): Promise<void> {
   const old = db.memtables.active(d);
   const edit = emptyEdit();
+  if (db.memtables.random) {
+    // Nova-LSM-R: the actives hold any keys, so they retire (and later flush) together.
+    const retired = db.memtables.activeAll();
+    const fresh: Memtable[] = [];
+    for (let i = 0; i < retired.length; i++) fresh.push(await newMemtable(db, edit));
+    syncDir(db.dir);
+    edit.nextFile = db.nextFile;
+    await logEdit(db, edit);
+    db.memtables.retireAll(fresh);
+    for (const m of retired) await closeLog(db, m);
+    return;
+  }
   const next = learn ? nextLayout(db, old) : undefined;
   if (!next) {
     const fresh = await newMemtable(db, edit);

@@ -11,6 +11,10 @@
  * - Memtables that share a log record (a batch that spans Dranges lives in one memtable's
  *   log) are flushed in one step, so recovery never replays half of a batch whose other half
  *   is already in a table, and no entry is ever both replayed and in a table.
+ * - Nova-LSM-R (`random`): no Dranges; α active memtables, a write goes to any one. A key's
+ *   versions may then be in any of them, so every list holds every memtable, a get takes the
+ *   newest version of all (read-path.ts), the actives retire together (retireAll) and flush
+ *   together, one generation after another.
  * - A memtable merged instead of flushed (merge-job.ts) is parked: the oldest of its Drange,
  *   it waits to go with the Drange's next immutable memtable, and starts no flush itself
  *   (nextFlush), except when everything must be flushed.
@@ -34,11 +38,24 @@ export class MemtableSet {
   private readonly age = new Map<Memtable, number>();
   private clock = 0;
 
-  /** `actives`: one per Drange of `bounds`. */
-  constructor(bounds: Buffer[], actives: Memtable[]) {
-    if (actives.length !== bounds.length + 1) throw new Error('MemtableSet: one memtable per Drange');
+  /** `actives`: one per Drange of `bounds`; or, `random`, any number and no bounds. */
+  constructor(bounds: Buffer[], actives: Memtable[], readonly random = false) {
+    if (random ? bounds.length > 0 : actives.length !== bounds.length + 1) throw new Error('MemtableSet: one memtable per Drange');
     this.bounds = bounds;
     this.lists = actives.map((m) => [this.born(m)]);
+    if (random) this.linkAll(actives);
+  }
+
+  private linkAll(ms: readonly Memtable[]): void {
+    for (const a of ms) for (const b of ms) this.link(a, b);
+  }
+
+  /** Random: every active memtable retires; `fresh` take their places, one generation newer. */
+  retireAll(fresh: Memtable[]): void {
+    const older = this.all().reverse(); // newest first
+    for (const list of this.lists) this.immutables.push(list[0]);
+    this.lists = fresh.map((m) => [this.born(m), ...older]);
+    this.linkAll(fresh);
   }
 
   private born(m: Memtable): Memtable {
@@ -54,6 +71,11 @@ export class MemtableSet {
   }
 
   get dranges(): number {
+    return this.bounds.length + 1;
+  }
+
+  /** Active memtables: one per Drange, or α when random. */
+  get activeCount(): number {
     return this.lists.length;
   }
 
@@ -74,13 +96,14 @@ export class MemtableSet {
     return this.bounds.length === 0 ? 0 : drangeOf(this.bounds, key);
   }
 
+
   active(drange: number): Memtable {
     return this.lists[drange][0];
   }
 
-  /** The memtables that may hold `key`, newest first. */
+  /** The memtables that may hold `key`, newest first (random: every one, in no order that matters). */
   forKey(key: Uint8Array): readonly Memtable[] {
-    return this.lists[this.drangeOf(key)];
+    return this.random ? this.all() : this.lists[this.drangeOf(key)];
   }
 
   /** Every memtable not yet flushed, oldest first. */

@@ -17,6 +17,7 @@ import { countScan } from './background.js';
 import { EngineState, type LiveTable, type Pins } from './engine-state.js';
 import { tableName } from './local-store.js';
 import type { LookupIndex } from './lookup-index.js';
+import type { Memtable } from '../memtable/memtable.js';
 
 /**
  * The value of `key` at sequence `seq`. A read of the present (`latest`) asks the lookup index
@@ -57,10 +58,23 @@ function indexedGet(db: EngineState, index: LookupIndex, key: Uint8Array, seq: n
 
 /** Every memtable of the key's Drange, newest first, then L0 newest first, then deeper. */
 function searchAll(db: EngineState, key: Uint8Array, seq: number, count: boolean): Buffer | undefined {
-  for (const m of db.memtables.forKey(key)) {
-    if (count) db.searched.getMemtables++;
-    const r = m.get(key, seq);
+  if (db.memtables.random) {
+    // Nova-LSM-R: any memtable may hold the newest version: read them all, keep the newest.
+    let newest: Memtable | undefined;
+    let at = -1;
+    for (const m of db.memtables.forKey(key)) {
+      if (count) db.searched.getMemtables++;
+      const s = m.sequenceOf(key, seq);
+      if (s > at) [newest, at] = [m, s];
+    }
+    const r = newest?.get(key, seq);
     if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;
+  } else {
+    for (const m of db.memtables.forKey(key)) {
+      if (count) db.searched.getMemtables++;
+      const r = m.get(key, seq);
+      if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;
+    }
   }
   const l0 = db.levels[0];
   for (let i = l0.length - 1; i >= 0; i--) {

@@ -67,8 +67,11 @@ export async function recover(db: EngineState): Promise<void> {
   db.manifest = await db.env.manifests.create(manifestFile);
   db.manifestState = new ManifestState();
   const snapshot = emptyEdit();
+  // Nova-LSM-R keeps α active memtables and no Dranges (a tree with Dranges cannot open so).
+  const random = db.options.ltcVariant === 'nova-r';
+  if (random && bounds.length > 0) throw new NovaError('BAD_ARGUMENT', `${current?.name ?? 'MANIFEST'}: this range has Dranges; ltcVariant nova-r cannot open it`);
   const fresh: Memtable[] = [];
-  for (let i = 0; i <= bounds.length; i++) fresh.push(await newMemtable(db, snapshot));
+  for (let i = 0; i < (random ? db.options.activeMemtables : bounds.length + 1); i++) fresh.push(await newMemtable(db, snapshot));
   syncDir(db.dir);
   snapshot.added.push(...db.levels.flat().map((t) => t.meta));
   // Old logs stay bound until their entries are in a table (below); empty ones need not.
@@ -82,12 +85,12 @@ export async function recover(db: EngineState): Promise<void> {
   await logEdit(db, snapshot);
   await db.env.manifests.install(manifestFile);
   db.manifestInstalled = true;
-  db.memtables = new MemtableSet(bounds, fresh);
+  db.memtables = new MemtableSet(bounds, fresh, random);
   db.layout = layoutFrom(state.tranges, bounds, current?.name ?? 'MANIFEST');
   db.trangeWrites = new Array(db.layout.tranges.length + 1).fill(0);
   // The tree's Dranges come from its MANIFEST, whatever α this open asks for; δ must leave
   // room for one immutable memtable beside their active ones.
-  db.memtableLimit = Math.max(db.options.maxMemtables, bounds.length + 2);
+  db.memtableLimit = Math.max(db.options.maxMemtables, fresh.length + 1);
   // What the replayed logs held becomes L0 tables, recorded in one edit that also
   // releases the logs (a crash before it leaves unrecorded tables, deleted next open).
   if (replayed) {

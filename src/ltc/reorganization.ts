@@ -31,7 +31,7 @@ export type NextLayout = { layout: Layout; why: 'first' | 'minor' | 'major' };
 export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefined {
   const α = db.options.activeMemtables;
   const γ = db.options.trangesPerDrange;
-  if (α <= 1) return undefined;
+  if (α <= 1 || db.memtables.random) return undefined;
   const want = α * γ * SAMPLES_PER_TRANGE;
   if (db.memtables.dranges === 1) {
     const layout = recut(sampleKeys(full, want), α, γ);

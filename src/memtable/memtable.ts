@@ -16,7 +16,7 @@
  */
 import { constants as bufferConstants } from 'node:buffer';
 import { NovaError } from '../common/errors.js';
-import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, writeTrailer } from '../common/internal-key.js';
+import { SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, sequenceOf, writeTrailer } from '../common/internal-key.js';
 import type { GetResult } from '../sstable/table-reader.js';
 
 const MAX_HEIGHT = 12;
@@ -142,16 +142,31 @@ export class Memtable {
 
   /** The newest version of `userKey` with sequence <= `snapshot`, if any. */
   get(userKey: Uint8Array, snapshot: number): GetResult {
+    const n = this.versionNode(userKey, snapshot);
+    if (n === NIL) return undefined;
+    const off = this.nodes[n + KEY_OFF] >>> 0;
+    if (this.arena[off + userKey.length] !== ValueType.Put) return { type: 'delete' };
+    return { type: 'put', value: this.valueOf(n) };
+  }
+
+  /** The sequence of the version get() answers, or −1 if none. */
+  sequenceOf(userKey: Uint8Array, snapshot: number): number {
+    const n = this.versionNode(userKey, snapshot);
+    if (n === NIL) return -1;
+    const at = (this.nodes[n + KEY_OFF] >>> 0) + userKey.length;
+    return sequenceOf(this.arena.subarray(at, at + TRAILER_BYTES));
+  }
+
+  /** The node of the newest version of `userKey` <= `snapshot`, or NIL. */
+  private versionNode(userKey: Uint8Array, snapshot: number): number {
     if (this.lookup.length < userKey.length + TRAILER_BYTES) this.lookup = Buffer.allocUnsafe(userKey.length * 2 + TRAILER_BYTES);
     writeTrailer(this.lookup, userKey.length, snapshot, SEEK_TYPE);
     this.lookup.set(userKey, 0);
     const n = this.seekNode(this.lookup, userKey.length + TRAILER_BYTES);
-    if (n === NIL) return undefined;
+    if (n === NIL) return NIL;
     const off = this.nodes[n + KEY_OFF] >>> 0;
     const ulen = this.nodes[n + KEY_LEN] - TRAILER_BYTES;
-    if (compareBytes(this.arena, off, off + ulen, userKey, 0, userKey.length) !== 0) return undefined;
-    if (this.arena[off + ulen] !== ValueType.Put) return { type: 'delete' };
-    return { type: 'put', value: this.valueOf(n) };
+    return compareBytes(this.arena, off, off + ulen, userKey, 0, userKey.length) === 0 ? n : NIL;
   }
 
   iterator(): MemtableIterator {
