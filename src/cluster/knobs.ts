@@ -51,9 +51,19 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: L0 tables that do not overlap, for parallel L0 compactions; more logs, and with --sync more fdatasyncs per group commit',
   }),
   knob({
+    key: 'maxMemtables', engine: true, flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
+    meaning: 'memtables per range, active and waiting for their flush; writes stall when a full one cannot be retired',
+    tradeoff: 'more: bursts ride out slow flushes; more memory',
+  }),
+  knob({
     key: 'trangesPerDrange', engine: true, flag: 'tranges-per-drange', greek: 'γ', type: 'count', min: 1, default: 16,
     meaning: 'Tranges each Drange is cut into; writes are counted per Trange, and a hot Drange hands edge Tranges to a neighbour (a minor reorganization)',
     tradeoff: 'more: finer moves, closer balance without a major reorganization; a counter per Trange',
+  }),
+  knob({
+    key: 'reorganization', engine: true, flag: 'reorganization', type: 'switch', default: true,
+    meaning: 'Dranges follow the writes: minor and major reorganizations (off: the Dranges cut from the first memtable stay)',
+    tradeoff: 'off: for comparison (Nova-LSM-S keeps its Dranges)',
   }),
   knob({
     key: 'mergeUnderKeys', engine: true, flag: 'merge-under-keys', type: 'count', min: 0, default: 100,
@@ -66,24 +76,14 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: the index covers more keys (about 100 bytes each); a write costs a map update',
   }),
   knob({
-    key: 'ltcVariant', engine: true, flag: 'ltc-variant', type: 'choice', choices: ['nova', 'nova-r', 'nova-s'], default: 'nova',
-    meaning: 'the LTC: nova; or the paper\'s ablations (Figure 4.8), nova-r (a write goes to a random active memtable, no Dranges; gets search every memtable) and nova-s (Dranges cut once, no reorganization, no merge instead of flush, no lookup or range index)',
-    tradeoff: 'nova-r, nova-s: for comparison only; they turn the features off whatever their own knobs say',
-  }),
-  knob({
     key: 'rangeIndex', engine: true, flag: 'range-index', type: 'switch', default: true,
     meaning: 'a scan merges, one Drange\'s interval at a time, only the memtables of that Drange and the L0 tables meeting it (off: every memtable and L0 table)',
     tradeoff: 'off: for comparison (Nova-LSM-S has no range index)',
   }),
   knob({
-    key: 'reorganization', engine: true, flag: 'reorganization', type: 'switch', default: true,
-    meaning: 'Dranges follow the writes: minor and major reorganizations (off: the Dranges cut from the first memtable stay)',
-    tradeoff: 'off: for comparison (Nova-LSM-S keeps its Dranges)',
-  }),
-  knob({
-    key: 'maxMemtables', engine: true, flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
-    meaning: 'memtables per range, active and waiting for their flush; writes stall when a full one cannot be retired',
-    tradeoff: 'more: bursts ride out slow flushes; more memory',
+    key: 'ltcVariant', engine: true, flag: 'ltc-variant', type: 'choice', choices: ['nova', 'nova-r', 'nova-s'], default: 'nova',
+    meaning: 'the LTC: nova; or the paper\'s ablations (Figure 4.8), nova-r (a write goes to a random active memtable, no Dranges; gets search every memtable) and nova-s (Dranges cut once, no reorganization, no merge instead of flush, no lookup or range index)',
+    tradeoff: 'nova-r, nova-s: for comparison only; they turn the features off whatever their own knobs say',
   }),
   knob({
     key: 'l0Trigger', engine: true, flag: 'l0-trigger', type: 'count', min: 1, default: 8,
