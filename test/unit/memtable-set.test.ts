@@ -96,6 +96,22 @@ describe('memtable set', () => {
     expect(ids(again.forKey(b('a')))).toEqual([6, 5, 10]);
   });
 
+  it('random (nova-r): every memtable may hold any key; the actives retire and flush together, a generation at a time', () => {
+    const set = new MemtableSet([], [new Memtable(1), new Memtable(2)], true);
+    expect(set.dranges).toBe(1);
+    expect(set.activeCount).toBe(2);
+    expect(ids(set.forKey(b('a'))).sort()).toEqual([1, 2]);
+    set.retireAll([new Memtable(3), new Memtable(4)]);
+    expect(ids(set.forKey(b('z'))).sort()).toEqual([1, 2, 3, 4]);
+    expect(ids(set.nextFlush())).toEqual([1, 2]); // generation 1 whole, never half of it
+    set.retireAll([new Memtable(5), new Memtable(6)]);
+    const first = set.nextFlush();
+    expect(ids(first)).toEqual([1, 2]);
+    set.flushed(first);
+    expect(ids(set.nextFlush())).toEqual([3, 4]);
+    expect(() => new MemtableSet([b('m')], [new Memtable(7)], true)).toThrow(/one memtable per Drange/);
+  });
+
   it('a reorganization keeps the Dranges it leaves alone, and lists old memtables only where their keys may be', () => {
     // Dranges [-, g) [g, p) [p, -) with memtables 1 2 3 active and 4 (of [g, p)) immutable.
     const set = new MemtableSet([b('g'), b('p')], [new Memtable(1), new Memtable(4), new Memtable(3)]);
