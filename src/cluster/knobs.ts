@@ -71,7 +71,7 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: hot keys rewritten in memory instead of in L0 and every compaction below; a merged memtable waits in memory (at most one per Drange)',
   }),
   knob({
-    key: 'lookupIndexBytes', engine: true, flag: 'lookup-index-bytes', type: 'bytes', min: 0, default: 32 * MiB,
+    key: 'lookupIndexBytes', engine: true, flag: 'lookup-index-bytes', type: 'bytes', min: 0, default: 0,
     meaning: 'memory of each range\'s lookup index: for each key in a memtable or L0 table, which one holds its newest version, so a get reads that one only (0: no index); past it the index stops taking keys and gets search as without one',
     tradeoff: 'more: the index covers more keys (about 100 bytes each); a write costs a map update',
   }),
