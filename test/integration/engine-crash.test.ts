@@ -25,7 +25,7 @@ interface WriterConfig {
 }
 
 /** Runs the writer from `first`, kills it after `ms`, returns the acknowledged indexes. */
-async function runAndKill(c: WriterConfig, first: number, ms: number, sync: boolean): Promise<{ acked: number[]; reorganized: number; merged: number }> {
+async function runAndKill(c: WriterConfig, first: number, ms: number, sync: boolean): Promise<{ acked: number[]; reorganized: number; merged: number; parallel: number }> {
   const args = [WRITER, c.dir, String(first), sync ? '1' : '0', String(c.alpha), String(c.depth), c.hot ? '1' : '0'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
@@ -33,21 +33,24 @@ async function runAndKill(c: WriterConfig, first: number, ms: number, sync: bool
   const acked: number[] = [];
   let reorganized = 0;
   let merged = 0;
+  let parallel = 0;
   let ready!: () => void;
   const started = new Promise<void>((resolve) => { ready = resolve; });
   createInterface({ input: child.stdout! }).on('line', (line) => {
     if (line === 'ready') ready();
     else if (line.startsWith('reorganized ')) reorganized = Number(line.slice(12));
     else if (line.startsWith('merged ')) merged = Number(line.slice(7));
+    else if (line.startsWith('parallel ')) parallel = Number(line.slice(9));
     else acked.push(Number(line));
   });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // 'close', not 'exit': what it wrote before it died and is in the pipe is read by then.
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
   await Promise.race([started, exited]);
   await new Promise((r) => setTimeout(r, ms));
   child.kill('SIGKILL');
   await exited;
   if (acked.length === 0 && stderr) throw new Error(`writer failed: ${stderr}`);
-  return { acked, reorganized, merged };
+  return { acked, reorganized, merged, parallel };
 }
 
 describe.each([
@@ -62,12 +65,14 @@ describe.each([
     const all: number[] = [];
     let reorganizations = 0;
     let merges = 0;
+    let parallel = 0;
     const lastHot = new Map<number, number>(); // hot key -> its last acknowledged write
     for (let round = 0; round < 10; round++) {
       const sync = round % 2 === 0; // kill -9 keeps even unsynced writes: they are in the OS
-      const { acked, reorganized, merged } = await runAndKill({ dir, alpha, depth, hot }, next, 50 + Math.floor(r() * 400), sync);
+      const { acked, reorganized, merged, parallel: p } = await runAndKill({ dir, alpha, depth, hot }, next, 50 + Math.floor(r() * 400), sync);
       reorganizations += reorganized;
       merges += merged;
+      parallel = Math.max(parallel, p);
       for (const i of acked) {
         if (hot && i % 2 === 1) lastHot.set(i % 16, Math.max(lastHot.get(i % 16) ?? -1, i));
         else all.push(i);
@@ -83,10 +88,11 @@ describe.each([
         expect(v![0]).toBe(i & 0xff);
         if (i % 10 === 0) expect((await db.get(Buffer.from(`pair-${i}`)))?.length).toBe(50 + (i % 400));
       }
-      // A hot key holds its last acknowledged write, or a later one that was in flight.
+      // A hot key holds its last acknowledged write, or a later one. (Later by any amount: the
+      // acknowledgements a killed writer had not yet got through its pipe are lost to us.)
       for (const [h, i] of lastHot) {
         const v = Number((await db.get(Buffer.from(`hot-${h}`)))?.toString().replace(/\.+$/, ''));
-        expect(v >= i && v % 16 === h && v % 2 === 1 && v < next, `hot-${h} after round ${round}: ${v}, acknowledged ${i}`).toBe(true);
+        expect(v >= i && v % 16 === h && v % 2 === 1, `hot-${h} after round ${round}: ${v}, acknowledged ${i}`).toBe(true);
       }
       // Batches are atomic: a pair without its key (or the reverse) never shows up.
       const pairs = await db.scan(Buffer.from('pair-'), { end: Buffer.from('pair.') });
@@ -100,5 +106,7 @@ describe.each([
     // and kills land among those reorganizations.
     if (alpha > 1) expect(reorganizations).toBeGreaterThan(0);
     if (hot) expect(merges, 'memtables were merged instead of flushed').toBeGreaterThan(0);
+    // With α > 1 up to three compaction jobs run at once: kills land among them too.
+    if (alpha > 1) expect(parallel, 'compaction jobs ran at once').toBeGreaterThan(1);
   }, 120_000);
 });
