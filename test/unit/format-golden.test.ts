@@ -92,6 +92,20 @@ const EDIT3: VersionEdit = { ...EDIT, tranges: [Buffer.from('f'), Buffer.from('m
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
+/** A MANIFEST golden of two edits, `first` and a release of log 9: how it is read, and corrupted. */
+function manifestEdits(first: VersionEdit): Pick<Golden, 'read' | 'flipAt' | 'readCorrupt'> {
+  return {
+    read: (bytes, name) => {
+      const { records } = readLog(bytes, name);
+      expect(records.length).toBe(2);
+      expect(decodeEdit(records[0], name)).toEqual({ ...first });
+      expect(decodeEdit(records[1], name)).toMatchObject({ releasedLogs: [9], nextFile: 13 });
+    },
+    flipAt: () => 7 + 2,
+    readCorrupt: (bytes, name) => readLog(bytes, name),
+  };
+}
+
 const GOLDEN: Golden[] = [
   {
     file: 'table.sst',
@@ -189,28 +203,12 @@ const GOLDEN: Golden[] = [
         [13, 17, 'u32 count'], [17, bytes.length, 'entries: put k1=v1, delete k2']]),
     },
   },
-  {
-    file: 'manifest-edits-v2.log',
-    read: (bytes, name) => {
-      const { records } = readLog(bytes, name);
-      expect(records.length).toBe(2);
-      expect(decodeEdit(records[0], name)).toEqual({ ...EDIT });
-      expect(decodeEdit(records[1], name)).toMatchObject({ releasedLogs: [9], nextFile: 13 });
-    },
-    flipAt: () => 7 + 2,
-    readCorrupt: (bytes, name) => readLog(bytes, name),
-  },
+  // Version 2, as it was written: today's reader must still read it.
+  { file: 'manifest-edits-v2.log', ...manifestEdits(EDIT) },
   {
     file: 'manifest-edits-v3.log',
     make: () => framed([encodeEdit(EDIT3), encodeEdit({ removed: [], added: [], boundLogs: [], releasedLogs: [9], nextFile: 13 })]),
-    read: (bytes, name) => {
-      const { records } = readLog(bytes, name);
-      expect(records.length).toBe(2);
-      expect(decodeEdit(records[0], name)).toEqual({ ...EDIT3 });
-      expect(decodeEdit(records[1], name)).toMatchObject({ releasedLogs: [9], nextFile: 13 });
-    },
-    flipAt: () => 7 + 2,
-    readCorrupt: (bytes, name) => readLog(bytes, name),
+    ...manifestEdits(EDIT3),
     example: {
       doc: 'doc/format/manifest.md', marker: 'manifest',
       dump: (bytes) => {
