@@ -14,6 +14,11 @@ export interface KvStore {
   /** What the store measured about itself, for the report (optional). */
   report?(): Promise<string>;
   /**
+   * Called as a run starts; what it returns, called as the run ends, says in a phrase what the
+   * store did during that run (its own counters' differences), for the run's result (optional).
+   */
+  watchRun?(): Promise<() => Promise<string>>;
+  /**
    * The processes whose disk writes are the store's (their /proc/PID/io is read around each
    * phase). Default: this process, where in-process engines run.
    */

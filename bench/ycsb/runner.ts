@@ -75,6 +75,8 @@ export interface RunResult {
    * logs, flushes and compactions, every replica), when it could be read (Linux, local processes).
    */
   diskWriteBytes?: number;
+  /** What the store said it did during the run (KvStore.watchRun), when it says. */
+  storeNote?: string;
   /** Client processes that ran it together (mergeRuns); absent means one. */
   clients?: number;
   /** How long the session waited for the machine to go quiet before it (quiet.ts), when it did. */
@@ -238,6 +240,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   };
 
   const writtenBefore = storeWrites(t);
+  const watched = await t.store.watchRun?.();
   const start = performance.now();
   let lastTick = start;
   let lastDone = 0;
@@ -261,6 +264,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   }
   const seconds = (performance.now() - start) / 1000;
   const written = writtenBetween(writtenBefore, storeWrites(t)); // before the verify pass, which only reads
+  const storeNote = await watched?.();
 
   let verifyOut: RunResult['verify'];
   if (verify) {
@@ -280,10 +284,10 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
     engine: t.engine, workload: spec.workload.name, mix: spec.workload.mix, dist: spec.dist, records: t.records,
     valueSize, scanLength: spec.scanLength, concurrency: spec.concurrency, sync: t.sync,
     ops: done, seconds, opsPerSec: done / seconds, latency, timeline, timelineMs, histograms,
-    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written,
+    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written, storeNote,
   };
   const v = verifyOut ? `, verify: ${verifyOut.errors} errors in ${verifyOut.reads.toLocaleString('en-US')} values` : '';
-  progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}`, true);
+  progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}${storeNote ? `; ${storeNote}` : ''}`, true);
   return result;
 }
 

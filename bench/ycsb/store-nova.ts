@@ -62,6 +62,19 @@ export const nova: EngineAdapter = {
           `${r.tablesToStocs} SSTables from the LTC to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
           `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms; ${r.l0Stalls ?? 0} on L0, the rest on a flush)`).join('; ');
       },
+      watchRun: async () => {
+        const before = await rangeFigures(client);
+        return async () => {
+          const after = await rangeFigures(client);
+          return [...after].map(([range, a]) => {
+            const b = before.get(range) ?? {};
+            const d = (k: string): number => (a[k] ?? 0) - (b[k] ?? 0);
+            const writes = d('imbalanceWrites');
+            return `range ${range}: imbalance ${writes > 0 ? (d('imbalanceTimesWrites') / writes).toFixed(4) : '-'} over ${writes} counted writes, ` +
+              `${d('minorReorganizations')} minor and ${d('majorReorganizations')} major reorganizations, ${d('mergesInsteadOfFlush')} merges instead of flush, ${d('flushes')} flushes`;
+          }).join('; ');
+        };
+      },
       // The LTCs and StoCs (the coordinator writes only its small config file). A member on
       // another machine has no /proc entry here, and then no figure is reported.
       processes: () => client.configuration.members.map((m) => m.pid),
@@ -73,4 +86,9 @@ export const nova: EngineAdapter = {
   },
 };
 
-// ---- LevelDB: classic-level (abstract-level API) ----
+
+/** Each range's numeric figures (NovaClient.stats), by range. */
+async function rangeFigures(client: NovaClient): Promise<Map<number, Record<string, number>>> {
+  const rows = (await client.stats()) as Array<Record<string, unknown> & { range: number }>;
+  return new Map(rows.map((r) => [r.range, Object.fromEntries(Object.entries(r).filter(([, v]) => typeof v === 'number')) as Record<string, number>]));
+}

@@ -73,8 +73,8 @@ export interface Settings {
   compactionJobs: number;
   /** Offloaded compactions a StoC runs at once; more are answered BUSY. */
   stocCompactions: number;
-  /** Bytes of data blocks each range's LTC caches; the LTC then holds only tables' metadata. 0: whole tables. */
-  blockCacheBytes: number;
+  /** Memory of each LTC, shared by its ranges (EngineOptions.memoryBudgetBytes each); 0: tables held whole. */
+  ltcMemoryBytes: number;
 }
 
 export interface ClusterConfig {

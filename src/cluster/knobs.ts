@@ -146,9 +146,9 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: more L0 jobs merge in parallel; each holds its inputs in the StoC\'s memory, and the StoC\'s merge worker takes one at a time',
   }),
   knob({
-    key: 'blockCacheBytes', engine: true, flag: 'block-cache-bytes', type: 'bytes', min: 0, default: 0,
-    meaning: 'data blocks each range caches on its LTC, which then holds only its tables\' filters and indexes (0: tables held whole)',
-    tradeoff: 'more than 0: data larger than the LTC\'s memory; a read that misses waits for a StoC',
+    key: 'ltcMemoryBytes', flag: 'ltc-memory', type: 'bytes', min: 0, default: 0,
+    meaning: 'memory of each LTC, shared evenly by the ranges it serves: their memtables (δ × τ), lookup indexes, tables\' filters and indexes, and a cache of data blocks in the rest; blocks not cached are read from the StoCs (0: no budget, every table held whole, which until tables are replicated is what keeps a range serving and compacting while a StoC is down)',
+    tradeoff: 'more: more blocks cached, fewer reads wait for a StoC; more of the machine\'s memory',
   }),
 ];
 

@@ -73,9 +73,10 @@ export interface EngineOptions {
    */
   mergeInWorker?: boolean;
   /**
-   * Bytes of data blocks kept in a block cache (default 0: none). With a cache, and a store
-   * that reads parts of tables (StoCs), the engine holds only each table's metadata (filter,
-   * index) and loads data blocks as reads need them; without, it holds every table whole.
+   * Bytes of data blocks kept in a block cache (default 0: none; memoryBudgetBytes, when set,
+   * sizes the cache instead). With a cache, and a store that reads parts of tables (StoCs), the
+   * engine holds only each table's metadata (filter, index) and loads data blocks as reads need
+   * them; without, it holds every table whole.
    */
   blockCacheBytes?: number;
   /**
@@ -83,6 +84,14 @@ export interface EngineOptions {
    * pickCompactions), so L0 cut at the gaps between Dranges merges in parallel.
    */
   compactionJobs?: number;
+  /**
+   * The engine's memory budget (default 0: none): its memtables (δ × τ reserved), lookup
+   * index and tables' filters and indexes count against it, and data blocks are cached in
+   * what is left (tables held as metadata, as with blockCacheBytes, which it replaces). Needs a
+   * store that reads parts of tables (StoCs); the cluster gives each range its LTC's
+   * ltcMemoryBytes divided among the ranges it serves.
+   */
+  memoryBudgetBytes?: number;
   /**
    * An immutable memtable of one Drange with fewer unique keys than this is merged with the
    * Drange's other immutable ones into a new memtable and log instead of flushed (the knob
@@ -160,8 +169,9 @@ export function resolveOptions(options: EngineOptions): Settings {
     onWarning: options.onWarning,
     onNote: options.onNote,
     mergeInWorker: options.mergeInWorker ?? mergeWorkerAvailable(),
-    blockCacheBytes: options.blockCacheBytes ?? d.blockCacheBytes,
+    blockCacheBytes: options.blockCacheBytes ?? 0,
     compactionJobs: options.compactionJobs ?? d.compactionJobs,
+    memoryBudgetBytes: options.memoryBudgetBytes ?? 0,
     trangesPerDrange: options.trangesPerDrange ?? d.trangesPerDrange,
     mergeUnderKeys: options.mergeUnderKeys ?? d.mergeUnderKeys,
     lookupIndexBytes: options.lookupIndexBytes ?? d.lookupIndexBytes,
@@ -186,6 +196,7 @@ export function resolveOptions(options: EngineOptions): Settings {
   if (!(Number.isSafeInteger(o.lookupIndexBytes) && o.lookupIndexBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `lookupIndexBytes must be a non-negative integer, not ${o.lookupIndexBytes}`);
   if (!(Number.isInteger(o.mergeUnderKeys) && o.mergeUnderKeys >= 0)) throw new NovaError('BAD_ARGUMENT', `mergeUnderKeys must be an integer >= 0, not ${o.mergeUnderKeys}`);
   if (!(Number.isInteger(o.trangesPerDrange) && o.trangesPerDrange >= 1)) throw new NovaError('BAD_ARGUMENT', `trangesPerDrange (γ) must be an integer >= 1, not ${o.trangesPerDrange}`);
+  if (!(Number.isSafeInteger(o.memoryBudgetBytes) && o.memoryBudgetBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `memoryBudgetBytes must be a non-negative integer, not ${o.memoryBudgetBytes}`);
   if (!(Number.isInteger(o.compactionJobs) && o.compactionJobs >= 1)) throw new NovaError('BAD_ARGUMENT', `compactionJobs must be an integer >= 1, not ${o.compactionJobs}`);
   if (!(Number.isSafeInteger(o.blockCacheBytes) && o.blockCacheBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `blockCacheBytes must be a non-negative integer, not ${o.blockCacheBytes}`);
   return o;

@@ -110,7 +110,29 @@ export class EngineState {
     this.sessions = new SessionTable({ timeoutMs: o.sessionTimeoutMs, maxSessions: MAX_SESSIONS, maxWindow: MAX_WINDOW, maxEntries: MAX_ENTRIES, maxRingBytes: MAX_RING_BYTES });
     this.env = options.env ?? localEnv(dir);
     this.store = this.env.store;
-    if (o.blockCacheBytes > 0 && this.store.readRange) this.cache = new BlockCache(o.blockCacheBytes);
+    if (o.memoryBudgetBytes > 0 && this.store.readRange) this.cache = new BlockCache(o.memoryBudgetBytes);
+    else if (o.blockCacheBytes > 0 && this.store.readRange) this.cache = new BlockCache(o.blockCacheBytes);
+  }
+
+  /** Bytes of the tables' metadata held (filters, indexes; whole tables without a cache). */
+  tableBytes(): number {
+    let n = 0;
+    for (const level of this.levels) for (const t of level) n += t.reader.bytes.length;
+    return n;
+  }
+
+  /** What the budget keeps for memtables: δ of them, full. */
+  memtableReserve(): number {
+    return this.memtableLimit * this.options.memtableBytes;
+  }
+
+  /**
+   * With a memory budget, the block cache gets what the memtables' reserve, the lookup index
+   * and the tables' metadata leave of it (none, if nothing: reads then go to the StoCs).
+   */
+  fitCache(): void {
+    if (!this.cache || this.options.memoryBudgetBytes === 0) return;
+    this.cache.resize(this.options.memoryBudgetBytes - this.memtableReserve() - (this.lookup?.bytes ?? 0) - this.tableBytes());
   }
 
   warn(message: string): void {

@@ -71,6 +71,9 @@ export interface EngineStats {
    * each stretch between reorganizations, weighted by its writes (0: even).
    */
   loadImbalance: number;
+  /** Its parts, so a stretch's imbalance is the difference of two readings' ratios: Σ imbalance × writes, and Σ writes. */
+  imbalanceTimesWrites: number;
+  imbalanceWrites: number;
   /** Immutable memtables merged into a new memtable instead of flushed (few unique keys), and merged memtables waiting. */
   mergesInsteadOfFlush: number;
   parkedMemtables: number;
@@ -100,6 +103,12 @@ export interface EngineStats {
   commitRounds: number;
   /** fdatasync calls on logs for writes. */
   syncs: number;
+  /**
+   * With a memory budget: the budget, and what counts against it now (memtables, the lookup
+   * index, tables' filters and indexes, cached blocks; pinned blocks may pass it for a moment).
+   */
+  memoryBudgetBytes: number;
+  memoryBytes: number;
   /** With a block cache: its bytes, and reads of data blocks found there or loaded. */
   blockCacheBytes: number;
   blockCacheHits: number;
@@ -281,9 +290,11 @@ export class Engine {
       lookupHits: lk?.counters.hits ?? 0, lookupMisses: lk?.counters.misses ?? 0, lookupKeys: lk?.size ?? 0, lookupBytes: lk?.bytes ?? 0, lookupComplete: lk?.complete ?? false,
       memtablesPerGet: per(r.getMemtables, r.gets), l0TablesPerGet: per(r.getTables, r.gets), memtablesPerScan: per(r.scanMemtables, r.scans), l0TablesPerScan: per(r.scanTables, r.scans),
       mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount,
-      drangeShares: load.shares, loadImbalance: load.imbalance, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
+      drangeShares: load.shares, loadImbalance: load.imbalance, imbalanceTimesWrites: load.weighted, imbalanceWrites: load.writes, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
+      memoryBudgetBytes: this.db.options.memoryBudgetBytes,
+      memoryBytes: mems.reduce((n, m) => n + m.approximateBytes, 0) + (lk?.bytes ?? 0) + this.db.tableBytes() + (this.db.cache?.bytes ?? 0),
       blockCacheBytes: this.db.cache?.bytes ?? 0, blockCacheHits: this.db.cache?.counters.hits ?? 0, blockCacheMisses: this.db.cache?.counters.misses ?? 0,
       sessions: this.db.sessions.stats,
     };

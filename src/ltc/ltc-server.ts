@@ -162,7 +162,10 @@ export class LtcServer {
         throw new NovaError('UNAVAILABLE', `waiting for StoCs: ${stocs} registered, ${want} wanted`);
       }
       const dir = join(this.o.dir, `range-${s.info.id}`);
-      const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS);
+      // The LTC's memory, evenly among the ranges the configuration gives it now.
+      const ranges = Math.max(1, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
+      const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS,
+        Math.floor(settings.ltcMemoryBytes / ranges));
       const engine = await Engine.open(dir, options);
       if (this.closing) {
         await engine.close();

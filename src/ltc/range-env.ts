@@ -27,13 +27,15 @@ export interface RangeEnv {
 /**
  * The environment and options of range `range`, whose local directory is `dir`.
  * `strictUntil`: until then, a log is read only once every configured StoC answered.
+ * `memoryBytes`: the range's share of its LTC's memory (EngineOptions.memoryBudgetBytes).
  */
 export function rangeEnv(pool: StocPool, settings: Settings, range: number, dir: string, onLog: (line: string) => void,
-  strictUntil: number): RangeEnv {
+  strictUntil: number, memoryBytes: number): RangeEnv {
   const store = new StocBlockStore(pool, range, settings.scatter, settings.placement);
   const compactor = settings.compaction === 'stoc' ? new StocCompactor(pool, range, settings.scatter, settings.placement, onLog) : undefined;
   const options: EngineOptions = {
     ...(engineSettings(settings) as EngineOptions),
+    memoryBudgetBytes: memoryBytes,
     env: {
       store,
       logs: logStoreFor(pool, settings, range, onLog, strictUntil),

@@ -102,6 +102,7 @@ export async function recover(db: EngineState): Promise<void> {
   }
   await removeObsoleteFiles(db);
   if (db.options.lookupIndexBytes > 0) db.lookup = buildLookup(db);
+  db.fitCache();
 }
 
 /** Bytes the lookup index is given per key it may hold (lookup-index.ts counts its use). */

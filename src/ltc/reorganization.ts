@@ -81,14 +81,14 @@ function windowEnds(db: EngineState): void {
 }
 
 /** Each Drange's share of the writes counted since the last reorganization, and the run's imbalance (write-weighted). */
-export function loadReport(db: EngineState): { shares: number[]; imbalance: number } {
+export function loadReport(db: EngineState): { shares: number[]; imbalance: number; weighted: number; writes: number } {
   const loads = drangeLoads(db.layout, db.trangeWrites);
   const writes = loads.reduce((a, b) => a + b, 0);
   const sum = db.counts.imbalanceSum + imbalance(loads) * writes;
   const all = db.counts.imbalanceWrites + writes;
   // One Drange takes every write (uncounted with α = 1).
   const shares = loads.length === 1 ? [1] : loads.map((l) => (writes ? l / writes : 0));
-  return { shares, imbalance: all ? sum / all : 0 };
+  return { shares, imbalance: all ? sum / all : 0, weighted: sum, writes: all };
 }
 
 function sameBounds(a: readonly Buffer[], b: readonly Buffer[]): boolean {

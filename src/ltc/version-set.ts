@@ -26,6 +26,7 @@ export async function installTables(db: EngineState, edit: VersionEdit, level: n
   if (gone) for (let l = 0; l < LEVELS; l++) db.levels[l] = db.levels[l].filter((t) => !gone.has(t.meta.file));
   db.levels[level].push(...added); // L0: newest last
   if (level > 0) db.levels[level].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
+  db.fitCache();
 }
 
 export async function logEdit(db: EngineState, edit: VersionEdit): Promise<void> {

@@ -10,7 +10,17 @@ export class BlockCache {
   private used = 0;
   readonly counters = { hits: 0, misses: 0, evictions: 0 };
 
-  constructor(readonly capacityBytes: number) {}
+  constructor(private capacityBytes: number) {}
+
+  get capacity(): number {
+    return this.capacityBytes;
+  }
+
+  /** A new budget; blocks beyond it (but pinned ones) go now. */
+  resize(bytes: number): void {
+    this.capacityBytes = Math.max(0, bytes);
+    this.evict();
+  }
 
   get bytes(): number {
     return this.used;

@@ -193,19 +193,25 @@ describe('nova cluster', () => {
     expect(await missing(c, more)).toEqual([]);
   });
 
-  it('compactions run on the StoCs (offloaded round-robin); with a small block cache every write is read back, also after an LTC kill', async () => {
-    cluster = await startCluster({ args: [...SMALL, '--block-cache-bytes', String(64 * 1024)] });
+  it('compactions run on the StoCs; with a small LTC memory budget (blocks cached, the rest read from StoCs) every write is read back, also after an LTC kill', async () => {
+    const budget = 256 * 1024;
+    cluster = await startCluster({ args: [...SMALL, '--ltc-memory', String(budget)] });
     const c = cluster.client;
     const acked = await writeKeys(c, 0, 5000, 32);
     await c.flush();
-    type Stats = { compactions: number; offloadedCompactions: number; compactionsDeclined: number; tablesPerLevel: number[]; blockCacheMisses: number };
+    type Stats = { compactions: number; offloadedCompactions: number; compactionsDeclined: number; tablesPerLevel: number[]; blockCacheMisses: number; memoryBudgetBytes: number; memoryBytes: number };
     const [stats] = (await c.stats()) as Stats[];
+    // Memtables, filters and indexes, and cached blocks stay within the budget (but for a block or two a read has pinned).
+    expect(stats.memoryBudgetBytes).toBe(budget);
+    expect(stats.memoryBytes).toBeLessThanOrEqual(budget + 16 * 1024);
     expect(stats.compactions).toBeGreaterThan(1);
     expect(stats.offloadedCompactions).toBe(stats.compactions);
     expect(stats.compactionsDeclined).toBe(0);
     expect(stats.tablesPerLevel.slice(1).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
     expect(await missing(c, acked)).toEqual([]);
-    expect(((await c.stats()) as Stats[])[0].blockCacheMisses).toBeGreaterThan(100); // blocks came from StoCs
+    const after = ((await c.stats()) as Stats[])[0];
+    expect(after.blockCacheMisses).toBeGreaterThan(100); // blocks came from StoCs
+    expect(after.memoryBytes).toBeLessThanOrEqual(budget + 16 * 1024);
     const rows = await c.scan(key(0), { limit: 10_000 });
     expect(rows.length).toBe(5000);
     // A manual full compaction (the bench's settle): nothing left above the deepest level.

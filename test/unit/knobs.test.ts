@@ -43,12 +43,12 @@ describe('knob table', () => {
 
   it('the engine takes the defaults of the knobs it shares from the table, and each range the cluster\'s values', () => {
     const o = resolveOptions({});
-    for (const key of ['memtableBytes', 'activeMemtables', 'l0Trigger', 'l0ScanTrigger', 'idleCompactionMs', 'sessionTimeoutMs', 'blockCacheBytes'] as const) {
+    for (const key of ['memtableBytes', 'activeMemtables', 'l0Trigger', 'l0ScanTrigger', 'idleCompactionMs', 'sessionTimeoutMs', 'mergeUnderKeys', 'compactionJobs'] as const) {
       expect(o[key], key).toBe(DEFAULT_SETTINGS[key]);
     }
     expect(o.maxMemtables).toBe(2 * o.activeMemtables);
     // The knobs marked `engine` are options of the same name: a range opens with the cluster's value of each.
-    const cluster = { ...DEFAULT_SETTINGS, memtableBytes: 4096, activeMemtables: 2, maxMemtables: 5, l0Trigger: 6, l0ScanTrigger: 3, idleCompactionMs: 0, sessionTimeoutMs: 9_000, sync: true, blockCacheBytes: 1 << 20 };
+    const cluster = { ...DEFAULT_SETTINGS, memtableBytes: 4096, activeMemtables: 2, maxMemtables: 5, l0Trigger: 6, l0ScanTrigger: 3, idleCompactionMs: 0, sessionTimeoutMs: 9_000, sync: true, mergeUnderKeys: 7 };
     const given = engineSettings(cluster);
     expect(Object.keys(given).sort()).toEqual(KNOBS.filter((k) => k.engine).map((k) => k.key).sort());
     const resolved = resolveOptions(given as EngineOptions);
