@@ -117,14 +117,19 @@ async function rangeStats(coordinator: string): Promise<{ byRange: Map<number, R
   }
 }
 
-/** A range's figures in a line: its Dranges and their shares, reorganizations, compactions, stalls. */
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
+
+/** A range's figures in a line: its Dranges and their shares, reorganizations, compactions, stalls, memory. */
 function rangeLine(x: Record<string, unknown>): string {
   const n = (k: string): number => (typeof x[k] === 'number' ? x[k] as number : 0);
   const shares = Array.isArray(x.drangeShares) ? (x.drangeShares as number[]).map((v) => `${Math.round(v * 100)}%`).join(' ') : '';
   return `${n('dranges')} Dranges${shares ? ` (writes ${shares}; imbalance ${n('loadImbalance').toFixed(4)})` : ''}, ` +
     `${n('minorReorganizations')} minor and ${n('majorReorganizations')} major reorganizations; ` +
     `${n('flushes')} flushes, ${n('compactions')} compactions (at once: max ${n('maxJobsInParallel')}, mean ${n('meanJobsInParallel').toFixed(2)}); ` +
-    `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms)`;
+    `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms); ` +
+    `memory ${mib(n('memoryBytes'))}${n('memoryBudgetBytes') > 0 ? ` of ${mib(n('memoryBudgetBytes'))}` : ' (no budget: tables held whole)'}`;
 }
 
 export function addClusterCommands(program: Command, bin: string): void {
