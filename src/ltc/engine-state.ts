@@ -88,6 +88,7 @@ export class EngineState {
   scans = 0; // scans served, for L0 tables' scan allowances
   flushNeedsActives = false; // the next flush must take active memtables along
   flushingAll = false; // flushAll runs: parked memtables flush too, none is merged
+  merging = false; // a merge instead of flush runs: the Dranges wait (it places its result by them)
   waiters: Array<() => void> = [];
   failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   closed = false;

@@ -82,6 +82,9 @@ export class LookupIndex {
 
   /** Memtables `ids` were merged into `into` (which opened() names). */
   merged(ids: readonly number[], into: number): void {
+    const gone = new Set(ids);
+    // Slots that named an input (an earlier merge's) now name `into`: chains stay one hop long.
+    for (const [id, s] of this.slots) if (s.kind === 'merged' && gone.has(s.into)) this.slots.set(id, { kind: 'merged', into });
     for (const id of ids) this.slots.set(id, { kind: 'merged', into });
     if (ids.some((id) => id <= this.refusedIn)) this.refusedIn = into;
   }

@@ -92,6 +92,10 @@ export class MemtableSet {
     return this.parked.size;
   }
 
+  isParked(m: Memtable): boolean {
+    return this.parked.has(m);
+  }
+
   drangeOf(key: Uint8Array): number {
     return this.bounds.length === 0 ? 0 : drangeOf(this.bounds, key);
   }
@@ -234,10 +238,12 @@ export class MemtableSet {
    * oldest of its list: a nextFlush group) as that Drange's oldest memtable, parked.
    */
   replaceMerged(group: readonly Memtable[], drange: number, merged: Memtable): void {
+    if (group.some((m) => this.drangesOf(m).join() !== String(drange))) throw new Error(`replaceMerged: the group is not Drange ${drange}'s alone`);
     this.age.set(merged, Math.min(...group.map((m) => this.age.get(m)!)));
     this.flushed(group);
     this.immutables.unshift(merged);
     this.lists[drange].push(merged);
+    this.lists[drange].sort(this.byAge).reverse();
     this.parked.add(merged);
   }
 

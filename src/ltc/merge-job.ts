@@ -23,7 +23,8 @@ import { logEdit } from './version-set.js';
 /**
  * The Drange `group` (a nextFlush group) may be merged in instead of flushed, or −1: merging
  * is on, every memtable of the group is immutable, listed under that one Drange alone and
- * shares no log record with another, and together they hold fewer than mergeUnderKeys keys.
+ * shares no log record with another, together they hold fewer than mergeUnderKeys keys, and
+ * no parked memtable among them has grown to a memtable's bytes.
  */
 export function mergeableDrange(db: EngineState, group: readonly Memtable[]): number {
   const n = db.options.mergeUnderKeys;
@@ -36,6 +37,9 @@ export function mergeableDrange(db: EngineState, group: readonly Memtable[]): nu
     dranges.add(d[0]);
   }
   if (dranges.size !== 1) return -1;
+  // A parked memtable of a memtable's bytes (versions a snapshot keeps pile up) is flushed
+  // with the rest: merged memtables stay under two memtables' bytes.
+  if (group.some((m) => set.isParked(m) && m.approximateBytes >= db.options.memtableBytes)) return -1;
   return uniqueKeysUnder(group, n) ? [...dranges][0] : -1;
 }
 
@@ -56,6 +60,15 @@ function uniqueKeysUnder(group: readonly Memtable[], n: number): boolean {
 
 /** Merges `group` (memtables of Drange `drange`) into a new memtable and log that takes their place. */
 export async function mergeGroup(db: EngineState, group: Memtable[], drange: number): Promise<void> {
+  db.merging = true;
+  try {
+    await merge(db, group, drange);
+  } finally {
+    db.merging = false;
+  }
+}
+
+async function merge(db: EngineState, group: Memtable[], drange: number): Promise<void> {
   const id = db.nextFile++;
   const merged = new Memtable(id, db.options.memtableBytes);
   const log = await db.env.logs.create(id);

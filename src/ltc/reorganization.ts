@@ -31,7 +31,8 @@ export type NextLayout = { layout: Layout; why: 'first' | 'minor' | 'major' };
 export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefined {
   const α = db.options.activeMemtables;
   const γ = db.options.trangesPerDrange;
-  if (α <= 1 || db.memtables.random) return undefined;
+  // A merge under way places its memtable by today's Dranges: they change at a later retire.
+  if (α <= 1 || db.memtables.random || db.merging) return undefined;
   const want = α * γ * SAMPLES_PER_TRANGE;
   if (db.memtables.dranges === 1) {
     const layout = recut(sampleKeys(full, want), α, γ);

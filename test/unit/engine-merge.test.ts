@@ -23,7 +23,7 @@ describe('merge instead of flush', () => {
     for (let i = 0; i < 3000; i++) {
       await db.put(hot(i), value(i));
       last.set(hot(i).toString(), i);
-      if (i === 1000) {
+      if (i === 2990) {
         snap = db.snapshot();
         snapAt = i;
         for (const [k, v] of last) atSnap.set(k, v);
@@ -55,6 +55,20 @@ describe('merge instead of flush', () => {
     expect(off.stats.mergesInsteadOfFlush).toBe(0);
     expect(off.stats.flushes).toBeGreaterThan(5);
     await off.close();
+  });
+
+  it('with a snapshot held, merged memtables stop growing at a memtable\'s bytes and are flushed', async () => {
+    const dir = tempDir();
+    const db = await Engine.open(dir, { memtableBytes: 16 * 1024, sync: false, idleCompactionMs: 0 });
+    const snap = db.snapshot(); // every version after it must be kept
+    for (let i = 0; i < 3000; i++) await db.put(hot(i), value(i));
+    expect(db.stats.mergesInsteadOfFlush).toBeGreaterThan(0);
+    expect(db.stats.flushes).toBeGreaterThan(0);
+    expect(db.stats.memtableBytes).toBeLessThan(5 * 16 * 1024); // active, immutable, parked (< 2 τ)
+    for (let i = 2980; i < 3000; i++) expect((await db.get(hot(i)))?.equals(value(i))).toBe(true);
+    expect(await db.get(hot(0), { snapshot: snap })).toBeUndefined();
+    snap.release();
+    await db.close();
   });
 
   it('hot keys, then new keys: merged and flushed memtables keep every key\'s newest version', async () => {

@@ -37,6 +37,19 @@ describe('lookup index', () => {
     expect(ix.complete).toBe(true);
   });
 
+  it('a key left in memtables merged again and again still points at the newest of them', () => {
+    const ix = new LookupIndex(100);
+    ix.opened(new Memtable(1));
+    ix.wrote(k('a'), 1);
+    let last = new Memtable(1);
+    for (let id = 2; id < 200; id++) {
+      last = new Memtable(id);
+      ix.opened(last);
+      ix.merged([id - 1], id); // each merge takes the one before it
+    }
+    expect(ix.find(k('a'))).toEqual({ kind: 'memtable', memtable: last });
+  });
+
   it('full, it stops taking keys and is not complete until L0 is empty and every memtable is newer than its refusals', () => {
     const ix = new LookupIndex(2);
     ix.wrote(k('a'), 1);
