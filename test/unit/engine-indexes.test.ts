@@ -44,9 +44,10 @@ describe('indexes in the engine', () => {
       await db.close();
       db = await Engine.open(dir, options);
       expect(db.stats.lookupComplete).toBe(on);
-      if (on) expect(db.stats.lookupKeys).toBeGreaterThan(1000);
+      if (on) expect(db.stats.lookupKeys).toBeGreaterThan(0); // L0's keys (how many reached L1 first depends on timing)
       for (let i = 0; i < 2000; i += 13) expect((await db.get(key(i)))?.equals(value(i, 1))).toBe(true);
-      if (on) expect(db.stats.lookupHits).toBeGreaterThan(100);
+      // Complete again after the rebuild: every get is answered by the index (a key it lacks is below L0).
+      if (on) expect([db.stats.lookupHits + db.stats.lookupMisses, db.stats.lookupHits > 0]).toEqual([Math.ceil(2000 / 13), true]);
       await db.close();
     });
   }
