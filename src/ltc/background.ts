@@ -5,7 +5,7 @@
  * EngineState.
  */
 import { type CompactionJob, jobFor, LEVELS, pickCompactions } from '../compaction/picker.js';
-import { runCompaction } from './compaction-job.js';
+import { Postponed, runCompaction } from './compaction-job.js';
 import { EngineState, type LiveTable } from './engine-state.js';
 import { flushGroup } from './flush-job.js';
 import { mergeableDrange, mergeGroup } from './merge-job.js';
@@ -118,7 +118,10 @@ export async function compactionLoop(db: EngineState): Promise<number> {
     const p: Promise<void> = runCompaction(db, job).then(() => {
       n++;
       db.steps++;
-    }, (err: unknown) => { db.fail('compaction', err); }).finally(() => {
+    }, (err: unknown) => {
+      if (err instanceof Postponed) postpone(db, err);
+      else db.fail('compaction', err);
+    }).finally(() => {
       for (const f of tables) busy.delete(f);
       running.delete(p);
       db.wake();
@@ -127,8 +130,32 @@ export async function compactionLoop(db: EngineState): Promise<number> {
   }
 }
 
+/** How long compactions wait after one could not read its inputs. */
+const POSTPONE_MS = 1000;
+
+/** No compaction starts for POSTPONE_MS; then the loop is kicked again. */
+function postpone(db: EngineState, err: Postponed): void {
+  db.warn(`${err.message}; compactions wait ${POSTPONE_MS} ms`);
+  db.compactionsWaitUntil = Date.now() + POSTPONE_MS;
+  armPostponed(db);
+}
+
+/** A kick once the wait is over (timers may fire a little early: then it arms again). */
+function armPostponed(db: EngineState): void {
+  if (db.postponeTimer) return;
+  db.postponeTimer = setTimeout(() => {
+    db.postponeTimer = undefined;
+    kick(db);
+  }, Math.max(1, db.compactionsWaitUntil - Date.now() + 1));
+  db.postponeTimer.unref();
+}
+
 /** The jobs that may start now beside those holding `busy` (pickCompactions). */
 export function pickNow(db: EngineState, busy: ReadonlySet<number>, room: number): CompactionJob[] {
+  if (Date.now() < db.compactionsWaitUntil) {
+    armPostponed(db);
+    return [];
+  }
   const levels = { l0Trigger: l0TriggerNow(db), l1Bytes: db.options.l1Bytes };
   return pickCompactions(db.levels.map((l) => l.map((t) => t.meta)), levels, db.compactCursor, busy, room);
 }

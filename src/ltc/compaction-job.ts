@@ -44,14 +44,30 @@ export async function runCompaction(db: EngineState, job: CompactionJob): Promis
   for (const f of gone) await db.store.deleteTable(f);
 }
 
+/** Codes of an input that cannot be read now but may be later (a StoC holding it is away). */
+const AWAY: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EXCEEDED', 'CLOSED', 'UNAVAILABLE']);
+
+/**
+ * A job whose inputs cannot be read now (held as metadata only, on a StoC that is away): it
+ * waits and is picked again later; the engine goes on (background.ts).
+ */
+export class Postponed extends NovaError {
+  constructor(why: string) {
+    super('UNAVAILABLE', `compaction postponed: ${why}`);
+  }
+}
+
 /** Merges on this process; each output is stored as soon as it is cut. */
 export async function mergeHere(db: EngineState, out: number, inputs: TableMeta[], smallestSnapshot: number,
   deeper: CompactionRequest['deeper']): Promise<LiveTable[]> {
+  const tables = await Promise.all(inputs.map((m) => {
+    const reader = db.tableFor(m.file);
+    return reader.whole ? reader.bytes : db.store.readTable(m.file, m.fragments);
+  })).catch((err: unknown) => {
+    throw AWAY.has((err as NovaError).code) ? new Postponed((err as Error).message) : err;
+  });
   const merge: MergeJob = {
-    tables: await Promise.all(inputs.map((m) => {
-      const reader = db.tableFor(m.file);
-      return reader.whole ? reader.bytes : db.store.readTable(m.file, m.fragments);
-    })),
+    tables,
     names: inputs.map((m) => db.tableFor(m.file).name),
     smallestSnapshot,
     deeper,

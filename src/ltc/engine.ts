@@ -35,6 +35,7 @@ import { lockDir } from '../common/files.js';
 import { WriteBatch } from '../log/write-batch.js';
 import { MergingIterator, VisibleIterator } from '../sstable/merging-iterator.js';
 import { loadReport } from './reorganization.js';
+import { Postponed } from './compaction-job.js';
 import { armIdle, background, compactLevels, flushAll, kick } from './background.js';
 import { betweenWrites, enqueue } from './commit.js';
 import { EngineIterator } from './engine-iterator.js';
@@ -207,6 +208,7 @@ export class Engine {
     if (this.db.closed) return;
     this.db.closed = true;
     clearTimeout(this.db.idleTimer);
+    clearTimeout(this.db.postponeTimer);
     clearInterval(this.db.sessionTimer);
     // Pending writes may need the background to make room, and a round that hit its size
     // cap chains another behind itself: wait until the chain stops growing.
@@ -262,6 +264,7 @@ export class Engine {
     try {
       await manual;
     } catch (err) {
+      if (err instanceof Postponed) throw err; // UNAVAILABLE: the engine goes on; try again later
       throw this.db.fail('manual compaction', err);
     } finally {
       this.db.manual = false;

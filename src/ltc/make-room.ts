@@ -86,12 +86,17 @@ export async function makeRoom(db: EngineState): Promise<void> {
       stallCause = step.cause;
     }
     kick(db);
+    if (!background(db) && db.postponeTimer && !db.failed && !db.stopping) {
+      // Compactions wait for a StoC to come back (background.ts postpone): so does the write.
+      await new Promise((resolve) => setTimeout(resolve, Math.max(1, db.compactionsWaitUntil - Date.now() + 2)));
+      continue;
+    }
     if (!background(db)) {
       throw db.failed ?? new NovaError('CLOSED', 'engine is closing: no room for the write');
     }
     const steps = db.steps;
     await new Promise<void>((resolve) => db.waiters.push(resolve));
-    if (db.steps === steps && !background(db) && !db.flushNeedsActives && !db.failed) {
+    if (db.steps === steps && !background(db) && !db.flushNeedsActives && !db.failed && !db.postponeTimer) {
       // Not expected: a full engine always has a flush or a compaction to run.
       throw new NovaError('BAD_ARGUMENT', 'no room for the write and nothing to flush or compact; check l0Trigger/l0StopTrigger');
     }

@@ -4,11 +4,12 @@
  * before a job leaves; a declined job is merged by the engine; an answer outside the
  * reservation, or corruption, fails the engine; reopening keeps every write.
  */
-import { cpSync, readdirSync } from 'node:fs';
+import { cpSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import { Engine } from '../../src/ltc/engine.js';
-import { localEnv } from '../../src/ltc/local-store.js';
+import { localEnv, tableName } from '../../src/ltc/local-store.js';
 import type { EngineEnv } from '../../src/ltc/engine-env.js';
 import type { CompactedTable, CompactionRequest } from '../../src/ltc/engine-env.js';
 import { mergeTables } from '../../src/compaction/merge.js';
@@ -138,6 +139,38 @@ describe('engine with a compactor', () => {
     const again = await Engine.open(dir, { ...OPTIONS, env: offloading(dir).env, activeMemtables: 4, maxMemtables: 8 });
     await check(again, 3000, 2);
     await again.close();
+  });
+
+  it('with tables held as metadata, a job whose inputs are on a StoC that is away waits; the engine goes on', async () => {
+    const dir = tempDir();
+    const o = offloading(dir, 'decline');
+    const store = o.env.store;
+    store.readRange = async (file, _f, offset, length) => readFileSync(join(dir, tableName(file))).subarray(offset, offset + length);
+    const read = store.readTable.bind(store);
+    let away = true;
+    store.readTable = async (file, fragments) => {
+      if (away) throw new NovaError('PEER_LOST', 'injected: the StoC holding it is away');
+      return read(file, fragments);
+    };
+    const warnings: string[] = [];
+    // Room in L0 for every table the load makes: writes need no compaction meanwhile.
+    const e = await Engine.open(dir, { ...OPTIONS, env: o.env, memoryBudgetBytes: 1 << 20, l0StopTrigger: 100, onWarning: (w) => warnings.push(w) });
+    await load(e, 1500, 1);
+    for (let i = 0; i < 200 && !warnings.some((w) => w.includes('compaction postponed')); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(warnings.some((w) => w.includes('compaction postponed'))).toBe(true);
+    expect(e.failure).toBeUndefined();
+    expect(e.stats.compactions).toBe(0);
+    await expect(e.compactAll()).rejects.toMatchObject({ code: 'UNAVAILABLE' }); // and the engine goes on
+    expect(e.failure).toBeUndefined();
+    await check(e, 1500, 1);
+    away = false; // the StoC is back: the next try merges
+    for (let i = 0; i < 300 && e.stats.compactions === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(e.stats.compactions).toBeGreaterThan(0);
+    await load(e, 1500, 2);
+    await e.flush();
+    await check(e, 1500, 2);
+    expect(e.failure).toBeUndefined();
+    await e.close();
   });
 
   it('merges a declined job itself', async () => {
