@@ -6,7 +6,7 @@
  * EngineState.
  *
  * Order of effects, each crash-safe: the new log is written and synced; one MANIFEST edit binds
- * it and releases the old logs (with the session table, as a flush's does); only then are the
+ * it and releases the old logs (with what they said of client writes, as a flush's does); only then are the
  * old logs deleted. A crash before the edit replays the old logs (the new one, unbound, is
  * deleted at open); after it, the new one.
  */
