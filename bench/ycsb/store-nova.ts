@@ -53,9 +53,9 @@ export const nova: EngineAdapter = {
         return 'memtables flushed and every range compacted into its deepest level';
       },
       report: async () => {
-        const rows = (await client.stats()) as Array<{ range: number; dranges: number; loadImbalance?: number; minorReorganizations?: number; majorReorganizations?: number; mergesInsteadOfFlush?: number; lookupHits?: number; lookupMisses?: number; flushes: number; compactions: number; offloadedCompactions: number; idleCompactions?: number; maxJobsInParallel?: number; meanJobsInParallel?: number;
+        const rows = (await client.stats()) as Array<{ range: number; dranges: number; duplicatedDranges?: number; loadImbalance?: number; minorReorganizations?: number; majorReorganizations?: number; mergesInsteadOfFlush?: number; lookupHits?: number; lookupMisses?: number; flushes: number; compactions: number; offloadedCompactions: number; idleCompactions?: number; maxJobsInParallel?: number; meanJobsInParallel?: number;
           tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number }>;
-        return rows.map((r) => `range ${r.range}: ${r.dranges} Dranges (imbalance ${(r.loadImbalance ?? 0).toFixed(4)}; ` +
+        return rows.map((r) => `range ${r.range}: ${r.dranges} Dranges, ${r.duplicatedDranges ?? 0} duplicated (imbalance ${(r.loadImbalance ?? 0).toFixed(4)}; ` +
           `${r.minorReorganizations ?? 0} minor, ${r.majorReorganizations ?? 0} major reorganizations), ${r.flushes} flushes, ${r.mergesInsteadOfFlush ?? 0} merges instead of flush, ` +
           `lookup index ${r.lookupHits ?? 0} hits / ${r.lookupMisses ?? 0} misses, ${r.compactions} compactions (${r.offloadedCompactions} on StoCs, ${r.idleCompactions ?? 0} of L0 begun when writes paused; ` +
           `jobs at once: max ${r.maxJobsInParallel ?? 1}, mean ${(r.meanJobsInParallel ?? 1).toFixed(2)}); ` +
@@ -71,7 +71,7 @@ export const nova: EngineAdapter = {
             const d = (k: string): number => (a[k] ?? 0) - (b[k] ?? 0);
             const writes = d('imbalanceWrites');
             return `range ${range}: imbalance ${writes > 0 ? (d('imbalanceTimesWrites') / writes).toFixed(4) : '-'} over ${writes} counted writes, ` +
-              `${d('minorReorganizations')} minor and ${d('majorReorganizations')} major reorganizations, ${d('mergesInsteadOfFlush')} merges instead of flush, ${d('flushes')} flushes`;
+              `${d('minorReorganizations')} minor and ${d('majorReorganizations')} major reorganizations (${a.duplicatedDranges ?? 0} Dranges duplicated at the end), ${d('mergesInsteadOfFlush')} merges instead of flush, ${d('flushes')} flushes`;
           }).join('; ');
         };
       },

@@ -124,8 +124,10 @@ function mib(bytes: number): string {
 /** A range's figures in a line: its Dranges and their shares, reorganizations, compactions, stalls, memory. */
 function rangeLine(x: Record<string, unknown>): string {
   const n = (k: string): number => (typeof x[k] === 'number' ? x[k] as number : 0);
-  const shares = Array.isArray(x.drangeShares) ? (x.drangeShares as number[]).map((v) => `${Math.round(v * 100)}%`).join(' ') : '';
-  return `${n('dranges')} Dranges${shares ? ` (writes ${shares}; imbalance ${n('loadImbalance').toFixed(4)})` : ''}, ` +
+  const copies = Array.isArray(x.drangeCopies) ? x.drangeCopies as number[] : [];
+  // A duplicated Drange's share shows its copies: 40%×2.
+  const shares = Array.isArray(x.drangeShares) ? (x.drangeShares as number[]).map((v, i) => `${Math.round(v * 100)}%${(copies[i] ?? 1) > 1 ? `×${copies[i]}` : ''}`).join(' ') : '';
+  return `${n('dranges')} Dranges${shares ? ` (writes ${shares}; imbalance ${n('loadImbalance').toFixed(4)})` : ''}, ${n('duplicatedDranges')} duplicated, ` +
     `${n('minorReorganizations')} minor and ${n('majorReorganizations')} major reorganizations; ` +
     `${n('flushes')} flushes, ${n('compactions')} compactions (at once: max ${n('maxJobsInParallel')}, mean ${n('meanJobsInParallel').toFixed(2)}); ` +
     `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms); ` +

@@ -82,7 +82,7 @@ export const KNOBS: readonly Knob[] = [
   }),
   knob({
     key: 'ltcVariant', engine: true, flag: 'ltc-variant', type: 'choice', choices: ['nova', 'nova-r', 'nova-s'], default: 'nova',
-    meaning: 'the LTC: nova; or the paper\'s ablations (Figure 4.8), nova-r (a write goes to a random active memtable, no Dranges; gets search every memtable) and nova-s (Dranges cut once, no reorganization, no merge instead of flush, no lookup or range index)',
+    meaning: 'the LTC: nova; or the paper\'s ablations (Figure 4.8), nova-r (no Dranges: a write goes to any active memtable, in turn; gets search every memtable) and nova-s (Dranges cut once, no reorganization, no merge instead of flush, no lookup or range index)',
     tradeoff: 'nova-r, nova-s: for comparison only; they turn the features off whatever their own knobs say',
   }),
   knob({

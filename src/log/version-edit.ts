@@ -6,7 +6,7 @@
  * sessions (sessions.ts) when a flush releases logs. Replaying edits in order rebuilds the
  * tree exactly.
  *
- *   edit  = u8 version (3) | field*
+ *   edit  = u8 version (4) | field*
  *   field = u8 tag | fields of that tag        (tags never renumber)
  */
 import { ByteBuilder, readVarint } from '../common/coding.js';
@@ -17,8 +17,12 @@ import { NovaError } from '../common/errors.js';
  * 1: tags 1–7.
  * 2: tag 8, the client session table.
  * 3: tag 9, the Trange boundaries.
+ * 4: tag 10, active memtables per Drange (duplicated Dranges).
  */
-const EDIT_VERSION = 3;
+const EDIT_VERSION = 4;
+
+/** Active memtables one Drange may have: a bound on what an edit may claim. */
+export const MAX_DRANGE_COPIES = 1024;
 const TAG_NEXT_FILE = 1;
 const TAG_LAST_SEQUENCE = 2;
 const TAG_REMOVE_TABLE = 3;
@@ -28,6 +32,7 @@ const TAG_RELEASE_LOG = 6;
 const TAG_DRANGES = 7;
 const TAG_SESSIONS = 8;
 const TAG_TRANGES = 9;
+const TAG_COPIES = 10;
 
 /** Where a piece of a table's bytes lives: a StoC (or 0, a local directory) and a span. */
 export interface Fragment {
@@ -57,6 +62,8 @@ export interface VersionEdit {
   dranges?: Buffer[];
   /** The Tranges' boundaries, with the Dranges' (each Drange bound is one of them). */
   tranges?: Buffer[];
+  /** Active memtables per Drange, with new Drange bounds when some Drange has several. */
+  copies?: number[];
   /** The whole client session table (SessionTable.encode), replacing the one before. */
   sessions?: Buffer;
 }
@@ -75,6 +82,8 @@ export class ManifestState {
   bounds: Buffer[] = [];
   /** Trange bounds; undefined for a tree from before Tranges (each Drange one Trange). */
   tranges: Buffer[] | undefined;
+  /** Active memtables per Drange; undefined: one each. */
+  copies: number[] | undefined;
   sessions: Buffer | undefined;
   nextFile = 1;
   lastSequence = 0;
@@ -89,6 +98,7 @@ export class ManifestState {
     if (e.dranges !== undefined) {
       this.bounds = e.dranges;
       this.tranges = e.tranges;
+      this.copies = e.copies;
     }
     if (e.sessions !== undefined) this.sessions = e.sessions;
   }
@@ -100,6 +110,7 @@ export class ManifestState {
     e.boundLogs = [...this.logs].map(([memtable, log]) => ({ memtable, log }));
     if (this.bounds.length > 0) e.dranges = this.bounds;
     if (this.bounds.length > 0 && this.tranges) e.tranges = this.tranges;
+    if (this.bounds.length > 0 && this.copies) e.copies = this.copies;
     if (this.sessions !== undefined) e.sessions = this.sessions;
     e.nextFile = this.nextFile;
     e.lastSequence = this.lastSequence;
@@ -131,6 +142,10 @@ export function encodeEdit(e: VersionEdit): Buffer {
   if (e.tranges !== undefined) {
     out.u8(TAG_TRANGES); out.varint(e.tranges.length);
     for (const k of e.tranges) { out.varint(k.length); out.bytes(k); }
+  }
+  if (e.copies !== undefined) {
+    out.u8(TAG_COPIES); out.varint(e.copies.length);
+    for (const n of e.copies) out.varint(n);
   }
   return out.finish();
 }
@@ -201,6 +216,20 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
         if (version < 3) bad(tagAt, `has tag ${tag}, which version ${version} does not have`);
         e.tranges = keys('Trange bounds');
         break;
+      case TAG_COPIES: {
+        if (version < 4) bad(tagAt, `has tag ${tag}, which version ${version} does not have`);
+        const count = num();
+        if (count > b.length) bad(c.at, `claims ${count} Dranges' copies`);
+        e.copies = [];
+        for (let i = 0; i < count; i++) {
+          const at = c.at;
+          const n = num();
+          if (n < 1 || n > MAX_DRANGE_COPIES) bad(at, `gives a Drange ${n} active memtables`);
+          e.copies.push(n);
+        }
+        if (e.dranges !== undefined && e.copies.length !== e.dranges.length + 1) bad(tagAt, `gives ${count} Dranges copies, not ${e.dranges.length + 1}`);
+        break;
+      }
       case TAG_SESSIONS:
         if (version < 2) bad(tagAt, `has tag ${tag}, which version ${version} does not have`);
         e.sessions = bytes();

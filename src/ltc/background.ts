@@ -205,8 +205,8 @@ export function countScan(db: EngineState): void {
 }
 
 export async function flushAll(db: EngineState): Promise<void> {
-  for (let d = 0; d < db.memtables.activeCount; d++) {
-    if (db.memtables.active(d).entries > 0) await retire(db, d, false);
+  for (let d = 0; d < db.memtables.dranges; d++) {
+    if (db.memtables.actives(d).some((m) => m.entries > 0)) await retire(db, d, false);
   }
   // Until a background run finds nothing to do (one may be under way already). A manual
   // compaction in the compaction loop's place is not waited for: it may take minutes, and

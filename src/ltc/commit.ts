@@ -88,7 +88,7 @@ export async function commitRound(db: EngineState): Promise<void> {
   if (db.inFlight.rounds === 0) db.assigned = db.lastSequence;
   const first = db.assigned + 1;
   let next = first;
-  const toApply: Array<{ batch: WriteBatch; first: number; home: Memtable }> = [];
+  const toApply: Array<{ batch: WriteBatch; first: number; home: Memtable; homeDrange: number }> = [];
   let appended: Promise<unknown>;
   try {
     // One append per log for the whole group: a remote log (LogC) then costs one round
@@ -98,14 +98,14 @@ export async function commitRound(db: EngineState): Promise<void> {
       const firstKey = w.batch.firstKey();
       if (firstKey === undefined) continue;
       // The whole batch is one record in the log of its first key's memtable: atomic.
-      // (Nova-LSM-R: a random active memtable takes the whole batch.)
-      const set = db.memtables;
-      const home = set.active(set.random ? Math.floor(Math.random() * set.activeCount) : set.drangeOf(firstKey));
+      // (A duplicated Drange, as Nova-LSM-R's one Drange, gives its copies batches in turn.)
+      const homeDrange = db.memtables.drangeOf(firstKey);
+      const home = db.memtables.pick(homeDrange);
       const log = db.logs.get(home.id)!;
       let records = perLog.get(log);
       if (!records) perLog.set(log, records = []);
       records.push(w.batch.encode(home.id, next, w.ticket?.ref));
-      toApply.push({ batch: w.batch, first: next, home });
+      toApply.push({ batch: w.batch, first: next, home, homeDrange });
       next += w.batch.count;
     }
     const sync = group.some((w) => w.sync);
@@ -134,10 +134,11 @@ export async function commitRound(db: EngineState): Promise<void> {
     try {
       const counting = db.options.activeMemtables > 1;
       const lookup = db.lookup;
-      for (const { batch, first: seq0, home } of toApply) {
+      for (const { batch, first: seq0, home, homeDrange } of toApply) {
         let seq = seq0;
         batch.forEach((type, key, value) => {
-          const m = db.memtables.random ? home : db.memtables.active(db.memtables.drangeOf(key));
+          const d = db.memtables.drangeOf(key);
+          const m = d === homeDrange ? home : db.memtables.current(d);
           m.add(seq++, type, key, value);
           if (m !== home) db.memtables.link(home, m);
           if (counting) countWrite(db, key);

@@ -46,10 +46,29 @@ export function boundsFromSample(sorted: readonly Uint8Array[], count: number): 
 /**
  * A range's write layout: its Tranges' split keys, and which of them are also Drange bounds
  * (indexes into `tranges`, ascending). Drange d holds Tranges first(d) .. first(d + 1) − 1.
+ * `copies`: active memtables per Drange (absent: one each). A Drange of one key written more
+ * than a Drange's share is duplicated: it has several, and its writes are spread over them.
  */
 export interface Layout {
   tranges: Buffer[];
   dranges: number[];
+  copies?: number[];
+}
+
+/** Active memtables per Drange of `layout`. */
+export function copiesOf(layout: Layout): number[] {
+  return layout.copies ?? new Array(layout.dranges.length + 1).fill(1);
+}
+
+/** The Drange bounds of a Drange holding `key` alone: [key, key + 0x00). */
+export function pointAfter(key: Uint8Array): Buffer {
+  return Buffer.concat([key, Buffer.alloc(1)]);
+}
+
+/** Writes per active memtable: each Drange's load spread evenly over its copies, a slot per copy. */
+export function slotLoads(layout: Layout, writes: readonly number[]): number[] {
+  const copies = copiesOf(layout);
+  return drangeLoads(layout, writes).flatMap((l, d) => new Array(copies[d]).fill(l / copies[d]));
 }
 
 /** The Drange bounds of `layout`, as keys. */
@@ -74,7 +93,10 @@ export function drangeLoads(layout: Layout, writes: readonly number[]): number[]
   return out;
 }
 
-/** The paper's load imbalance: the standard deviation of the Dranges' shares of writes (0: even). */
+/**
+ * The paper's load imbalance: the standard deviation of the shares of writes of `loads` (0:
+ * even), one per Drange, or per slot (slotLoads) where Dranges are duplicated.
+ */
 export function imbalance(loads: readonly number[]): number {
   const total = loads.reduce((a, b) => a + b, 0);
   if (total === 0 || loads.length < 2) return 0;
@@ -104,77 +126,104 @@ export type Reorganization =
 
 /**
  * Whether the Dranges of `layout` need reorganizing, given the writes per Trange since the
- * last reorganization. Minor: while the hottest Drange is `hot` above its fair share, hand
- * one of its edge Tranges to the neighbour on that side if that lowers the larger of the two
- * loads (each Drange keeps one Trange at least). Major: too many Dranges are off (more than
- * one, and more than offShare of them), or the hot Drange cannot be cooled by moving Tranges
- * (one Trange holds too much).
+ * last reorganization. θ counts a duplicated Drange once per copy, and its load is spread over
+ * its copies. Minor: while the hottest Drange is `hot` above its fair share, hand one of its
+ * edge Tranges to the neighbour on that side if that lowers the larger of the two loads (each
+ * Drange keeps one Trange at least; a duplicated Drange, one key, neither gives nor takes).
+ * Major: too many Dranges are off (more than one, and more than offShare of them), or the hot
+ * Drange cannot be cooled by moving Tranges (one Trange holds too much).
  */
 export function planReorganization(layout: Layout, writes: readonly number[], o: ReorgOptions = REORG): Reorganization {
-  const theta = layout.dranges.length + 1;
-  const loads = drangeLoads(layout, writes);
-  const total = loads.reduce((a, b) => a + b, 0);
+  const copies = copiesOf(layout);
+  const slots = slotLoads(layout, writes);
+  const theta = slots.length;
+  const total = slots.reduce((a, b) => a + b, 0);
   if (theta < 2 || total < o.minWrites) return { kind: 'none' };
   const fair = total / theta;
-  const off = loads.filter((l) => Math.abs(l - fair) > o.off * fair).length;
+  const off = slots.filter((l) => Math.abs(l - fair) > o.off * fair).length;
   const hotLimit = fair * (1 + o.hot);
   // A lone Drange off is the hot one (the others share its excess): minor first.
   if (off > Math.max(1, o.offShare * theta)) return { kind: 'major' };
-  if (Math.max(...loads) <= hotLimit) return { kind: 'none' };
+  if (Math.max(...slots) <= hotLimit) return { kind: 'none' };
   const bounds = [...layout.dranges];
+  const perCopy = (b: number[]): number[] => drangeLoads({ tranges: layout.tranges, dranges: b }, writes).map((l, d) => l / copies[d]);
   let moved = 0;
   for (let step = 0; step <= layout.tranges.length; step++) {
     const f = [0, ...bounds.map((i) => i + 1), layout.tranges.length + 1];
-    const load = drangeLoads({ tranges: layout.tranges, dranges: bounds }, writes);
+    const load = perCopy(bounds);
     const d = load.indexOf(Math.max(...load));
     if (load[d] <= hotLimit) break;
-    if (f[d + 1] - f[d] < 2) break; // one Trange left: moving cannot cool it
+    if (f[d + 1] - f[d] < 2 || copies[d] > 1) break; // one Trange left: moving cannot cool it
     // To the left: the Drange's first Trange joins d − 1. To the right: its last joins d + 1.
-    const left = d > 0 ? Math.max(load[d - 1] + writes[f[d]], load[d] - writes[f[d]]) : Infinity;
-    const right = d < theta - 1 ? Math.max(load[d + 1] + writes[f[d + 1] - 1], load[d] - writes[f[d + 1] - 1]) : Infinity;
+    const left = d > 0 && copies[d - 1] === 1 ? Math.max(load[d - 1] + writes[f[d]], load[d] - writes[f[d]]) : Infinity;
+    const right = d < load.length - 1 && copies[d + 1] === 1 ? Math.max(load[d + 1] + writes[f[d + 1] - 1], load[d] - writes[f[d + 1] - 1]) : Infinity;
     if (Math.min(left, right) >= load[d]) break;
     if (left <= right) bounds[d - 1]++;
     else bounds[d]--;
     moved++;
   }
-  const after = drangeLoads({ tranges: layout.tranges, dranges: bounds }, writes);
-  if (Math.max(...after) > hotLimit) return { kind: 'major' };
+  if (Math.max(...perCopy(bounds)) > hotLimit) return { kind: 'major' };
   return { kind: 'minor', dranges: bounds, moved };
 }
 
 /**
  * Dranges and Tranges cut again from `sample` (recent written user keys, ascending, repeats
- * kept: a key written often appears often): up to θ Dranges of about equal shares of the
- * sample, each cut into up to γ Tranges the same way. Fewer where the sample has too few
- * distinct keys (a key hotter than a Drange's share makes its Drange hold it alone, as close
- * as bounds can come to it).
+ * kept: a key written often appears often): θ active memtables' worth of Dranges of about
+ * equal shares of the sample, each cut into up to γ Tranges the same way. A key with a
+ * Drange's share or more gets a Drange of its own, [key, key + 0x00), with a copy (an active
+ * memtable) per Drange's share it has; the other Dranges share the rest. Fewer Dranges where
+ * the sample has too few distinct keys.
  */
 export function recut(sample: readonly Buffer[], theta: number, gamma: number): Layout {
   if (sample.length === 0) return { tranges: [], dranges: [] };
-  const dbounds: Buffer[] = [];
-  for (const b of boundsFromSample(sample, theta)) {
-    dbounds.push(b);
-    // A key with a Drange's share or more gets a Drange of its own: the next key bounds it.
-    const first = sample.findIndex((k) => k.equals(b));
-    let end = first;
-    while (end < sample.length && sample[end].equals(b)) end++;
-    if ((end - first) * theta >= sample.length && end < sample.length) dbounds.push(sample[end]);
+  // The hot keys: each with copies ≈ its share × θ, at least one.
+  const hot = new Map<string, number>();
+  for (let i = 0; i < sample.length;) {
+    let end = i;
+    while (end < sample.length && sample[end].equals(sample[i])) end++;
+    const c = Math.round(((end - i) * theta) / sample.length);
+    if ((end - i) * theta >= sample.length) hot.set(sample[i].toString('latin1'), Math.max(1, c));
+    i = end;
   }
+  const hotCopies = [...hot.values()].reduce((a, b) => a + b, 0);
+  // The others' Dranges: the slots the hot keys leave, cut from the rest of the sample.
+  const rest = sample.filter((k) => !hot.has(k.toString('latin1')));
+  const dbounds: Buffer[] = rest.length > 0 ? boundsFromSample(rest, Math.max(1, theta - hotCopies)) : [];
+  for (const h of hot.keys()) {
+    const k = Buffer.from(h, 'latin1');
+    dbounds.push(k, pointAfter(k));
+  }
+  dbounds.sort(Buffer.compare);
+  // No Drange without a sampled key: a bound is kept when a key lies between it and the last kept.
+  const bounds: Buffer[] = [];
+  let at = 0;
+  for (const b of dbounds) {
+    let next = at;
+    while (next < sample.length && Buffer.compare(sample[next], b) < 0) next++;
+    if (next > at) bounds.push(b);
+    at = next;
+  }
+  if (at === sample.length) bounds.pop(); // nor after the last
   const tranges: Buffer[] = [];
   const dranges: number[] = [];
+  const copies: number[] = [];
   let from = 0;
-  for (let d = 0; d <= dbounds.length; d++) {
-    const b = dbounds[d];
+  for (let d = 0; d <= bounds.length; d++) {
+    const b = bounds[d];
     let to = from;
     while (to < sample.length && (!b || Buffer.compare(sample[to], b) < 0)) to++;
     if (to > from) tranges.push(...boundsFromSample(sample.slice(from, to), gamma));
+    const only = to > from && sample[from].equals(sample[to - 1]) ? hot.get(sample[from].toString('latin1')) : undefined;
+    copies.push(only ?? 1);
     if (b) {
       tranges.push(b);
       dranges.push(tranges.length - 1);
     }
     from = to;
   }
-  return { tranges, dranges };
+  // Hot keys cut the others' Dranges in two: give back copies until θ memtables are active.
+  for (let over = copies.reduce((a, b) => a + b, 0) - theta; over > 0 && Math.max(...copies) > 1; over--) copies[copies.indexOf(Math.max(...copies))]--;
+  return copies.some((c) => c > 1) ? { tranges, dranges, copies } : { tranges, dranges };
 }
 
 /** The layout of Drange bounds `bounds` with each Drange one Trange (a tree from before Tranges). */

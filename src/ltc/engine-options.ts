@@ -107,7 +107,7 @@ export interface EngineOptions {
   checkIndexes?: boolean;
   /**
    * nova, or an ablation (the knob ltcVariant): nova-s turns off reorganization, merge instead
-   * of flush and both indexes; nova-r too, and sends each write to a random active memtable.
+   * of flush and both indexes; nova-r too, and has one Drange whose α active memtables take writes in turn.
    */
   ltcVariant?: LtcVariant;
   /** Scans merge only the sources of each Drange's interval (read-path.ts scanInto; the knob rangeIndex). */

@@ -67,9 +67,14 @@ export interface EngineStats {
   idleCompactions: number;
   /** Each Drange's share of the writes counted since the last reorganization (α > 1). */
   drangeShares: number[];
+  /** Each Drange's active memtables (several: a duplicated Drange, one hot key). */
+  drangeCopies: number[];
+  /** Dranges duplicated now. */
+  duplicatedDranges: number;
   /**
-   * The paper's load imbalance: the standard deviation of the Dranges' shares of writes, over
-   * each stretch between reorganizations, weighted by its writes (0: even).
+   * The paper's load imbalance: the standard deviation of the Dranges' shares of writes (a
+   * duplicated Drange's spread over its copies), over each stretch between reorganizations,
+   * weighted by its writes (0: even).
    */
   loadImbalance: number;
   /** Its parts, so a stretch's imbalance is the difference of two readings' ratios: Σ imbalance × writes, and Σ writes. */
@@ -293,7 +298,7 @@ export class Engine {
       lookupHits: lk?.counters.hits ?? 0, lookupMisses: lk?.counters.misses ?? 0, lookupKeys: lk?.size ?? 0, lookupBytes: lk?.bytes ?? 0, lookupComplete: lk?.complete ?? false,
       memtablesPerGet: per(r.getMemtables, r.gets), l0TablesPerGet: per(r.getTables, r.gets), memtablesPerScan: per(r.scanMemtables, r.scans), l0TablesPerScan: per(r.scanTables, r.scans),
       mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount,
-      drangeShares: load.shares, loadImbalance: load.imbalance, imbalanceTimesWrites: load.weighted, imbalanceWrites: load.writes, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
+      drangeShares: load.shares, drangeCopies: load.copies, duplicatedDranges: load.copies.filter((n) => n > 1).length, loadImbalance: load.imbalance, imbalanceTimesWrites: load.weighted, imbalanceWrites: load.writes, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       memoryBudgetBytes: this.db.options.memoryBudgetBytes,

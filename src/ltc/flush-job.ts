@@ -22,13 +22,13 @@ export async function flushGroup(db: EngineState, group: Memtable[]): Promise<vo
   const edit = emptyEdit();
   const added: LiveTable[] = [];
   const tableOf = new Map<Memtable, number>();
-  // Nova-LSM-R: a group's memtables hold versions of the same keys in any order: one table.
-  const one = db.memtables.random && group.length > 1 ? [combined(group)] : undefined;
-  for (const m of one ?? group) {
+  // Twins hold versions of the same keys in any order: they make one table.
+  for (const unit of db.memtables.flushUnits(group)) {
+    const m = unit.length === 1 ? unit[0] : combined(unit);
     if (m.entries > 0) {
       const t = await writeL0(db, m);
       added.push(t);
-      tableOf.set(m, t.meta.file);
+      for (const u of unit) tableOf.set(u, t.meta.file);
     }
   }
   for (const m of group) edit.releasedLogs.push(m.id);

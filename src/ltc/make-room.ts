@@ -10,7 +10,7 @@ import { syncDir } from '../common/files.js';
 import { emptyEdit, type VersionEdit } from '../log/version-edit.js';
 import { Memtable } from '../memtable/memtable.js';
 import { background, kick } from './background.js';
-import { drangeBounds } from './dranges.js';
+import { copiesOf, drangeBounds } from './dranges.js';
 import { installLayout, nextLayout } from './reorganization.js';
 import { EngineState } from './engine-state.js';
 import { logEdit } from './version-set.js';
@@ -111,8 +111,8 @@ export async function makeRoom(db: EngineState): Promise<void> {
 }
 
 /**
- * Gives Drange `d` a fresh active memtable and log (bound in the MANIFEST before any write
- * goes to it); the old one waits for its flush. With α > 1 and no Dranges yet, a full
+ * Gives Drange `d` fresh active memtables and logs (bound in the MANIFEST before any write
+ * goes to them); the old ones wait for their flush. With α > 1 and no Dranges yet, a full
  * memtable (`learn`) cuts the key space into Dranges from a sample of its keys instead.
  */
 export async function retire(db: EngineState, d: number, learn: boolean): Promise<void> {
@@ -124,44 +124,43 @@ export async function retire(db: EngineState, d: number, learn: boolean): Promis
 }
 
 export async function switchMemtables(db: EngineState, d: number, learn: boolean): Promise<void> {
-  const old = db.memtables.active(d);
+  const set = db.memtables;
+  const old = set.actives(d);
   const edit = emptyEdit();
-  if (db.memtables.random) {
-    // Nova-LSM-R: the actives hold any keys, so they retire (and later flush) together.
-    const retired = db.memtables.activeAll();
-    const fresh: Memtable[] = [];
-    for (let i = 0; i < retired.length; i++) fresh.push(await newMemtable(db, edit));
-    syncDir(db.dir);
-    edit.nextFile = db.nextFile;
-    await logEdit(db, edit);
-    db.memtables.retireAll(fresh);
-    for (const m of retired) await closeLog(db, m);
-    return;
-  }
-  const next = learn ? nextLayout(db, old) : undefined;
+  const full = old.reduce((a, b) => (b.approximateBytes > a.approximateBytes ? b : a));
+  const next = learn ? nextLayout(db, full) : undefined;
   if (!next) {
-    const fresh = await newMemtable(db, edit);
-    syncDir(db.dir); // the log exists before the MANIFEST names it: recovery insists on it
+    // A duplicated Drange's copies retire together (memtable-set.ts).
+    const fresh: Memtable[] = [];
+    for (let i = 0; i < old.length; i++) fresh.push(await newMemtable(db, edit));
+    syncDir(db.dir); // the logs exist before the MANIFEST names them: recovery insists on it
     edit.nextFile = db.nextFile;
     await logEdit(db, edit);
-    db.memtables.retire(d, fresh);
-    await closeLog(db, old);
+    set.retire(d, fresh);
+    for (const m of old) await closeLog(db, m);
     return;
   }
-  // New Dranges: those whose interval is not one of today's get fresh memtables, and so does
-  // the full one's; the others keep theirs (memtable-set.ts reorganize).
+  // New Dranges: those whose interval or copies are not one of today's get fresh memtables,
+  // and so does the full one's; the others keep theirs (memtable-set.ts reorganize).
   const bounds = drangeBounds(next.layout);
-  const fresh = new Map<number, Memtable>();
-  const same = db.memtables.unchanged(bounds);
-  for (let j = 0; j <= bounds.length; j++) if (same[j] < 0 || same[j] === d) fresh.set(j, await newMemtable(db, edit));
+  const copies = copiesOf(next.layout);
+  const fresh = new Map<number, Memtable[]>();
+  const same = set.unchanged(bounds, copies);
+  for (let j = 0; j <= bounds.length; j++) {
+    if (same[j] >= 0 && same[j] !== d) continue;
+    const ms: Memtable[] = [];
+    for (let i = 0; i < copies[j]; i++) ms.push(await newMemtable(db, edit));
+    fresh.set(j, ms);
+  }
   syncDir(db.dir);
   edit.dranges = bounds;
   edit.tranges = next.layout.tranges;
+  if (next.layout.copies) edit.copies = next.layout.copies;
   edit.nextFile = db.nextFile;
   await logEdit(db, edit);
-  const kept = new Set(same.filter((i, j) => i >= 0 && !fresh.has(j)).map((i) => db.memtables.active(i)));
-  const retired = db.memtables.activeAll().filter((m) => !kept.has(m));
-  db.memtables.reorganize(bounds, fresh);
+  const kept = new Set(same.flatMap((i, j) => (i >= 0 && !fresh.has(j) ? set.actives(i) : [])));
+  const retired = set.activeAll().filter((m) => !kept.has(m));
+  set.reorganize(bounds, fresh);
   installLayout(db, next);
   for (const m of retired) await closeLog(db, m);
 }

@@ -23,8 +23,9 @@ import { logEdit } from './version-set.js';
 /**
  * The Drange `group` (a nextFlush group) may be merged in instead of flushed, or −1: merging
  * is on, every memtable of the group is immutable, listed under that one Drange alone and
- * shares no log record with another, together they hold fewer than mergeUnderKeys keys, and
- * no parked memtable among them has grown to a memtable's bytes.
+ * shares no log record with a memtable outside it (twins go whole), together they hold
+ * fewer than mergeUnderKeys keys, and no parked memtable among them has grown to a
+ * memtable's bytes.
  */
 export function mergeableDrange(db: EngineState, group: readonly Memtable[]): number {
   const n = db.options.mergeUnderKeys;
@@ -33,7 +34,7 @@ export function mergeableDrange(db: EngineState, group: readonly Memtable[]): nu
   const dranges = new Set<number>();
   for (const m of group) {
     const d = set.drangesOf(m);
-    if (d.length !== 1 || set.isActive(m) || set.isLinked(m)) return -1;
+    if (d.length !== 1 || set.isActive(m) || set.linkedOutside(m, group)) return -1;
     dranges.add(d[0]);
   }
   if (dranges.size !== 1) return -1;

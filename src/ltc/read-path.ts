@@ -45,6 +45,7 @@ function indexedGet(db: EngineState, index: LookupIndex, key: Uint8Array, seq: n
   if (place.kind === 'deeper') return deeper(db, key, seq);
   // Not found there at `seq`: its newest version came after this read began; search all.
   if (place.kind === 'memtable') {
+    if (db.memtables.isTwin(place.memtable)) return UNKNOWN; // its twins may hold a version between
     db.searched.getMemtables++;
     const r = place.memtable.get(key, seq);
     return r ? (r.type === 'put' ? Buffer.from(r.value) : undefined) : UNKNOWN;
@@ -58,11 +59,13 @@ function indexedGet(db: EngineState, index: LookupIndex, key: Uint8Array, seq: n
 
 /** Every memtable of the key's Drange, newest first, then L0 newest first, then deeper. */
 function searchAll(db: EngineState, key: Uint8Array, seq: number, count: boolean): Buffer | undefined {
-  if (db.memtables.random) {
-    // Nova-LSM-R: any memtable may hold the newest version: read them all, keep the newest.
+  const d = db.memtables.drangeOf(key);
+  if (db.memtables.mixed(d)) {
+    // Twins (a duplicated Drange's copies) hold a key's versions interleaved: read every
+    // memtable of the Drange, keep the newest.
     let newest: Memtable | undefined;
     let at = -1;
-    for (const m of db.memtables.forKey(key)) {
+    for (const m of db.memtables.list(d)) {
       if (count) db.searched.getMemtables++;
       const s = m.sequenceOf(key, seq);
       if (s > at) [newest, at] = [m, s];
@@ -70,7 +73,7 @@ function searchAll(db: EngineState, key: Uint8Array, seq: number, count: boolean
     const r = newest?.get(key, seq);
     if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;
   } else {
-    for (const m of db.memtables.forKey(key)) {
+    for (const m of db.memtables.list(d)) {
       if (count) db.searched.getMemtables++;
       const r = m.get(key, seq);
       if (r) return r.type === 'put' ? Buffer.from(r.value) : undefined;

@@ -11,7 +11,7 @@ import { readLog } from '../log/log-format.js';
 import { decodeEdit, emptyEdit, ManifestState } from '../log/version-edit.js';
 import { decodeBatch } from '../log/write-batch.js';
 import { Memtable } from '../memtable/memtable.js';
-import { drangeOf, type Layout, layoutOf } from './dranges.js';
+import { copiesOf, drangeOf, type Layout, layoutOf } from './dranges.js';
 import { LookupIndex } from './lookup-index.js';
 import { EngineState, type LiveTable } from './engine-state.js';
 import { writeL0 } from './flush-job.js';
@@ -67,11 +67,18 @@ export async function recover(db: EngineState): Promise<void> {
   db.manifest = await db.env.manifests.create(manifestFile);
   db.manifestState = new ManifestState();
   const snapshot = emptyEdit();
-  // Nova-LSM-R keeps α active memtables and no Dranges (a tree with Dranges cannot open so).
+  const where = current?.name ?? 'MANIFEST';
+  const layout = layoutFrom(state.tranges, bounds, state.copies, where);
+  // Nova-LSM-R is one Drange with α copies (a tree with Dranges cannot open so).
   const random = db.options.ltcVariant === 'nova-r';
-  if (random && bounds.length > 0) throw new NovaError('BAD_ARGUMENT', `${current?.name ?? 'MANIFEST'}: this range has Dranges; ltcVariant nova-r cannot open it`);
-  const fresh: Memtable[] = [];
-  for (let i = 0; i < (random ? db.options.activeMemtables : bounds.length + 1); i++) fresh.push(await newMemtable(db, snapshot));
+  if (random && bounds.length > 0) throw new NovaError('BAD_ARGUMENT', `${where}: this range has Dranges; ltcVariant nova-r cannot open it`);
+  const copies = random ? [db.options.activeMemtables] : copiesOf(layout);
+  const fresh: Memtable[][] = [];
+  for (const n of copies) {
+    const ms: Memtable[] = [];
+    for (let i = 0; i < n; i++) ms.push(await newMemtable(db, snapshot));
+    fresh.push(ms);
+  }
   syncDir(db.dir);
   snapshot.added.push(...db.levels.flat().map((t) => t.meta));
   // Old logs stay bound until their entries are in a table (below); empty ones need not.
@@ -79,18 +86,19 @@ export async function recover(db: EngineState): Promise<void> {
   if (replayed) for (const [memtable, log] of logs) snapshot.boundLogs.push({ memtable, log });
   if (bounds.length > 0) snapshot.dranges = bounds;
   if (bounds.length > 0 && state.tranges) snapshot.tranges = state.tranges;
+  if (bounds.length > 0 && state.copies) snapshot.copies = state.copies;
   snapshot.sessions = db.sessions.encode();
   snapshot.nextFile = db.nextFile;
   snapshot.lastSequence = db.lastSequence;
   await logEdit(db, snapshot);
   await db.env.manifests.install(manifestFile);
   db.manifestInstalled = true;
-  db.memtables = new MemtableSet(bounds, fresh, random);
-  db.layout = layoutFrom(state.tranges, bounds, current?.name ?? 'MANIFEST');
+  db.memtables = new MemtableSet(bounds, fresh);
+  db.layout = layout;
   db.trangeWrites = new Array(db.layout.tranges.length + 1).fill(0);
   // The tree's Dranges come from its MANIFEST, whatever α this open asks for; δ must leave
   // room for one immutable memtable beside their active ones.
-  db.memtableLimit = Math.max(db.options.maxMemtables, fresh.length + 1);
+  db.memtableLimit = Math.max(db.options.maxMemtables, fresh.flat().length + 1);
   // What the replayed logs held becomes L0 tables, recorded in one edit that also
   // releases the logs (a crash before it leaves unrecorded tables, deleted next open).
   if (replayed) {
@@ -129,13 +137,18 @@ function buildLookup(db: EngineState): LookupIndex {
   return index;
 }
 
-/** The layout a MANIFEST states: its Tranges with the Dranges among them, or one Trange per Drange (before Tranges). */
-function layoutFrom(tranges: Buffer[] | undefined, bounds: Buffer[], where: string): Layout {
-  if (!tranges) return layoutOf(bounds);
+/**
+ * The layout a MANIFEST states: its Tranges with the Dranges among them (or one Trange per
+ * Drange, before Tranges), and each Drange's copies.
+ */
+function layoutFrom(tranges: Buffer[] | undefined, bounds: Buffer[], copies: number[] | undefined, where: string): Layout {
+  if (copies && copies.length !== bounds.length + 1) throw new NovaError('CORRUPTION', `${where}: it gives ${copies.length} Dranges copies, not ${bounds.length + 1}`);
+  const withCopies = (l: Layout): Layout => (copies ? { ...l, copies } : l);
+  if (!tranges) return withCopies(layoutOf(bounds));
   const dranges = bounds.map((b) => tranges.findIndex((t) => t.equals(b)));
   for (let i = 0; i < tranges.length; i++) {
     if (i > 0 && Buffer.compare(tranges[i - 1], tranges[i]) >= 0) throw new NovaError('CORRUPTION', `${where}: its Trange bounds are not ascending`);
   }
   if (dranges.some((i) => i < 0)) throw new NovaError('CORRUPTION', `${where}: a Drange bound is not among its Trange bounds`);
-  return { tranges, dranges };
+  return withCopies({ tranges, dranges });
 }

@@ -7,7 +7,7 @@
  */
 import { TRAILER_BYTES } from '../common/internal-key.js';
 import type { Memtable } from '../memtable/memtable.js';
-import { type Layout, REORG, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut } from './dranges.js';
+import { type Layout, REORG, copiesOf, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, slotLoads } from './dranges.js';
 import type { EngineState } from './engine-state.js';
 
 /** Majors in a row beyond which the wait for the next stops doubling (64 times the first). */
@@ -32,7 +32,7 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
   const α = db.options.activeMemtables;
   const γ = db.options.trangesPerDrange;
   // A merge under way places its memtable by today's Dranges: they change at a later retire.
-  if (α <= 1 || db.memtables.random || db.merging) return undefined;
+  if (α <= 1 || db.options.ltcVariant === 'nova-r' || db.merging) return undefined;
   const want = α * γ * SAMPLES_PER_TRANGE;
   if (db.memtables.dranges === 1) {
     const layout = recut(sampleKeys(full, want), α, γ);
@@ -44,7 +44,7 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
   const plan = planReorganization(db.layout, db.trangeWrites, { ...REORG, minWrites });
   const counted = db.trangeWrites.reduce((a, b) => a + b, 0);
   if (plan.kind !== 'major' && counted >= minWrites) db.majorStreak = 0; // a calm stretch
-  if (plan.kind === 'minor') return { layout: { tranges: db.layout.tranges, dranges: plan.dranges }, why: 'minor' };
+  if (plan.kind === 'minor') return { layout: { ...db.layout, dranges: plan.dranges }, why: 'minor' };
   if (plan.kind === 'none') return undefined;
   // Majors that keep following majors (keys written in ascending order: every cut is passed
   // at once) wait twice as long each time, so they cost a few memtables, not one per retire.
@@ -53,7 +53,7 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
   const entries = mems.reduce((n, m) => n + m.entries, 0);
   const sample = mems.flatMap((m) => sampleKeys(m, Math.ceil((want * m.entries) / Math.max(1, entries)))).sort(Buffer.compare);
   const layout = recut(sample, α, γ);
-  if (layout.dranges.length === 0 || sameBounds(drangeBounds(layout), drangeBounds(db.layout))) {
+  if (layout.dranges.length === 0 || sameLayout(layout, db.layout)) {
     windowEnds(db); // the memtables cannot show a better cut: count afresh rather than ask again at once
     return undefined;
   }
@@ -74,26 +74,30 @@ export function installLayout(db: EngineState, next: NextLayout): void {
 
 /** Folds the writes counted since the last reorganization into the run's imbalance, and starts afresh. */
 function windowEnds(db: EngineState): void {
-  const loads = drangeLoads(db.layout, db.trangeWrites);
+  const loads = slotLoads(db.layout, db.trangeWrites);
   const writes = loads.reduce((a, b) => a + b, 0);
   db.counts.imbalanceSum += imbalance(loads) * writes;
   db.counts.imbalanceWrites += writes;
   db.trangeWrites.fill(0);
 }
 
-/** Each Drange's share of the writes counted since the last reorganization, and the run's imbalance (write-weighted). */
-export function loadReport(db: EngineState): { shares: number[]; imbalance: number; weighted: number; writes: number } {
+/**
+ * Each Drange's share of the writes counted since the last reorganization, its copies, and the
+ * run's imbalance (write-weighted, over copies: a duplicated Drange's writes spread over them).
+ */
+export function loadReport(db: EngineState): { shares: number[]; copies: number[]; imbalance: number; weighted: number; writes: number } {
   const loads = drangeLoads(db.layout, db.trangeWrites);
   const writes = loads.reduce((a, b) => a + b, 0);
-  const sum = db.counts.imbalanceSum + imbalance(loads) * writes;
+  const sum = db.counts.imbalanceSum + imbalance(slotLoads(db.layout, db.trangeWrites)) * writes;
   const all = db.counts.imbalanceWrites + writes;
   // One Drange takes every write (uncounted with α = 1).
   const shares = loads.length === 1 ? [1] : loads.map((l) => (writes ? l / writes : 0));
-  return { shares, imbalance: all ? sum / all : 0, weighted: sum, writes: all };
+  return { shares, copies: copiesOf(db.layout), imbalance: all ? sum / all : 0, weighted: sum, writes: all };
 }
 
-function sameBounds(a: readonly Buffer[], b: readonly Buffer[]): boolean {
-  return a.length === b.length && a.every((k, i) => k.equals(b[i]));
+function sameLayout(a: Layout, b: Layout): boolean {
+  const [x, y] = [drangeBounds(a), drangeBounds(b)];
+  return x.length === y.length && x.every((k, i) => k.equals(y[i])) && copiesOf(a).join() === copiesOf(b).join();
 }
 
 /** About `count` user keys of `mem`, evenly spaced over its entries (a key with many versions more often), ascending. */

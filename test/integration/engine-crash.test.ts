@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
+import { hotKeyOf } from '../fixtures/hot-keys.js';
 import { ROOT } from '../helpers/peer-process.js';
 import { rng } from '../helpers/rng.js';
 import { tempDirs } from '../helpers/temp.js';
@@ -25,7 +26,7 @@ interface WriterConfig {
 }
 
 /** Runs the writer from `first`, kills it after `ms`, returns the acknowledged indexes. */
-async function runAndKill(c: WriterConfig, first: number, ms: number, sync: boolean): Promise<{ acked: number[]; reorganized: number; merged: number; parallel: number }> {
+async function runAndKill(c: WriterConfig, first: number, ms: number, sync: boolean): Promise<{ acked: number[]; reorganized: number; merged: number; parallel: number; duplicated: number }> {
   const args = [WRITER, c.dir, String(first), sync ? '1' : '0', String(c.alpha), String(c.depth), c.hot ? '1' : '0'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
@@ -34,6 +35,7 @@ async function runAndKill(c: WriterConfig, first: number, ms: number, sync: bool
   let reorganized = 0;
   let merged = 0;
   let parallel = 0;
+  let duplicated = 0;
   let ready!: () => void;
   const started = new Promise<void>((resolve) => { ready = resolve; });
   createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -41,6 +43,7 @@ async function runAndKill(c: WriterConfig, first: number, ms: number, sync: bool
     else if (line.startsWith('reorganized ')) reorganized = Number(line.slice(12));
     else if (line.startsWith('merged ')) merged = Number(line.slice(7));
     else if (line.startsWith('parallel ')) parallel = Number(line.slice(9));
+    else if (line.startsWith('duplicated ')) duplicated = Number(line.slice(11));
     else acked.push(Number(line));
   });
   // 'close', not 'exit': what it wrote before it died and is in the pipe is read by then.
@@ -50,13 +53,13 @@ async function runAndKill(c: WriterConfig, first: number, ms: number, sync: bool
   child.kill('SIGKILL');
   await exited;
   if (acked.length === 0 && stderr) throw new Error(`writer failed: ${stderr}`);
-  return { acked, reorganized, merged, parallel };
+  return { acked, reorganized, merged, parallel, duplicated };
 }
 
 describe.each([
   { alpha: 1, depth: 1, hot: false },
   { alpha: 4, depth: 8, hot: false }, // Dranges, batches across them, group commits and background flushes
-  { alpha: 4, depth: 8, hot: true }, // and a Drange of hot keys, whose memtables merge instead of flushing
+  { alpha: 4, depth: 8, hot: true }, // and hot keys: memtables merged instead of flushed, a duplicated Drange
 ])('engine crash safety (α $alpha, $depth writes in flight, hot keys $hot)', ({ alpha, depth, hot }) => {
   it('keeps every acknowledged write across ten kill -9s', async () => {
     const dir = tempDir();
@@ -66,15 +69,17 @@ describe.each([
     let reorganizations = 0;
     let merges = 0;
     let parallel = 0;
+    let duplicated = 0;
     const lastHot = new Map<number, number>(); // hot key -> its last acknowledged write
     for (let round = 0; round < 10; round++) {
       const sync = round % 2 === 0; // kill -9 keeps even unsynced writes: they are in the OS
-      const { acked, reorganized, merged, parallel: p } = await runAndKill({ dir, alpha, depth, hot }, next, 50 + Math.floor(r() * 400), sync);
+      const { acked, reorganized, merged, parallel: p, duplicated: dup } = await runAndKill({ dir, alpha, depth, hot }, next, 50 + Math.floor(r() * 400), sync);
+      duplicated = Math.max(duplicated, dup);
       reorganizations += reorganized;
       merges += merged;
       parallel = Math.max(parallel, p);
       for (const i of acked) {
-        if (hot && i % 2 === 1) lastHot.set(i % 16, Math.max(lastHot.get(i % 16) ?? -1, i));
+        if (hot && i % 2 === 1) lastHot.set(hotKeyOf(i), Math.max(lastHot.get(hotKeyOf(i)) ?? -1, i));
         else all.push(i);
       }
       // Writes in flight when it died may be there or not; the next run starts past them.
@@ -92,7 +97,7 @@ describe.each([
       // acknowledgements a killed writer had not yet got through its pipe are lost to us.)
       for (const [h, i] of lastHot) {
         const v = Number((await db.get(Buffer.from(`hot-${h}`)))?.toString().replace(/\.+$/, ''));
-        expect(v >= i && v % 16 === h && v % 2 === 1, `hot-${h} after round ${round}: ${v}, acknowledged ${i}`).toBe(true);
+        expect(v >= i && hotKeyOf(v) === h && v % 2 === 1, `hot-${h} after round ${round}: ${v}, acknowledged ${i}`).toBe(true);
       }
       // Batches are atomic: a pair without its key (or the reverse) never shows up.
       const pairs = await db.scan(Buffer.from('pair-'), { end: Buffer.from('pair.') });
@@ -106,6 +111,7 @@ describe.each([
     // and kills land among those reorganizations.
     if (alpha > 1) expect(reorganizations).toBeGreaterThan(0);
     if (hot) expect(merges, 'memtables were merged instead of flushed').toBeGreaterThan(0);
+    if (hot) expect(duplicated, 'a hot key\'s Drange was duplicated').toBeGreaterThan(0);
     // With α > 1 up to three compaction jobs run at once: kills land among them too.
     if (alpha > 1) expect(parallel, 'compaction jobs ran at once').toBeGreaterThan(1);
   }, 120_000);

@@ -11,7 +11,7 @@ import { pickCompactions, LEVELS } from '../../src/compaction/picker.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
 import type { Placement } from '../../src/cluster/config.js';
 import { place } from '../../src/cluster/placement.js';
-import { boundsFromSample, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, REORG } from '../../src/ltc/dranges.js';
+import { boundsFromSample, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, REORG, slotLoads } from '../../src/ltc/dranges.js';
 import { roomStep } from '../../src/ltc/make-room.js';
 import { run, type Case } from '../helpers/datadriven.js';
 import { rng } from '../helpers/rng.js';
@@ -91,23 +91,29 @@ describe('decisions', () => {
       if (c.command === 'recut') {
         const sample = c.input.join(' ').split(/\s+/).filter(Boolean).map((k) => Buffer.from(k));
         const l = recut(sample, Number(c.args.theta), Number(c.args.gamma));
-        return `tranges [${l.tranges.map(String).join(' ')}]; dranges [${drangeBounds(l).map(String).join(' ')}]`;
+        // Bytes outside printable ASCII as \xNN: a point Drange ends at its key and a zero byte.
+        const str = (k: Buffer): string => k.toString('latin1').replace(/[^\x20-\x7e]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
+        return `tranges [${l.tranges.map(str).join(' ')}]; dranges [${drangeBounds(l).map(str).join(' ')}]${l.copies ? `; copies [${l.copies.join(' ')}]` : ''}`;
       }
-      // Writes per Trange; `|` between Tranges is a Drange bound.
+      // Writes per Trange; `|` between Tranges is a Drange bound; `*n` gives a Drange n copies.
       const tokens = c.input.join(' ').split(/\s+/).filter(Boolean);
       const writes: number[] = [];
       const dranges: number[] = [];
+      const copies: number[] = [1];
       for (const t of tokens) {
-        if (t === '|') dranges.push(writes.length - 1);
+        if (t === '|') {
+          dranges.push(writes.length - 1);
+          copies.push(1);
+        } else if (t.startsWith('*')) copies[copies.length - 1] = Number(t.slice(1));
         else writes.push(Number(t));
       }
-      const layout = { tranges: writes.slice(1).map((_, i) => Buffer.from(`k${i}`)), dranges };
+      const layout = { tranges: writes.slice(1).map((_, i) => Buffer.from(`k${i}`)), dranges, ...(copies.some((n) => n > 1) ? { copies } : {}) };
       const show = (bounds: number[]): string => writes.map((w, i) => `${w}${bounds.includes(i) ? ' |' : ''}`).join(' ');
       const loads = (bounds: number[]): string => drangeLoads({ ...layout, dranges: bounds }, writes).join(' ');
-      const before = `loads ${loads(dranges)}, imbalance ${imbalance(drangeLoads(layout, writes)).toFixed(3)}`;
+      const before = `loads ${loads(dranges)}, imbalance ${imbalance(slotLoads(layout, writes)).toFixed(3)}`;
       const plan = planReorganization(layout, writes, { ...REORG, minWrites: Number(c.args.minWrites ?? 0) });
       if (plan.kind !== 'minor') return `${before}\n${plan.kind}`;
-      const after = drangeLoads({ ...layout, dranges: plan.dranges }, writes);
+      const after = slotLoads({ ...layout, dranges: plan.dranges }, writes);
       return `${before}\nminor, ${plan.moved} Tranges moved: ${show(plan.dranges)}\nloads ${loads(plan.dranges)}, imbalance ${imbalance(after).toFixed(3)}`;
     });
   });

@@ -48,6 +48,9 @@ const CONFIGS = [
   // The paper's ablations: writes to a random memtable of four; Dranges that never move.
   { seed: 11, alpha: 4, delta: 8, slowMs: 1, cache: 0, variant: 'nova-r' as const },
   { seed: 12, alpha: 4, delta: 6, slowMs: 1, cache: 16 * 1024, skew: true, variant: 'nova-s' as const },
+  // One key takes half the writes: its Drange is duplicated.
+  { seed: 13, alpha: 4, delta: 8, slowMs: 1, cache: 0, skew: true, point: true },
+  { seed: 14, alpha: 8, delta: 12, slowMs: 0, cache: 16 * 1024, skew: true, point: true, index: 3000, tau: 4096 },
 ];
 
 /** The local environment, with table writes and log appends (kept in order) delayed by up to `ms`. */
@@ -92,7 +95,7 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
   };
 }
 
-describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms, block cache $cache, skew $skew, $variant)', ({ seed, alpha: α, delta: δ, slowMs, cache, skew = false, tau = 16 * 1024, index = 1 << 20, variant = 'nova' as 'nova' | 'nova-r' | 'nova-s' }) => {
+describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table writes ≤ $slowMs ms, block cache $cache, skew $skew, $variant)', ({ seed, alpha: α, delta: δ, slowMs, cache, skew = false, point = false, tau = 16 * 1024, index = 1 << 20, variant = 'nova' as 'nova' | 'nova-r' | 'nova-s' }) => {
   it('matches the oracle through flushes and reopens', async () => {
     const dir = tempDir();
     const r = rng(seed);
@@ -111,6 +114,7 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     let dranges = 1;
     let reorganizations = 0;
     let lookupHits = 0;
+    let duplicated = 0;
     const tally = () => {
       lookupHits += db.stats.lookupHits;
       compactions += db.stats.compactions;
@@ -119,10 +123,11 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
       db.stats.tablesPerLevel.forEach((n, l) => { if (n > 0) deepest = Math.max(deepest, l); });
     };
     let hot = 0; // with skew: most keys come from 40 near `hot`, which moves every 500 steps
-    const key = () => `k${String(skew && r() < 0.8 ? hot + Math.floor(r() * 40) : Math.floor(r() * 400)).padStart(4, '0')}`;
+    const key = () => `k${String(point && r() < 0.5 ? hot : skew && r() < 0.8 ? hot + Math.floor(r() * 40) : Math.floor(r() * 400)).padStart(4, '0')}`;
     const steps = SOAK ? 50_000 : 3000;
     for (let step = 0; step < steps; step++) {
       if (step % 500 === 0) hot = Math.floor(r() * 360);
+      if (step % 50 === 0) duplicated = Math.max(duplicated, db.stats.duplicatedDranges);
       const dice = r();
       if (dice < 0.35) {
         const k = key(); const v = `v${step}-${'x'.repeat(Math.floor(r() * 200))}`;
@@ -192,6 +197,7 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     else if (α > 1) expect(dranges, 'Dranges were cut').toBeGreaterThan(1);
     if (skew) expect(reorganizations > 0, 'the Dranges reorganized (never in nova-s)').toBe(variant === 'nova');
     expect(lookupHits > 0, 'the lookup index answered gets (none in the ablations)').toBe(variant === 'nova');
+    expect(duplicated > 0, 'a Drange was duplicated').toBe(point);
     db = await open();
     for (const [k, v] of oracle) expect((await db.get(Buffer.from(k)))?.toString()).toBe(v);
     expect((await db.scan(Buffer.from(''))).map(([k, v]) => [k.toString(), v.toString()])).toEqual(scanOracle(oracle, '', undefined, Infinity));

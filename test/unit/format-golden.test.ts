@@ -89,6 +89,10 @@ const EDIT: VersionEdit = {
 };
 /** Version 3 adds the Tranges. */
 const EDIT3: VersionEdit = { ...EDIT, tranges: [Buffer.from('f'), Buffer.from('m'), Buffer.from('t')] };
+/** Version 4 adds copies per Drange: [m, m\0) is one key's, duplicated three times. */
+const EDIT4: VersionEdit = {
+  ...EDIT, dranges: [Buffer.from('m'), Buffer.from('m\0')], tranges: [Buffer.from('f'), Buffer.from('m'), Buffer.from('m\0'), Buffer.from('t')], copies: [1, 3, 1],
+};
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
@@ -205,14 +209,16 @@ const GOLDEN: Golden[] = [
   },
   // Version 2, as it was written: today's reader must still read it.
   { file: 'manifest-edits-v2.log', ...manifestEdits(EDIT) },
+  // Version 3, as it was written.
+  { file: 'manifest-edits-v3.log', ...manifestEdits(EDIT3) },
   {
-    file: 'manifest-edits-v3.log',
-    make: () => framed([encodeEdit(EDIT3), encodeEdit({ removed: [], added: [], boundLogs: [], releasedLogs: [9], nextFile: 13 })]),
-    ...manifestEdits(EDIT3),
+    file: 'manifest-edits-v4.log',
+    make: () => framed([encodeEdit(EDIT4), encodeEdit({ removed: [], added: [], boundLogs: [], releasedLogs: [9], nextFile: 13 })]),
+    ...manifestEdits(EDIT4),
     example: {
       doc: 'doc/format/manifest.md', marker: 'manifest',
       dump: (bytes) => {
-        const e1 = encodeEdit(EDIT3).length;
+        const e1 = encodeEdit(EDIT4).length;
         return dump(bytes, [[0, 7, 'fragment header (log format)'], [7, 7 + e1, 'version edit: tagged fields (the grammar above)'],
           [7 + e1, 14 + e1, 'fragment header'], [14 + e1, bytes.length, 'version edit: released log 9, next file 13']]);
       },

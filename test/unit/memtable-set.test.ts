@@ -30,10 +30,10 @@ describe('dranges', () => {
 
 describe('memtable set', () => {
   it('lists the memtables of a key newest first, and flushes the oldest first', () => {
-    const set = new MemtableSet([b('m')], [new Memtable(1), new Memtable(2)]);
-    set.retire(0, new Memtable(3));
-    set.retire(1, new Memtable(4));
-    set.retire(0, new Memtable(5));
+    const set = new MemtableSet([b('m')], [[new Memtable(1)], [new Memtable(2)]]);
+    set.retire(0, [new Memtable(3)]);
+    set.retire(1, [new Memtable(4)]);
+    set.retire(0, [new Memtable(5)]);
     expect(ids(set.forKey(b('a')))).toEqual([5, 3, 1]);
     expect(ids(set.forKey(b('x')))).toEqual([4, 2]);
     expect(set.size).toBe(5);
@@ -46,10 +46,10 @@ describe('memtable set', () => {
   it('flushes memtables that share a record together, with what is older in their Dranges', () => {
     const a = new Memtable(1);
     const z = new Memtable(2);
-    const set = new MemtableSet([b('m')], [a, z]);
-    set.retire(1, new Memtable(3)); // z is immutable; 3 is active in Drange 1
-    set.link(a, set.active(1)); // a batch put keys in a and in 3
-    set.retire(0, new Memtable(4)); // a retires after z
+    const set = new MemtableSet([b('m')], [[a], [z]]);
+    set.retire(1, [new Memtable(3)]); // z is immutable; 3 is active in Drange 1
+    set.link(a, set.actives(1)[0]); // a batch put keys in a and in 3
+    set.retire(0, [new Memtable(4)]); // a retires after z
     // Flushing z alone is fine: it shares nothing.
     expect(ids(set.nextFlush())).toEqual([2]);
     set.flushed([z]);
@@ -61,26 +61,26 @@ describe('memtable set', () => {
 
   it('after new Dranges, keeps the old memtables in every list, oldest to flush', () => {
     const old = new Memtable(1);
-    const set = new MemtableSet([], [old]);
-    set.reorganize([b('m')], new Map([[0, new Memtable(2)], [1, new Memtable(3)]]));
+    const set = new MemtableSet([], [[old]]);
+    set.reorganize([b('m')], new Map([[0, [new Memtable(2)]], [1, [new Memtable(3)]]]));
     expect(ids(set.forKey(b('a')))).toEqual([2, 1]);
     expect(ids(set.forKey(b('z')))).toEqual([3, 1]);
-    set.retire(1, new Memtable(4));
+    set.retire(1, [new Memtable(4)]);
     // 3 is older than 4 in its Drange, but 1 is older still and in every Drange.
     expect(ids(set.nextFlush())).toEqual([1]);
   });
 
   it('a merged memtable is parked as its Drange\'s oldest: it starts no flush, and goes first with the next', () => {
     const m1 = new Memtable(1);
-    const set = new MemtableSet([], [m1]);
-    set.retire(0, new Memtable(2));
+    const set = new MemtableSet([], [[m1]]);
+    set.retire(0, [new Memtable(2)]);
     expect(ids(set.nextFlush())).toEqual([1]);
     set.replaceMerged([m1], 0, new Memtable(9)); // numbered after 2, older than it
     expect(set.parkedCount).toBe(1);
     expect(set.size).toBe(1); // parked ones do not count against δ
     expect(ids(set.nextFlush())).toEqual([]); // 2 is active: nothing to flush, 9 waits
     expect(ids(set.nextFlush(true))).toEqual([9]);
-    set.retire(0, new Memtable(3));
+    set.retire(0, [new Memtable(3)]);
     expect(ids(set.forKey(b('k')))).toEqual([3, 2, 9]);
     // 2 goes, and 9, older than it in its Drange, goes first: its L0 table below 2's.
     const group = set.nextFlush();
@@ -88,37 +88,71 @@ describe('memtable set', () => {
     set.flushed(group);
     expect(set.parkedCount).toBe(0);
     // A reorganization lists it by age too, not by its number.
-    const again = new MemtableSet([], [new Memtable(4)]);
+    const again = new MemtableSet([], [[new Memtable(4)]]);
     const m4 = again.activeAll()[0];
-    again.retire(0, new Memtable(5));
+    again.retire(0, [new Memtable(5)]);
     again.replaceMerged([m4], 0, new Memtable(10));
-    again.reorganize([b('m')], new Map([[0, new Memtable(6)], [1, new Memtable(7)]]));
+    again.reorganize([b('m')], new Map([[0, [new Memtable(6)]], [1, [new Memtable(7)]]]));
     expect(ids(again.forKey(b('a')))).toEqual([6, 5, 10]);
   });
 
-  it('random (nova-r): every memtable may hold any key; the actives retire and flush together, a generation at a time', () => {
-    const set = new MemtableSet([], [new Memtable(1), new Memtable(2)], true);
+  it('a duplicated Drange (and nova-r, one Drange with α copies): writes take the copies in turn; twins retire, flush and make a table together', () => {
+    const set = new MemtableSet([], [[new Memtable(1), new Memtable(2)]]);
     expect(set.dranges).toBe(1);
-    expect(set.activeCount).toBe(2);
+    expect(set.drangeCopies).toEqual([2]);
+    expect(set.size).toBe(2);
+    expect([set.pick(0), set.pick(0), set.pick(0)].map((m) => m.id)).toEqual([2, 1, 2]);
+    expect(set.current(0).id).toBe(2);
+    expect(set.mixed(0)).toBe(true);
     expect(ids(set.forKey(b('a'))).sort()).toEqual([1, 2]);
-    set.retireAll([new Memtable(3), new Memtable(4)]);
+    expect(() => set.retire(0, [new Memtable(3)])).toThrow(/has 2 active memtables, not 1/);
+    set.retire(0, [new Memtable(3), new Memtable(4)]);
     expect(ids(set.forKey(b('z'))).sort()).toEqual([1, 2, 3, 4]);
     expect(ids(set.nextFlush())).toEqual([1, 2]); // generation 1 whole, never half of it
-    set.retireAll([new Memtable(5), new Memtable(6)]);
+    expect(set.flushUnits(set.nextFlush()).map(ids)).toEqual([[1, 2]]);
+    set.retire(0, [new Memtable(5), new Memtable(6)]);
     const first = set.nextFlush();
     expect(ids(first)).toEqual([1, 2]);
     set.flushed(first);
     expect(ids(set.nextFlush())).toEqual([3, 4]);
-    expect(() => new MemtableSet([b('m')], [new Memtable(7)], true)).toThrow(/one memtable per Drange/);
+    expect(() => new MemtableSet([b('m')], [[new Memtable(7)]])).toThrow(/active memtables for every Drange/);
+  });
+
+  it('duplicating a Drange and ending it: twins stay mixed in every list they join until flushed; other memtables flush alone', () => {
+    // Dranges [-, k) and [k, k\0): the point k duplicated with copies 2 and 3.
+    const set = new MemtableSet([b('k')], [[new Memtable(1)], [new Memtable(2)]]);
+    const point = [b('k'), b('k\0')];
+    set.reorganize(point, new Map([[1, [new Memtable(3), new Memtable(4)]], [2, [new Memtable(5)]]]));
+    expect(set.drangeCopies).toEqual([1, 2, 1]);
+    expect(set.unchanged(point, [1, 2, 1])).toEqual([0, 1, 2]);
+    expect(set.unchanged(point, [1, 3, 1])).toEqual([0, -1, 2]);
+    expect([set.mixed(0), set.mixed(1), set.mixed(2)]).toEqual([false, true, false]);
+    expect(ids(set.actives(1))).toEqual([3, 4]);
+    expect(set.isTwin(set.actives(1)[0])).toBe(true);
+    expect(set.drangeOfActive(set.actives(1)[1])).toBe(1);
+    // Back to one Drange over all: the twins are old memtables of it now, still mixed.
+    set.reorganize([], new Map([[0, [new Memtable(6)]]]));
+    expect(set.mixed(0)).toBe(true);
+    const units = (): number[][] => {
+      const group = set.nextFlush();
+      const out = set.flushUnits(group).map(ids);
+      set.flushed(group);
+      return out;
+    };
+    expect(units()).toEqual([[1], [2]]);
+    expect(set.mixed(0)).toBe(true);
+    expect(units()).toEqual([[3, 4]]);
+    expect(set.mixed(0)).toBe(false);
+    expect(units()).toEqual([[5]]);
   });
 
   it('a reorganization keeps the Dranges it leaves alone, and lists old memtables only where their keys may be', () => {
     // Dranges [-, g) [g, p) [p, -) with memtables 1 2 3 active and 4 (of [g, p)) immutable.
-    const set = new MemtableSet([b('g'), b('p')], [new Memtable(1), new Memtable(4), new Memtable(3)]);
-    set.retire(1, new Memtable(5));
+    const set = new MemtableSet([b('g'), b('p')], [[new Memtable(1)], [new Memtable(4)], [new Memtable(3)]]);
+    set.retire(1, [new Memtable(5)]);
     expect(ids(set.forKey(b('h')))).toEqual([5, 4]);
     // A minor move: the bound p moves to k; [-, g) stays as it was.
-    set.reorganize([b('g'), b('k')], new Map([[1, new Memtable(6)], [2, new Memtable(7)]]));
+    set.reorganize([b('g'), b('k')], new Map([[1, [new Memtable(6)]], [2, [new Memtable(7)]]]));
     expect(ids(set.forKey(b('a')))).toEqual([1]); // untouched: still active, alone
     expect(ids(set.forKey(b('h')))).toEqual([6, 5, 4]);
     // [k, -) meets old [g, p) and [p, -); newest first by when each began taking writes
@@ -132,7 +166,7 @@ describe('memtable set', () => {
     expect(ids(first)).toEqual([4]);
     set.flushed(first);
     expect(ids(set.nextFlush())).toEqual([3, 5]);
-    expect(() => set.reorganize([b('c')], new Map([[1, new Memtable(8)]]))).toThrow(/needs a fresh memtable/);
+    expect(() => set.reorganize([b('c')], new Map([[1, [new Memtable(8)]]]))).toThrow(/needs a fresh memtable/);
   });
 });
 

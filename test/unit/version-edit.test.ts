@@ -43,7 +43,7 @@ describe('version edit', () => {
     const badTag = Buffer.from(bytes);
     badTag[1] = 99;
     expect(() => decodeEdit(badTag, 'M')).toThrow(/unknown tag 99 at offset 1/);
-    expect(() => decodeEdit(Buffer.from([4]), 'M')).toThrow(/unsupported version 4/);
+    expect(() => decodeEdit(Buffer.from([5]), 'M')).toThrow(/unsupported version 5/);
     expect(() => decodeEdit(Buffer.from([0]), 'M')).toThrow(/unsupported version 0/);
   });
 
@@ -53,6 +53,21 @@ describe('version edit', () => {
     expect(() => decodeEdit(Buffer.from([1, 8, 2, 1, 0]), 'M')).toThrow(/tag 8, which version 1 does not have at offset 1/);
     expect(() => decodeEdit(Buffer.from([2, 9, 1, 1, 0x61]), 'M')).toThrow(/tag 9, which version 2 does not have at offset 1/);
     expect(decodeEdit(Buffer.from([3, 9, 1, 1, 0x61]), 'M').tranges).toEqual([Buffer.from('a')]);
+    expect(() => decodeEdit(Buffer.from([3, 10, 1, 2]), 'M')).toThrow(/tag 10, which version 3 does not have at offset 1/);
+  });
+
+  it('copies per Drange (version 4): one per Drange, each 1 to 1024, or corruption', () => {
+    const e = { ...emptyEdit(), dranges: [Buffer.from('m'), Buffer.from('m\0')], copies: [1, 3, 1] };
+    expect(decodeEdit(encodeEdit(e), 'M')).toEqual(e);
+    const state = new ManifestState();
+    state.apply(e);
+    state.apply({ ...emptyEdit(), nextFile: 3 });
+    expect(state.snapshot().copies).toEqual([1, 3, 1]);
+    state.apply({ ...emptyEdit(), dranges: [Buffer.from('q')] }); // new bounds without copies: one each
+    expect(state.snapshot().copies).toBeUndefined();
+    expect(() => decodeEdit(encodeEdit({ ...e, copies: [1, 3] }), 'M')).toThrow(/gives 2 Dranges copies, not 3 at offset/);
+    expect(() => decodeEdit(encodeEdit({ ...e, copies: [1, 0, 1] }), 'M')).toThrow(/gives a Drange 0 active memtables at offset/);
+    expect(() => decodeEdit(encodeEdit({ ...e, copies: [1, 5000, 1] }), 'M')).toThrow(/gives a Drange 5000 active memtables at offset/);
   });
 
   it('a MANIFEST\'s state keeps the last session table and states it in a snapshot', () => {
