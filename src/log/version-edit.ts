@@ -21,8 +21,8 @@ import { NovaError } from '../common/errors.js';
  */
 const EDIT_VERSION = 4;
 
-/** Active memtables one Drange may have: a bound on what an edit may claim. */
-export const MAX_DRANGE_COPIES = 1024;
+/** Active memtables a range may have, all Dranges' copies together: a bound on what an edit may claim. */
+export const MAX_ACTIVE_MEMTABLES = 1024;
 const TAG_NEXT_FILE = 1;
 const TAG_LAST_SEQUENCE = 2;
 const TAG_REMOVE_TABLE = 3;
@@ -219,12 +219,14 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
       case TAG_COPIES: {
         if (version < 4) bad(tagAt, `has tag ${tag}, which version ${version} does not have`);
         const count = num();
-        if (count > b.length) bad(c.at, `claims ${count} Dranges' copies`);
+        if (count > MAX_ACTIVE_MEMTABLES) bad(c.at, `claims ${count} Dranges' copies`);
         e.copies = [];
+        let total = 0;
         for (let i = 0; i < count; i++) {
           const at = c.at;
           const n = num();
-          if (n < 1 || n > MAX_DRANGE_COPIES) bad(at, `gives a Drange ${n} active memtables`);
+          total += n;
+          if (n < 1 || total > MAX_ACTIVE_MEMTABLES) bad(at, `gives a Drange ${n} active memtables (${total} in all; at most ${MAX_ACTIVE_MEMTABLES})`);
           e.copies.push(n);
         }
         if (e.dranges !== undefined && e.copies.length !== e.dranges.length + 1) bad(tagAt, `gives ${count} Dranges copies, not ${e.dranges.length + 1}`);

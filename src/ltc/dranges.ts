@@ -204,25 +204,36 @@ export function recut(sample: readonly Buffer[], theta: number, gamma: number): 
     at = next;
   }
   if (at === sample.length) bounds.pop(); // nor after the last
+  // Each Drange's sampled keys [ends[d − 1], ends[d]), and its copies.
+  const ends = [...bounds.map((b) => sample.findIndex((k) => Buffer.compare(k, b) >= 0)), sample.length];
+  const copies = ends.map((to, d) => {
+    const from = d === 0 ? 0 : ends[d - 1];
+    return sample[from].equals(sample[to - 1]) ? hot.get(sample[from].toString('latin1')) ?? 1 : 1;
+  });
+  // Hot keys cut the others' Dranges in two: until θ memtables are active, join the two
+  // neighbouring Dranges of one copy each that hold the fewest keys, else take a copy back.
+  for (let total = copies.reduce((a, b) => a + b, 0); total > theta; total--) {
+    let join = -1;
+    for (let d = 0; d + 1 < copies.length; d++) {
+      const keys = ends[d + 1] - (d === 0 ? 0 : ends[d - 1]);
+      if (copies[d] === 1 && copies[d + 1] === 1 && (join < 0 || keys < ends[join + 1] - (join === 0 ? 0 : ends[join - 1]))) join = d;
+    }
+    if (join >= 0) {
+      bounds.splice(join, 1);
+      ends.splice(join, 1);
+      copies.splice(join, 1);
+    } else copies[copies.indexOf(Math.max(...copies))]--;
+  }
   const tranges: Buffer[] = [];
   const dranges: number[] = [];
-  const copies: number[] = [];
-  let from = 0;
   for (let d = 0; d <= bounds.length; d++) {
-    const b = bounds[d];
-    let to = from;
-    while (to < sample.length && (!b || Buffer.compare(sample[to], b) < 0)) to++;
-    if (to > from) tranges.push(...boundsFromSample(sample.slice(from, to), gamma));
-    const only = to > from && sample[from].equals(sample[to - 1]) ? hot.get(sample[from].toString('latin1')) : undefined;
-    copies.push(only ?? 1);
-    if (b) {
-      tranges.push(b);
+    const from = d === 0 ? 0 : ends[d - 1];
+    if (ends[d] > from) tranges.push(...boundsFromSample(sample.slice(from, ends[d]), gamma));
+    if (bounds[d]) {
+      tranges.push(bounds[d]);
       dranges.push(tranges.length - 1);
     }
-    from = to;
   }
-  // Hot keys cut the others' Dranges in two: give back copies until θ memtables are active.
-  for (let over = copies.reduce((a, b) => a + b, 0) - theta; over > 0 && Math.max(...copies) > 1; over--) copies[copies.indexOf(Math.max(...copies))]--;
   return copies.some((c) => c > 1) ? { tranges, dranges, copies } : { tranges, dranges };
 }
 

@@ -3,6 +3,7 @@
  * runs with once defaults are filled in and values checked (resolveOptions).
  */
 import { NovaError } from '../common/errors.js';
+import { MAX_ACTIVE_MEMTABLES } from '../log/version-edit.js';
 import { DEFAULT_LIMITS, type Limits } from '../log/write-batch.js';
 import type { SessionRef } from '../common/write-id.js';
 import { mergeWorkerAvailable } from '../compaction/worker-pool.js';
@@ -181,7 +182,8 @@ export function resolveOptions(options: EngineOptions): Settings {
     ltcVariant: options.ltcVariant ?? d.ltcVariant,
   };
   if (!(Number.isInteger(memtableBytes) && memtableBytes >= 1024)) throw new NovaError('BAD_ARGUMENT', `memtableBytes (τ) must be an integer >= 1024, not ${memtableBytes}`);
-  if (!(Number.isInteger(active) && active >= 1)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer >= 1, not ${active}`);
+  // The MANIFEST bounds what it states of active memtables: a tree it cannot read is never written.
+  if (!(Number.isInteger(active) && active >= 1 && active <= MAX_ACTIVE_MEMTABLES)) throw new NovaError('BAD_ARGUMENT', `activeMemtables (α) must be an integer from 1 to ${MAX_ACTIVE_MEMTABLES}, not ${active}`);
   if (!(Number.isInteger(o.maxMemtables) && o.maxMemtables > active)) {
     throw new NovaError('BAD_ARGUMENT', `maxMemtables (δ) must be an integer > activeMemtables (α = ${active}), not ${o.maxMemtables}`);
   }

@@ -72,7 +72,8 @@ export async function recover(db: EngineState): Promise<void> {
   // Nova-LSM-R is one Drange with α copies (a tree with Dranges cannot open so).
   const random = db.options.ltcVariant === 'nova-r';
   if (random && bounds.length > 0) throw new NovaError('BAD_ARGUMENT', `${where}: this range has Dranges; ltcVariant nova-r cannot open it`);
-  const copies = random ? [db.options.activeMemtables] : copiesOf(layout);
+  if (random) layout.copies = [db.options.activeMemtables];
+  const copies = copiesOf(layout);
   const fresh: Memtable[][] = [];
   for (const n of copies) {
     const ms: Memtable[] = [];

@@ -64,6 +64,8 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
 export function installLayout(db: EngineState, next: NextLayout): void {
   windowEnds(db);
   db.layout = next.layout;
+  // δ leaves room for one immutable memtable beside every active one, as at recovery.
+  db.memtableLimit = Math.max(db.memtableLimit, copiesOf(next.layout).reduce((a, b) => a + b, 0) + 1);
   db.trangeWrites = new Array(next.layout.tranges.length + 1).fill(0);
   if (next.why === 'minor') db.counts.minorReorgs++;
   if (next.why === 'major') {

@@ -197,7 +197,7 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     else if (α > 1) expect(dranges, 'Dranges were cut').toBeGreaterThan(1);
     if (skew) expect(reorganizations > 0, 'the Dranges reorganized (never in nova-s)').toBe(variant === 'nova');
     expect(lookupHits > 0, 'the lookup index answered gets (none in the ablations)').toBe(variant === 'nova');
-    expect(duplicated > 0, 'a Drange was duplicated').toBe(point);
+    expect(duplicated > 0, 'a Drange was duplicated (nova-r: its one Drange, α times)').toBe(point || variant === 'nova-r');
     db = await open();
     for (const [k, v] of oracle) expect((await db.get(Buffer.from(k)))?.toString()).toBe(v);
     expect((await db.scan(Buffer.from(''))).map(([k, v]) => [k.toString(), v.toString()])).toEqual(scanOracle(oracle, '', undefined, Infinity));

@@ -195,4 +195,18 @@ describe('engine with several active memtables', () => {
     expect((await db.get(b('a-batch')))?.toString()).toBe('old');
     await db.close();
   });
+
+  it('several hot keys among cold ones: never more than α memtables active, writes never stall for good', async () => {
+    const dir = tempDir();
+    const db = await Engine.open(dir, { memtableBytes: 4096, activeMemtables: 4, maxMemtables: 5, sync: false });
+    const value = Buffer.alloc(60, 2);
+    // Three keys of about 27% each, cold keys before, between and after them.
+    const keyOf = (i: number): string => (i % 11 < 3 ? 'd' : i % 11 < 6 ? 'h' : i % 11 < 9 ? 'm' : `${'bfkp'[i % 4]}${i}`);
+    for (let i = 0; i < 3000; i++) {
+      await db.put(b(keyOf(i)), value);
+      expect(db.stats.drangeCopies.reduce((x, y) => x + y, 0)).toBeLessThanOrEqual(4);
+    }
+    expect(db.stats.dranges).toBeGreaterThan(1);
+    await db.close();
+  });
 });

@@ -66,8 +66,12 @@ describe('version edit', () => {
     state.apply({ ...emptyEdit(), dranges: [Buffer.from('q')] }); // new bounds without copies: one each
     expect(state.snapshot().copies).toBeUndefined();
     expect(() => decodeEdit(encodeEdit({ ...e, copies: [1, 3] }), 'M')).toThrow(/gives 2 Dranges copies, not 3 at offset/);
-    expect(() => decodeEdit(encodeEdit({ ...e, copies: [1, 0, 1] }), 'M')).toThrow(/gives a Drange 0 active memtables at offset/);
-    expect(() => decodeEdit(encodeEdit({ ...e, copies: [1, 5000, 1] }), 'M')).toThrow(/gives a Drange 5000 active memtables at offset/);
+    expect(() => decodeEdit(encodeEdit({ ...e, copies: [1, 0, 1] }), 'M')).toThrow(/gives a Drange 0 active memtables \(1 in all; at most 1024\) at offset/);
+    expect(() => decodeEdit(encodeEdit({ ...e, copies: [1, 5000, 1] }), 'M')).toThrow(/gives a Drange 5000 active memtables/);
+    // Many Dranges of many copies each: bounded in all, before any memtable is made of them.
+    const many = { ...emptyEdit(), dranges: Array.from({ length: 999 }, (_, i) => Buffer.from(`k${String(i).padStart(4, '0')}`)), copies: new Array(1000).fill(1000) };
+    expect(() => decodeEdit(encodeEdit(many), 'M')).toThrow(/gives a Drange 1000 active memtables \(2000 in all; at most 1024\)/);
+    expect(() => decodeEdit(encodeEdit({ ...many, copies: new Array(2000).fill(1) }), 'M')).toThrow(/claims 2000 Dranges' copies/);
   });
 
   it('a MANIFEST\'s state keeps the last session table and states it in a snapshot', () => {
