@@ -62,7 +62,7 @@ export async function mergeHere(db: EngineState, out: number, inputs: TableMeta[
   deeper: CompactionRequest['deeper']): Promise<LiveTable[]> {
   const tables = await Promise.all(inputs.map((m) => {
     const reader = db.tableFor(m.file);
-    return reader.whole ? reader.bytes : db.store.readTable(m.file, m.fragments);
+    return reader.ownBytes() ?? db.store.readTable(m.file, m.fragments);
   })).catch((err: unknown) => {
     throw AWAY.has((err as NovaError).code) ? new Postponed((err as Error).message) : err;
   });

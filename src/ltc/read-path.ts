@@ -136,16 +136,29 @@ export function readerOf(db: EngineState, bytes: Buffer, file: number): TableRea
   const name = join(db.dir, tableName(file));
   if (!db.cache) return new TableReader(bytes, name);
   const start = metadataStart(readFooter(bytes, name));
-  return TableReader.metadataOnly(Buffer.from(bytes.subarray(start)), start, name, db.cache);
+  const reader = TableReader.metadataOnly(Buffer.from(bytes.subarray(start)), start, name, db.cache);
+  if (roomFor(db, bytes.length)) reader.fill(bytes);
+  return reader;
 }
 
 /**
- * Opens table `meta`: whole, or with a block cache only its metadata (two reads: the footer,
- * then filter and index).
+ * Whether the block cache has room for a table of `bytes` without evicting: a table the LTC
+ * writes or opens is cached whole while there is room (as a file system's page cache keeps what
+ * was just written), so reads go to the StoCs only for what the budget cannot hold.
+ */
+function roomFor(db: EngineState, bytes: number): boolean {
+  return db.cache !== undefined && db.cache.capacity - db.cache.bytes >= bytes;
+}
+
+/**
+ * Opens table `meta`: whole; or, with a block cache, its metadata and, while the cache has room,
+ * its data blocks cached (one read of the whole table), else only its metadata (two reads: the
+ * footer, then filter and index).
  */
 export async function openTable(db: EngineState, meta: TableMeta): Promise<TableReader> {
   const name = join(db.dir, tableName(meta.file));
   if (!db.cache) return new TableReader(await db.store.readTable(meta.file, meta.fragments), name);
+  if (roomFor(db, meta.size)) return readerOf(db, await db.store.readTable(meta.file, meta.fragments), meta.file);
   const footer = readFooter(await db.store.readRange!(meta.file, meta.fragments, meta.size - FOOTER_BYTES, FOOTER_BYTES), name);
   const start = metadataStart(footer);
   if (start > meta.size - FOOTER_BYTES) throw new NovaError('CORRUPTION', `${name}: metadata at offset ${start}, past the table's ${meta.size} bytes`);

@@ -23,7 +23,14 @@ export async function installTables(db: EngineState, edit: VersionEdit, level: n
   edit.nextFile = db.nextFile;
   edit.lastSequence = db.lastSequence;
   await logEdit(db, edit);
-  if (gone) for (let l = 0; l < LEVELS; l++) db.levels[l] = db.levels[l].filter((t) => !gone.has(t.meta.file));
+  if (gone) {
+    for (let l = 0; l < LEVELS; l++) {
+      // A table that leaves the tree leaves the block cache too: its blocks would only wait
+      // there to be evicted, taking the room new tables are cached in.
+      for (const t of db.levels[l]) if (gone.has(t.meta.file)) t.reader.uncache();
+      db.levels[l] = db.levels[l].filter((t) => !gone.has(t.meta.file));
+    }
+  }
   db.levels[level].push(...added); // L0: newest last
   if (level > 0) db.levels[level].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
   db.fitCache();

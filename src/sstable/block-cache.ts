@@ -1,12 +1,15 @@
 /**
  * A cache of decoded data blocks shared by the tables of an engine whose tables are not held
- * whole (DESIGN.md §4: "a block cache"): least recently used first out, within a byte budget.
- * Keys are a reader's id and a block's offset, so a table that goes away simply ages out.
+ * whole (DESIGN.md §4: "a block cache"), within a byte budget: least recently used first out,
+ * by second chance (CLOCK): a hit only marks its block, and eviction passes over marked blocks
+ * once, so a hit costs one lookup, not a reordering. Keys are a reader's id and a block's
+ * offset; a table that leaves the tree drops its blocks (TableReader.uncache).
  */
 import type { Block } from './block.js';
 
 export class BlockCache {
-  private readonly blocks = new Map<string, { block: Block; bytes: number; pins: number }>(); // oldest use first
+  /** Blocks (`reader:offset`) and tables cached whole (`reader:t`), oldest first. */
+  private readonly blocks = new Map<string, { block?: Block; table?: Buffer; bytes: number; pins: number; used: boolean }>();
   private used = 0;
   readonly counters = { hits: 0, misses: 0, evictions: 0 };
 
@@ -34,9 +37,32 @@ export class BlockCache {
       return undefined;
     }
     this.counters.hits++;
-    this.blocks.delete(key); // re-insert: most recently used last
-    this.blocks.set(key, e);
+    e.used = true;
     return e.block;
+  }
+
+  /** The bytes of a table cached whole, if they are (a hit when they are). */
+  table(reader: number): Buffer | undefined {
+    const e = this.blocks.get(`${reader}:t`);
+    if (!e) return undefined;
+    this.counters.hits++;
+    e.used = true;
+    return e.table;
+  }
+
+  /** Caches a table whole: one entry of its bytes. */
+  putTable(reader: number, bytes: Buffer): void {
+    const key = `${reader}:t`;
+    const old = this.blocks.get(key);
+    if (old) this.used -= old.bytes;
+    this.blocks.delete(key);
+    this.blocks.set(key, { table: bytes, bytes: bytes.length, pins: 0, used: false });
+    this.used += bytes.length;
+    this.evict(key);
+  }
+
+  removeTable(reader: number): void {
+    this.remove(reader, 't');
   }
 
   put(reader: number, offset: number, block: Block, bytes: number): void {
@@ -44,9 +70,18 @@ export class BlockCache {
     const old = this.blocks.get(key);
     if (old) this.used -= old.bytes;
     this.blocks.delete(key);
-    this.blocks.set(key, { block, bytes, pins: old?.pins ?? 0 });
+    this.blocks.set(key, { block, bytes, pins: old?.pins ?? 0, used: false });
     this.used += bytes;
     this.evict(key); // never the block just put: its reader is about to use (and pin) it
+  }
+
+  /** Drops a block, unless a read has it pinned (it goes when evicted after its unpin). */
+  remove(reader: number, offset: number | 't'): void {
+    const key = `${reader}:${offset}`;
+    const e = this.blocks.get(key);
+    if (!e || e.pins > 0) return;
+    this.blocks.delete(key);
+    this.used -= e.bytes;
   }
 
   /**
@@ -71,6 +106,13 @@ export class BlockCache {
     for (const [k, e] of this.blocks) {
       if (this.used <= this.capacityBytes) break;
       if (e.pins > 0 || k === keep) continue;
+      if (e.used) {
+        // Its second chance: to the back, unmarked (met again later in this same pass).
+        e.used = false;
+        this.blocks.delete(k);
+        this.blocks.set(k, e);
+        continue;
+      }
       this.blocks.delete(k);
       this.used -= e.bytes;
       this.counters.evictions++;

@@ -32,7 +32,7 @@ let nextReaderId = 1;
 export class TableReader {
   readonly footer: Footer;
   private readonly filter: Buffer;
-  /** Whole tables: which data blocks' checksums were checked (1), by position in the index. */
+  /** Which data blocks of the table's own bytes (whole, or cached whole) were checked (1), by position in the index. */
   private readonly checked: Uint8Array;
   /** Whole tables: the one Block point lookups decode, pointed at each block in turn. */
   private lookupBlock: Block | undefined;
@@ -79,7 +79,7 @@ export class TableReader {
     this.indexAbbr = new Float64Array(n);
     this.blockOffset = new Float64Array(n);
     this.blockSize = new Float64Array(n);
-    this.checked = new Uint8Array(metadataOnly ? 0 : n);
+    this.checked = new Uint8Array(n);
     let i = 0;
     for (it.first(); it.valid; it.next(), i++) {
       const k = it.key;
@@ -118,6 +118,11 @@ export class TableReader {
     return this.cache === undefined;
   }
 
+  /** The whole table's bytes, if the reader has them (whole, or cached whole). */
+  ownBytes(): Buffer | undefined {
+    return this.cache ? this.cache.table(this.id) : this.bytes;
+  }
+
   /** Checks `bytes` (a data block with its trailer, read from the table at `handle`) and caches it. */
   insert(handle: BlockHandle, bytes: Buffer): void {
     const block = new Block(readBlock(bytes, { offset: 0, size: handle.size }, `${this.name} (data block at offset ${handle.offset})`, 'data'),
@@ -132,6 +137,24 @@ export class TableReader {
 
   unpin(offset: number): void {
     this.cache?.unpin(this.id, offset);
+  }
+
+  /**
+   * Caches the table whole (`table`, its bytes), as one entry: its blocks are then read from
+   * those bytes as a whole table's are, with no object per block to keep or collect, until the
+   * cache evicts it; then they are loaded one by one again.
+   */
+  fill(table: Buffer): void {
+    if (!this.cache) return;
+    this.checked.fill(0);
+    this.cache.putTable(this.id, table);
+  }
+
+  /** Drops the table and its blocks from the cache (a read still under way loads what it needs again). */
+  uncache(): void {
+    if (!this.cache) return;
+    this.cache.removeTable(this.id);
+    for (let b = 0; b < this.blockOffset.length; b++) this.cache.remove(this.id, this.blockOffset[b]);
   }
 
   private shift(h: BlockHandle): BlockHandle {
@@ -213,15 +236,24 @@ export class TableReader {
   }
 
   /**
-   * @internal The data block at index position `b`: from the cache (BlockMiss if it is not
-   * there), or for a whole table `reuse` re-pointed at it (a new Block without one).
+   * @internal The data block at index position `b`, from the table's own bytes (whole, or cached
+   * whole): `reuse` (the caller's own Block) re-pointed at it, or a new Block; undefined when
+   * the table's bytes are not at hand (a metadata-only reader whose table is not cached whole).
    */
-  blockAt(b: number, reuse: Block | undefined): Block {
+  ownBlockAt(b: number, reuse: Block | undefined): Block | undefined {
+    const bytes = this.cache ? this.cache.table(this.id) : this.bytes;
+    if (!bytes) return undefined;
     const offset = this.blockOffset[b];
-    const size = this.blockSize[b];
-    if (this.cache) return this.cachedBlock(offset, size);
-    const data = this.dataBytes(b, offset, size);
+    const data = this.dataBytes(bytes, b, offset, this.blockSize[b]);
     return reuse ? reuse.reset(data, this.name, offset) : new Block(data, this.name, offset);
+  }
+
+  /** @internal The data block at index position `b` from the block cache; BlockMiss if it is not there. */
+  cachedBlockAt(b: number): Block {
+    const offset = this.blockOffset[b];
+    const cached = this.cache!.get(this.id, offset);
+    if (!cached) throw new BlockMiss(this, { offset, size: this.blockSize[b] });
+    return cached;
   }
 
   /** @internal Throws CORRUPTION, naming the table and data block `b`, unless `key` is an internal key (the name is built only then). */
@@ -231,25 +263,19 @@ export class TableReader {
 
   /** The data block at position `b` of the index, for a point lookup (valid until the next one). */
   private lookupBlockAt(b: number): Block {
-    const block = this.blockAt(b, this.lookupBlock);
-    if (!this.cache) this.lookupBlock = block;
-    return block;
+    const own = this.ownBlockAt(b, this.lookupBlock);
+    if (own) return (this.lookupBlock = own);
+    return this.cachedBlockAt(b);
   }
 
-  /** A whole table's data block bytes at `offset`, its checksum checked on first use. */
-  private dataBytes(b: number, offset: number, size: number): Buffer {
+  /** Data block bytes at `offset` of the table's own `bytes`, its checksum checked on first use. */
+  private dataBytes(bytes: Buffer, b: number, offset: number, size: number): Buffer {
     if (this.checked[b] === 0) {
-      const bytes = readBlock(this.bytes, { offset, size }, this.name, 'data');
+      const data = readBlock(bytes, { offset, size }, this.name, 'data');
       this.checked[b] = 1;
-      return bytes;
+      return data;
     }
-    return this.bytes.subarray(offset, offset + size);
-  }
-
-  private cachedBlock(offset: number, size: number): Block {
-    const cached = this.cache!.get(this.id, offset);
-    if (!cached) throw new BlockMiss(this, { offset, size });
-    return cached;
+    return bytes.subarray(offset, offset + size);
   }
 }
 
@@ -287,8 +313,9 @@ class TableIterator extends TwoLevelIterator<BlockIterator> {
   }
 
   protected open(): BlockIterator {
-    const block = this.table.blockAt(this.b, this.own);
-    if (this.table.whole) this.own = block;
+    const own = this.table.ownBlockAt(this.b, this.own);
+    if (own) this.own = own;
+    const block = own ?? this.table.cachedBlockAt(this.b);
     return (this.it = this.it ? this.it.retarget(block) : block.iterator(compareInternalKeys));
   }
 

@@ -68,6 +68,45 @@ describe('a metadata-only table reader', () => {
     expect(() => fresh.iterator().seek(makeInternalKey(Buffer.from('k01000'), 100, SEEK_TYPE))).toThrow(BlockMiss);
   });
 
+  it('caches a whole table it is given (fill) as one entry, reads blocks from it, and drops it and its blocks when the table goes (uncache)', () => {
+    const cache = new BlockCache(1 << 20);
+    const r = TableReader.metadataOnly(bytes.subarray(start), start, 'meta', cache);
+    r.fill(bytes);
+    expect(cache.bytes).toBe(bytes.length);
+    const key = (i: number): Buffer => Buffer.from(`k${String(i).padStart(5, '0')}`);
+    for (let i = 0; i < 3000; i += 97) expect(r.get(key(i), 100)).toEqual(whole.get(key(i), 100));
+    const it = r.iterator();
+    let n = 0;
+    for (it.first(); it.valid; it.next()) n++;
+    expect(n).toBe(3000);
+    expect(cache.counters.misses).toBe(0);
+    expect(r.ownBytes()).toBe(bytes);
+    r.uncache();
+    expect(cache.bytes).toBe(0);
+    expect(() => r.get(key(5), 100)).toThrow(BlockMiss); // evicted: blocks are loaded one by one again
+    const h = (() => { try { r.get(key(5), 100); } catch (err) { return (err as BlockMiss).handle; } })()!;
+    r.insert(h, bytes.subarray(h.offset, h.offset + h.size + TRAILER_BYTES));
+    expect(r.pin(h.offset)).toBe(true);
+    r.uncache();
+    expect(cache.bytes).toBeGreaterThan(0); // a pinned block stays until unpinned
+    r.unpin(h.offset);
+    r.uncache();
+    expect(cache.bytes).toBe(0);
+  });
+
+  it('a table cached whole is evicted as one entry, and a damaged block in it is CORRUPTION on first use', () => {
+    const cache = new BlockCache(bytes.length + 100);
+    const r = TableReader.metadataOnly(bytes.subarray(start), start, 'meta.sst', cache);
+    const bad = Buffer.from(bytes);
+    bad[3] ^= 1; // in the first data block
+    r.fill(bad);
+    expect(() => r.get(Buffer.from('k00000'), 100)).toThrow(/meta.sst: data block checksum mismatch at offset 0/);
+    const other = TableReader.metadataOnly(bytes.subarray(start), start, 'other', cache);
+    other.fill(bytes); // no room for both: the first goes
+    expect(cache.bytes).toBe(bytes.length);
+    expect(r.ownBytes()).toBeUndefined();
+  });
+
   it('refuses a damaged block with CORRUPTION naming the table and offset', () => {
     const r = TableReader.metadataOnly(bytes.subarray(start), start, 'meta.sst', new BlockCache(1 << 20));
     let miss: BlockMiss | undefined;
@@ -84,17 +123,23 @@ describe('a metadata-only table reader', () => {
 });
 
 describe('an engine with a block cache', () => {
-  it('holds even the tables it just wrote as metadata, and reads their blocks through the cache', async () => {
+  it('caches the tables it writes while there is room; past it, holds tables as metadata and loads their blocks on a miss', async () => {
     const dir = tempDir();
     const env = localEnv(dir);
     env.store.readRange = async (file, _fragments, offset, length) => readFileSync(join(dir, tableName(file))).subarray(offset, offset + length);
-    const db = await Engine.open(dir, { env, blockCacheBytes: 1 << 20, memtableBytes: 64 * 1024, sync: false });
+    let db = await Engine.open(dir, { env, blockCacheBytes: 1 << 20, memtableBytes: 64 * 1024, sync: false });
     for (let i = 0; i < 2000; i++) await db.put(Buffer.from(`key${i}`), Buffer.alloc(100, i % 256));
     await db.flush();
     expect(db.stats.tablesPerLevel.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    expect(db.stats.blockCacheBytes).toBeGreaterThan(200_000); // every table it wrote
     const before = db.stats.blockCacheMisses;
+    for (let i = 0; i < 2000; i += 7) expect((await db.get(Buffer.from(`key${i}`)))?.equals(Buffer.alloc(100, i % 256))).toBe(true);
+    expect(db.stats.blockCacheMisses).toBe(before);
+    await db.close();
+    // A cache smaller than one table: tables are opened as metadata, their blocks read on a miss.
+    db = await Engine.open(dir, { env, blockCacheBytes: 16 * 1024, memtableBytes: 64 * 1024, sync: false });
     expect((await db.get(Buffer.from('key7')))?.equals(Buffer.alloc(100, 7))).toBe(true);
-    expect(db.stats.blockCacheMisses).toBeGreaterThan(before); // the flushed table's block was loaded
+    expect(db.stats.blockCacheMisses).toBeGreaterThan(0);
     expect(db.stats.blockCacheBytes).toBeGreaterThan(0);
     expect(() => db.iterator()).toThrow(/block cache/);
     await db.close();
