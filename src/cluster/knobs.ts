@@ -146,9 +146,9 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: more L0 jobs merge in parallel; each holds its inputs in the StoC\'s memory, and the StoC\'s merge worker takes one at a time',
   }),
   knob({
-    key: 'ltcMemoryBytes', flag: 'ltc-memory', type: 'bytes', min: 0, default: 0,
-    meaning: 'memory of each LTC, shared evenly by the ranges it serves: their memtables (δ × τ), lookup indexes, tables\' filters and indexes, and a cache of data blocks in the rest; blocks not cached are read from the StoCs (0: no budget, every table held whole, which until tables are replicated is what keeps a range serving and compacting while a StoC is down)',
-    tradeoff: 'more: more blocks cached, fewer reads wait for a StoC; more of the machine\'s memory',
+    key: 'ltcMemoryBytes', flag: 'ltc-memory', type: 'bytes', min: 0, default: 2048 * MiB,
+    meaning: 'memory of each LTC, shared evenly by the ranges it serves: their memtables (δ × τ), lookup indexes, tables\' filters and indexes, and a block cache in the rest, which keeps each table the LTC writes or opens whole while it has room and evicts the least recently used; blocks not cached are read from the StoCs (0: no budget, every table held whole)',
+    tradeoff: 'more: more of the data cached, fewer reads wait for a StoC; more of the machine\'s memory. Until tables are replicated, a block not cached cannot be read while its StoC is down',
   }),
 ];
 
