@@ -53,12 +53,12 @@ export const KNOBS: readonly Knob[] = [
   knob({
     key: 'maxMemtables', engine: true, flag: 'max-memtables', greek: 'δ', type: 'count', min: 1, default: 2, defaultText: '2α',
     meaning: 'memtables per range, active and waiting for their flush; writes stall when a full one cannot be retired',
-    tradeoff: 'more: bursts ride out slow flushes; more memory',
+    tradeoff: 'more: bursts ride out slow flushes; more memory: δ × τ per range (32 MiB by default), reserved from --ltc-memory',
   }),
   knob({
     key: 'trangesPerDrange', engine: true, flag: 'tranges-per-drange', greek: 'γ', type: 'count', min: 1, default: 16,
     meaning: 'Tranges each Drange is cut into; writes are counted per Trange, and a hot Drange hands edge Tranges to a neighbour (a minor reorganization)',
-    tradeoff: 'more: finer moves, closer balance without a major reorganization; a counter per Trange',
+    tradeoff: 'more: finer moves, closer balance without a major reorganization; a counter and a split key per Trange (γ × θ of them per range, a few KiB)',
   }),
   knob({
     key: 'reorganization', engine: true, flag: 'reorganization', type: 'switch', default: true,
