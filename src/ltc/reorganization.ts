@@ -5,7 +5,7 @@
  * often: the paper samples the memtables too). Functions over EngineState; make-room.ts
  * switches the memtables.
  */
-import { TRAILER_BYTES } from '../common/internal-key.js';
+import { MAX_SEQUENCE, SEEK_TYPE, TRAILER_BYTES, makeInternalKey } from '../common/internal-key.js';
 import type { Memtable } from '../memtable/memtable.js';
 import { type Layout, REORG, copiesOf, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, slotLoads } from './dranges.js';
 import type { EngineState } from './engine-state.js';
@@ -49,10 +49,7 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
   // Majors that keep following majors (keys written in ascending order: every cut is passed
   // at once) wait twice as long each time, so they cost a few memtables, not one per retire.
   if (counted < minWrites * 2 ** db.majorStreak) return undefined;
-  const mems = db.memtables.all();
-  const entries = mems.reduce((n, m) => n + m.entries, 0);
-  const sample = mems.flatMap((m) => sampleKeys(m, Math.ceil((want * m.entries) / Math.max(1, entries)))).sort(Buffer.compare);
-  const layout = recut(sample, α, γ);
+  const layout = recut(writeSample(db, want), α, γ);
   if (layout.dranges.length === 0 || sameLayout(layout, db.layout)) {
     windowEnds(db); // the memtables cannot show a better cut: count afresh rather than ask again at once
     return undefined;
@@ -100,6 +97,50 @@ export function loadReport(db: EngineState): { shares: number[]; copies: number[
 function sameLayout(a: Layout, b: Layout): boolean {
   const [x, y] = [drangeBounds(a), drangeBounds(b)];
   return x.length === y.length && x.every((k, i) => k.equals(y[i])) && copiesOf(a).join() === copiesOf(b).join();
+}
+
+/**
+ * About `want` user keys written lately, ascending, each Drange's share of them its share of the
+ * writes counted since the last reorganization: from its memtables, evenly spaced over their
+ * entries in its interval (a key with many versions more often). Not by entries alone: a
+ * Drange that takes more writes flushes more often, so its memtables hold no more entries than
+ * a cold one's, and a hot key would look as cold as its neighbours.
+ */
+function writeSample(db: EngineState, want: number): Buffer[] {
+  const loads = drangeLoads(db.layout, db.trangeWrites);
+  const total = Math.max(1, loads.reduce((a, b) => a + b, 0));
+  const bounds = db.memtables.drangeBounds;
+  const out: Buffer[] = [];
+  for (let d = 0; d <= bounds.length; d++) {
+    const count = Math.ceil((want * (loads[d] ?? 0)) / total);
+    if (count > 0) out.push(...sampleRange(db.memtables.list(d), bounds[d - 1], bounds[d], count));
+  }
+  return out.sort(Buffer.compare);
+}
+
+/** About `count` user keys of `mems` in [lo, hi), evenly spaced over their entries there. */
+function sampleRange(mems: readonly Memtable[], lo: Buffer | undefined, hi: Buffer | undefined, count: number): Buffer[] {
+  const each = (visit: (key: Buffer) => void): void => {
+    for (const m of mems) {
+      const it = m.iterator();
+      if (lo) it.seek(makeInternalKey(lo, MAX_SEQUENCE, SEEK_TYPE));
+      else it.first();
+      for (; it.valid; it.next()) {
+        const user = it.key.subarray(0, it.key.length - TRAILER_BYTES);
+        if (hi && Buffer.compare(user, hi) >= 0) break;
+        visit(user);
+      }
+    }
+  };
+  let n = 0;
+  each(() => n++);
+  const every = Math.max(1, Math.floor(n / count));
+  const out: Buffer[] = [];
+  let i = 0;
+  each((user) => {
+    if (i++ % every === 0) out.push(Buffer.from(user));
+  });
+  return out;
 }
 
 /** About `count` user keys of `mem`, evenly spaced over its entries (a key with many versions more often), ascending. */
