@@ -10,8 +10,12 @@ import type { Memtable } from '../memtable/memtable.js';
 import { type Layout, REORG, copiesOf, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, slotLoads } from './dranges.js';
 import type { EngineState } from './engine-state.js';
 
-/** Majors in a row beyond which the wait for the next stops doubling (64 times the first). */
-const MAX_MAJOR_STREAK = 6;
+/**
+ * Majors in a row beyond which the wait for the next stops doubling (8 times the first): long
+ * enough that keys written in ascending order cost a major per 4θ memtables, short enough that
+ * the Dranges follow a new load within a few θ memtables of writes.
+ */
+const MAX_MAJOR_STREAK = 3;
 
 /** Keys sampled per Trange wanted, for a cut: a few, so the cut follows the load. */
 const SAMPLES_PER_TRANGE = 4;
