@@ -25,7 +25,8 @@ export interface BlockStore {
   readTable(file: number, fragments: Fragment[]): Promise<Buffer>;
   /**
    * `length` bytes of the table from `offset` (a block, or its metadata), when the store can
-   * read part of a table; an engine with a block cache then holds only its tables' metadata.
+   * read part of a table; an engine with a block cache then holds its tables' metadata, and
+   * their blocks only as its cache has room for them.
    */
   readRange?(file: number, fragments: Fragment[], offset: number, length: number): Promise<Buffer>;
   deleteTable(file: number): Promise<void>;

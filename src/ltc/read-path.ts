@@ -131,7 +131,7 @@ export async function load(db: EngineState, miss: BlockMiss, pins: Pins): Promis
   if (miss.table.pin(miss.handle.offset)) pins.push([miss.table, miss.handle.offset]);
 }
 
-/** A reader of table `file` just written from `bytes`: whole, or with a block cache only its metadata (copied out). */
+/** A reader of table `file` just written from `bytes`: whole; or with a block cache, its metadata (copied out) and the table cached whole while there is room. */
 export function readerOf(db: EngineState, bytes: Buffer, file: number): TableReader {
   const name = join(db.dir, tableName(file));
   if (!db.cache) return new TableReader(bytes, name);

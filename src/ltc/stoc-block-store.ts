@@ -5,7 +5,8 @@
  * `r<range>-<table>.sst` written with sync, so a table is durable before the MANIFEST names
  * it. The MANIFEST records each fragment's StoC, its offset in the table and its size.
  *
- * Reads fetch whole tables (the LTC keeps open tables in memory; no block cache yet).
+ * Reads fetch whole tables, or byte ranges of one (a block, a table's metadata) for the LTC's
+ * block cache.
  */
 import { NovaError } from '../common/errors.js';
 import type { Placement } from '../cluster/config.js';
