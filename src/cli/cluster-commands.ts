@@ -121,7 +121,7 @@ function mib(bytes: number): string {
   return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 }
 
-/** A range's figures in a line: its Dranges and their shares, reorganizations, compactions, stalls, memory. */
+/** A range's figures in a line: its Dranges and their shares, reorganizations, compactions, stalls, memory (and its LTC's RSS, which the budget does not bound). */
 function rangeLine(x: Record<string, unknown>): string {
   const n = (k: string): number => (typeof x[k] === 'number' ? x[k] as number : 0);
   const copies = Array.isArray(x.drangeCopies) ? x.drangeCopies as number[] : [];
@@ -131,7 +131,8 @@ function rangeLine(x: Record<string, unknown>): string {
     `${n('minorReorganizations')} minor and ${n('majorReorganizations')} major reorganizations; ` +
     `${n('flushes')} flushes, ${n('compactions')} compactions (at once: max ${n('maxJobsInParallel')}, mean ${n('meanJobsInParallel').toFixed(2)}); ` +
     `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms); ` +
-    `memory ${mib(n('memoryBytes'))}${n('memoryBudgetBytes') > 0 ? ` of ${mib(n('memoryBudgetBytes'))}` : ' (no budget: tables held whole)'}`;
+    `memory ${mib(n('memoryBytes'))}${n('memoryBudgetBytes') > 0 ? ` of ${mib(n('memoryBudgetBytes'))}` : ' (no budget: tables held whole)'}` +
+    `; its LTC's resident memory ${mib(n('ltcRssBytes'))}`;
 }
 
 export function addClusterCommands(program: Command, bin: string): void {

@@ -65,6 +65,11 @@ export interface RangeStats extends EngineStats {
   msToStocs: number;
   /** Compactions declined by StoCs and merged on the LTC instead. */
   compactionsDeclined: number;
+  /**
+   * Resident memory of the LTC process serving the range, all its ranges together: with Node's
+   * heap and the transport's buffers, which the memory budget does not count.
+   */
+  ltcRssBytes: number;
 }
 
 export class LtcServer {
@@ -127,10 +132,12 @@ export class LtcServer {
   }
 
   stats(): RangeStats[] {
+    const rss = process.memoryUsage.rss();
     return [...this.served.values()].filter((s) => s.engine).map((s) => ({
       range: s.info.id, ...s.engine!.stats,
       tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
       compactionsDeclined: s.compactor?.counters.declined ?? 0,
+      ltcRssBytes: rss,
     }));
   }
 

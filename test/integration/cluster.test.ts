@@ -68,7 +68,7 @@ describe('nova cluster', () => {
     // Each range's figures from its LTC: Dranges with their shares, the imbalance.
     for (const r of ranges) expect(r.stats).toMatchObject({ range: r.id, dranges: 1, drangeShares: [expect.any(Number)], loadImbalance: 0 });
     const text = cli('status');
-    expect(text.stdout).toMatch(/range 1: .*\n  1 Dranges .*, 0 duplicated, 0 minor and 0 major reorganizations; \d+ flushes.*; memory \d+\.\d MiB of 1024\.0 MiB/);
+    expect(text.stdout).toMatch(/range 1: .*\n  1 Dranges .*, 0 duplicated, 0 minor and 0 major reorganizations; \d+ flushes.*; memory \d+\.\d MiB of 1024\.0 MiB; its LTC's resident memory \d+\.\d MiB/);
   });
 
   it('SIGKILL of the LTC during a workload: restarted, it has every acknowledged write', async () => {
@@ -199,11 +199,12 @@ describe('nova cluster', () => {
     const c = cluster.client;
     const acked = await writeKeys(c, 0, 5000, 32);
     await c.flush();
-    type Stats = { compactions: number; offloadedCompactions: number; compactionsDeclined: number; tablesPerLevel: number[]; blockCacheMisses: number; memoryBudgetBytes: number; memoryBytes: number };
+    type Stats = { compactions: number; offloadedCompactions: number; compactionsDeclined: number; tablesPerLevel: number[]; blockCacheMisses: number; memoryBudgetBytes: number; memoryBytes: number; ltcRssBytes: number };
     const [stats] = (await c.stats()) as Stats[];
     // Memtables, filters and indexes, and cached blocks stay within the budget (but for a block or two a read has pinned).
     expect(stats.memoryBudgetBytes).toBe(budget);
     expect(stats.memoryBytes).toBeLessThanOrEqual(budget + 16 * 1024);
+    expect(stats.ltcRssBytes).toBeGreaterThan(stats.memoryBytes); // the process: Node and the transport besides
     expect(stats.compactions).toBeGreaterThan(1);
     expect(stats.offloadedCompactions).toBe(stats.compactions);
     expect(stats.compactionsDeclined).toBe(0);
