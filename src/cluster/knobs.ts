@@ -87,7 +87,7 @@ export const KNOBS: readonly Knob[] = [
   }),
   knob({
     key: 'l0Trigger', engine: true, flag: 'l0-trigger', type: 'count', min: 1, default: 8,
-    meaning: 'L0 tables that make L0 due for a compaction into L1 while nothing scans',
+    meaning: 'L0 tables that make L0 due for a compaction into L1 while nothing scans (a table of several memtables flushed as one, as Nova-LSM-R and duplicated Dranges write, counts as that many)',
     tradeoff: 'more: L1 is rewritten less often per byte written; reads probe more L0 tables',
   }),
   knob({

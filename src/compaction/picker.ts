@@ -4,8 +4,8 @@
  *
  * Levels: L0 tables may overlap (newest last); L1 and deeper are sorted and disjoint, with
  * size targets growing ×10 from `l1Bytes`. The picker takes the level with the highest
- * size/target ratio (L0: table count / `l0Trigger`) once it reaches 1, and a job there that
- * no running compaction touches.
+ * size/target ratio (L0: table count / `l0Trigger`, a table of several memtables counting as
+ * that many) once it reaches 1, and a job there that no running compaction touches.
  */
 import { TRAILER_BYTES, compareBytes, compareInternalKeys } from '../common/internal-key.js';
 import type { TableMeta } from '../log/version-edit.js';
@@ -15,6 +15,12 @@ export const LEVELS = 7;
 export interface LevelOptions {
   /** L0 table count that makes L0's score 1. */
   l0Trigger: number;
+  /**
+   * A memtable's bytes (τ): an L0 table larger than this counts as size / τ tables (memtables
+   * flushed as one: a generation of Nova-LSM-R, a duplicated Drange's twins), so L0 is due at
+   * the same bytes whatever its tables hold. Absent: every table counts as one.
+   */
+  memtableBytes?: number;
   /** Size target of L1 in bytes; each deeper level ×10. */
   l1Bytes: number;
 }
@@ -34,12 +40,13 @@ export function levelTarget(level: number, o: LevelOptions): number {
 }
 
 /**
- * Each level's score: L0's tables not being compacted / l0Trigger; a deeper level's bytes /
- * its target.
+ * Each level's score: L0's tables not being compacted (in memtables' worth) / l0Trigger; a
+ * deeper level's bytes / its target.
  */
 export function levelScores(levels: TableMeta[][], o: LevelOptions, busy: ReadonlySet<number> = NONE): number[] {
+  const worth = (t: TableMeta): number => (o.memtableBytes ? Math.max(1, t.size / o.memtableBytes) : 1);
   return levels.map((tables, level) =>
-    level === 0 ? tables.filter((t) => !busy.has(t.file)).length / o.l0Trigger : tables.reduce((n, t) => n + t.size, 0) / levelTarget(level, o));
+    level === 0 ? tables.reduce((n, t) => n + (busy.has(t.file) ? 0 : worth(t)), 0) / o.l0Trigger : tables.reduce((n, t) => n + t.size, 0) / levelTarget(level, o));
 }
 
 const NONE: ReadonlySet<number> = new Set();

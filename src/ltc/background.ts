@@ -156,7 +156,7 @@ export function pickNow(db: EngineState, busy: ReadonlySet<number>, room: number
     armPostponed(db);
     return [];
   }
-  const levels = { l0Trigger: l0TriggerNow(db), l1Bytes: db.options.l1Bytes };
+  const levels = { l0Trigger: l0TriggerNow(db), l1Bytes: db.options.l1Bytes, memtableBytes: db.options.memtableBytes };
   return pickCompactions(db.levels.map((l) => l.map((t) => t.meta)), levels, db.compactCursor, busy, room);
 }
 

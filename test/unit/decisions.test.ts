@@ -43,7 +43,7 @@ describe('decisions', () => {
       const levels = levelsOf(c);
       const cursor: Array<Buffer | undefined> = new Array(LEVELS);
       if (c.args.cursor) cursor[Number(c.args.cursorLevel ?? 1)] = makeInternalKey(Buffer.from(c.args.cursor), 1, ValueType.Put);
-      const options = { l0Trigger: Number(c.args.l0Trigger ?? 4), l1Bytes: Number(c.args.l1Bytes ?? 1000) };
+      const options = { l0Trigger: Number(c.args.l0Trigger ?? 4), l1Bytes: Number(c.args.l1Bytes ?? 1000), ...(c.args.memtableBytes ? { memtableBytes: Number(c.args.memtableBytes) } : {}) };
       // busy=: tables of compactions running. `pick`: room for one job; `pick-all`: for any number.
       const busy = new Set((c.args.busy ?? '').split(',').filter(Boolean).map(Number));
       const files = (ts: TableMeta[]): string => ts.map((t) => t.file).join(' ') || 'none';
