@@ -44,7 +44,8 @@ export function levelTarget(level: number, o: LevelOptions): number {
  * deeper level's bytes / its target.
  */
 export function levelScores(levels: TableMeta[][], o: LevelOptions, busy: ReadonlySet<number> = NONE): number[] {
-  const worth = (t: TableMeta): number => (o.memtableBytes ? Math.max(1, t.size / o.memtableBytes) : 1);
+  // Rounded: a table of one memtable that overshot τ a little is still one.
+  const worth = (t: TableMeta): number => (o.memtableBytes ? Math.max(1, Math.round(t.size / o.memtableBytes)) : 1);
   return levels.map((tables, level) =>
     level === 0 ? tables.reduce((n, t) => n + (busy.has(t.file) ? 0 : worth(t)), 0) / o.l0Trigger : tables.reduce((n, t) => n + t.size, 0) / levelTarget(level, o));
 }

@@ -108,17 +108,20 @@ export async function offload(db: EngineState, compactor: Compactor, out: number
       throw new NovaError('CORRUPTION', `an offloaded compaction answered tables ${tables[i - 1].file} and ${t.file} whose keys overlap or are out of order`);
     }
   });
-  let opened: LiveTable[];
-  try {
-    opened = await Promise.all(tables.map(async (t) => {
-      const meta: TableMeta = { ...t, level: out };
-      const reader = await openTable(db, meta);
-      if ((reader.whole && reader.bytes.length !== t.size) || reader.entries !== t.entries) {
-        throw new NovaError('CORRUPTION', `${reader.name}: ${reader.entries} entries${reader.whole ? ` in ${reader.bytes.length} bytes` : ''}; the compaction said ${t.entries} in ${t.size}`);
-      }
-      return { meta, reader };
-    }));
-  } catch (err) {
+  const results = await Promise.allSettled(tables.map(async (t) => {
+    const meta: TableMeta = { ...t, level: out };
+    const reader = await openTable(db, meta);
+    if ((reader.whole && reader.bytes.length !== t.size) || reader.entries !== t.entries) {
+      reader.uncache();
+      throw new NovaError('CORRUPTION', `${reader.name}: ${reader.entries} entries${reader.whole ? ` in ${reader.bytes.length} bytes` : ''}; the compaction said ${t.entries} in ${t.size}`);
+    }
+    return { meta, reader };
+  }));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    // Outputs already opened are not used: out of the cache with them.
+    for (const r of results) if (r.status === 'fulfilled') r.value.reader.uncache();
+    const err: unknown = failed.reason;
     if ((err as NovaError).code === 'CORRUPTION') throw err;
     // A StoC holding an output went away after the job: merge here instead (the outputs
     // are deleted where they can be, else at the next open, as no edit names them).
@@ -127,5 +130,5 @@ export async function offload(db: EngineState, compactor: Compactor, out: number
     return undefined;
   }
   db.counts.offloaded++;
-  return opened;
+  return results.map((r) => (r as PromiseFulfilledResult<LiveTable>).value);
 }

@@ -101,6 +101,8 @@ export class EngineState {
   applied: Promise<void> = Promise.resolve(); // the newest round's apply step
   readonly inFlight = { rounds: 0, bytes: 0 }; // rounds appended, not yet applied
   cache: BlockCache | undefined; // set: tables are held as metadata, data blocks cached
+  /** Bytes of tables being read to be cached whole: room already promised (read-path.ts openTable). */
+  cacheReserved = 0;
   readonly loading = new Map<string, Promise<void>>(); // block loads under way, by table:offset
   lastWriteAt = 0; // Date.now() of the last commit round
   idleDue = false; // writes have paused for idleCompactionMs: L0 is due at one table

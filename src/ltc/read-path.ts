@@ -147,7 +147,7 @@ export function readerOf(db: EngineState, bytes: Buffer, file: number): TableRea
  * was just written), so reads go to the StoCs only for what the budget cannot hold.
  */
 function roomFor(db: EngineState, bytes: number): boolean {
-  return db.cache !== undefined && db.cache.capacity - db.cache.bytes >= bytes;
+  return db.cache !== undefined && db.cache.capacity - db.cache.bytes - db.cacheReserved >= bytes;
 }
 
 /**
@@ -158,7 +158,17 @@ function roomFor(db: EngineState, bytes: number): boolean {
 export async function openTable(db: EngineState, meta: TableMeta): Promise<TableReader> {
   const name = join(db.dir, tableName(meta.file));
   if (!db.cache) return new TableReader(await db.store.readTable(meta.file, meta.fragments), name);
-  if (roomFor(db, meta.size)) return readerOf(db, await db.store.readTable(meta.file, meta.fragments), meta.file);
+  if (roomFor(db, meta.size)) {
+    // Tables opened at once (a compaction's outputs) must not all count on the same room.
+    db.cacheReserved += meta.size;
+    let bytes: Buffer;
+    try {
+      bytes = await db.store.readTable(meta.file, meta.fragments);
+    } finally {
+      db.cacheReserved -= meta.size;
+    }
+    return readerOf(db, bytes, meta.file);
+  }
   const footer = readFooter(await db.store.readRange!(meta.file, meta.fragments, meta.size - FOOTER_BYTES, FOOTER_BYTES), name);
   const start = metadataStart(footer);
   if (start > meta.size - FOOTER_BYTES) throw new NovaError('CORRUPTION', `${name}: metadata at offset ${start}, past the table's ${meta.size} bytes`);

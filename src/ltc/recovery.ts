@@ -120,14 +120,14 @@ const LOOKUP_BYTES_PER_KEY = 100;
 /**
  * The lookup index of the tree as recovery left it: its memtables are new and empty, so the
  * keys are those of its L0 tables, read oldest first (a newer table's version wins). Tables
- * held as metadata only (a block cache) are not read: the index then lacks them until L0 has
- * been compacted away, and gets search as without it meanwhile.
+ * held as metadata only (not cached whole) are not read: the index then lacks them until L0
+ * has been compacted away, and gets search as without it meanwhile.
  */
 function buildLookup(db: EngineState): LookupIndex {
   const index = new LookupIndex(Math.floor(db.options.lookupIndexBytes / LOOKUP_BYTES_PER_KEY));
   for (const m of db.memtables.all()) index.opened(m);
   for (const t of db.levels[0]) {
-    if (!t.reader.whole) {
+    if (!t.reader.ownBytes()) {
       index.lacks(db.nextFile);
       break;
     }

@@ -39,6 +39,8 @@ export class TableReader {
   /** Set when the reader holds only its metadata: data blocks come from this cache. */
   private cache: BlockCache | undefined;
   private readonly id = nextReaderId++;
+  /** Set when the table left the tree (uncache): nothing of it is cached again. */
+  private dropped = false;
   /** Where `bytes` starts in the table (0 when it is the whole table). */
   private base = 0;
 
@@ -127,7 +129,7 @@ export class TableReader {
   insert(handle: BlockHandle, bytes: Buffer): void {
     const block = new Block(readBlock(bytes, { offset: 0, size: handle.size }, `${this.name} (data block at offset ${handle.offset})`, 'data'),
       this.name, handle.offset);
-    this.cache!.put(this.id, handle.offset, block, bytes.length);
+    if (!this.dropped) this.cache!.put(this.id, handle.offset, block, bytes.length);
   }
 
   /** Keeps the cached block at `offset` cached until `unpin` (BlockCache.pin); false if it is not cached. */
@@ -137,7 +139,9 @@ export class TableReader {
 
   unpin(offset: number): void {
     this.cache?.unpin(this.id, offset);
+    if (this.dropped) this.cache?.remove(this.id, offset);
   }
+
 
   /**
    * Caches the table whole (`table`, its bytes), as one entry: its blocks are then read from
@@ -150,9 +154,13 @@ export class TableReader {
     this.cache.putTable(this.id, table);
   }
 
-  /** Drops the table and its blocks from the cache (a read still under way loads what it needs again). */
+  /**
+   * Drops the table and its blocks from the cache for good: the table has left the tree. A
+   * block a read was loading meanwhile is not cached, and one it has pinned goes at its unpin.
+   */
   uncache(): void {
     if (!this.cache) return;
+    this.dropped = true;
     this.cache.removeTable(this.id);
     for (let b = 0; b < this.blockOffset.length; b++) this.cache.remove(this.id, this.blockOffset[b]);
   }
