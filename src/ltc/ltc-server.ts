@@ -70,6 +70,9 @@ export interface RangeStats extends EngineStats {
    * heap and the transport's buffers, which the memory budget does not count.
    */
   ltcRssBytes: number;
+  /** Of it: V8's heap in use, and memory outside it (Buffers) that Node tracks. */
+  ltcHeapBytes: number;
+  ltcExternalBytes: number;
 }
 
 export class LtcServer {
@@ -132,12 +135,12 @@ export class LtcServer {
   }
 
   stats(): RangeStats[] {
-    const rss = process.memoryUsage.rss();
+    const mem = process.memoryUsage();
     return [...this.served.values()].filter((s) => s.engine).map((s) => ({
       range: s.info.id, ...s.engine!.stats,
       tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
       compactionsDeclined: s.compactor?.counters.declined ?? 0,
-      ltcRssBytes: rss,
+      ltcRssBytes: mem.rss, ltcHeapBytes: mem.heapUsed, ltcExternalBytes: mem.external,
     }));
   }
 
