@@ -86,7 +86,6 @@ export const nova: EngineAdapter = {
   },
 };
 
-
 /** Each range's numeric figures (NovaClient.stats), by range. */
 async function rangeFigures(client: NovaClient): Promise<Map<number, Record<string, number>>> {
   const rows = (await client.stats()) as Array<Record<string, unknown> & { range: number }>;

@@ -88,9 +88,9 @@ export class EngineState {
   scans = 0; // scans served, for L0 tables' scan allowances
   flushNeedsActives = false; // the next flush must take active memtables along
   flushingAll = false; // flushAll runs: parked memtables flush too, none is merged
-  merging = false;
+  merging = false; // a merge instead of flush runs: the Dranges wait (it places its result by them)
   compactionsWaitUntil = 0; // Date.now() before which no compaction starts (one's inputs were away)
-  postponeTimer: NodeJS.Timeout | undefined; // kicks the compaction loop when that wait is over // a merge instead of flush runs: the Dranges wait (it places its result by them)
+  postponeTimer: NodeJS.Timeout | undefined; // kicks the compaction loop when that wait is over
   waiters: Array<() => void> = [];
   failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   closed = false;

@@ -290,9 +290,10 @@ export class Engine {
     const lk = this.db.lookup;
     const r = this.db.searched;
     const per = (n: number, of: number): number => (of > 0 ? n / of : 0);
+    const memtableBytes = mems.reduce((n, m) => n + m.approximateBytes, 0);
     return {
       tablesPerLevel: this.db.levels.map((l) => l.length),
-      memtableBytes: mems.reduce((n, m) => n + m.approximateBytes, 0),
+      memtableBytes,
       memtables: mems.length, dranges: this.db.memtables.dranges, lastSequence: this.db.lastSequence,
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
       lookupHits: lk?.counters.hits ?? 0, lookupMisses: lk?.counters.misses ?? 0, lookupKeys: lk?.size ?? 0, lookupBytes: lk?.bytes ?? 0, lookupComplete: lk?.complete ?? false,
@@ -302,7 +303,7 @@ export class Engine {
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       memoryBudgetBytes: this.db.options.memoryBudgetBytes,
-      memoryBytes: mems.reduce((n, m) => n + m.approximateBytes, 0) + (lk?.bytes ?? 0) + this.db.tableBytes() + (this.db.cache?.bytes ?? 0),
+      memoryBytes: memtableBytes + (lk?.bytes ?? 0) + this.db.tableBytes() + (this.db.cache?.bytes ?? 0),
       blockCacheBytes: this.db.cache?.bytes ?? 0, blockCacheHits: this.db.cache?.counters.hits ?? 0, blockCacheMisses: this.db.cache?.counters.misses ?? 0,
       sessions: this.db.sessions.stats,
     };

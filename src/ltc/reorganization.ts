@@ -39,7 +39,7 @@ export function nextLayout(db: EngineState, full: Memtable): NextLayout | undefi
   if (α <= 1 || db.options.ltcVariant === 'nova-r' || db.merging) return undefined;
   const want = α * γ * SAMPLES_PER_TRANGE;
   if (db.memtables.dranges === 1) {
-    const layout = recut(sampleKeys(full, want), α, γ);
+    const layout = recut(sampleRange([full], undefined, undefined, want), α, γ);
     return layout.dranges.length > 0 ? { layout, why: 'first' } : undefined;
   }
   if (!db.options.reorganization) return undefined;
@@ -144,17 +144,5 @@ function sampleRange(mems: readonly Memtable[], lo: Buffer | undefined, hi: Buff
   each((user) => {
     if (i++ % every === 0) out.push(Buffer.from(user));
   });
-  return out;
-}
-
-/** About `count` user keys of `mem`, evenly spaced over its entries (a key with many versions more often), ascending. */
-function sampleKeys(mem: Memtable, count: number): Buffer[] {
-  const every = Math.max(1, Math.floor(mem.entries / count));
-  const out: Buffer[] = [];
-  const it = mem.iterator();
-  let i = 0;
-  for (it.first(); it.valid; it.next(), i++) {
-    if (i % every === 0) out.push(Buffer.from(it.key.subarray(0, it.key.length - TRAILER_BYTES)));
-  }
   return out;
 }

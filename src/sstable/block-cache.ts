@@ -41,18 +41,22 @@ export class BlockCache {
     return e.block;
   }
 
-  /** The bytes of a table cached whole, if they are (a hit when they are). */
-  table(reader: number): Buffer | undefined {
-    const e = this.blocks.get(`${reader}:t`);
+  /** The key of reader `reader`'s table cached whole (its readers keep it: a lookup per block read builds no string). */
+  static tableKey(reader: number): string {
+    return `${reader}:t`;
+  }
+
+  /** The bytes of a table cached whole (`key`: tableKey), if they are (a hit when they are). */
+  table(key: string): Buffer | undefined {
+    const e = this.blocks.get(key);
     if (!e) return undefined;
     this.counters.hits++;
     e.used = true;
     return e.table;
   }
 
-  /** Caches a table whole: one entry of its bytes. */
-  putTable(reader: number, bytes: Buffer): void {
-    const key = `${reader}:t`;
+  /** Caches a table whole (`key`: tableKey): one entry of its bytes. */
+  putTable(key: string, bytes: Buffer): void {
     const old = this.blocks.get(key);
     if (old) this.used -= old.bytes;
     this.blocks.delete(key);
@@ -61,8 +65,8 @@ export class BlockCache {
     this.evict(key);
   }
 
-  removeTable(reader: number): void {
-    this.remove(reader, 't');
+  removeTable(key: string): void {
+    this.removeKey(key);
   }
 
   put(reader: number, offset: number, block: Block, bytes: number): void {
@@ -76,8 +80,11 @@ export class BlockCache {
   }
 
   /** Drops a block, unless a read has it pinned (it goes when evicted after its unpin). */
-  remove(reader: number, offset: number | 't'): void {
-    const key = `${reader}:${offset}`;
+  remove(reader: number, offset: number): void {
+    this.removeKey(`${reader}:${offset}`);
+  }
+
+  private removeKey(key: string): void {
     const e = this.blocks.get(key);
     if (!e || e.pins > 0) return;
     this.blocks.delete(key);

@@ -12,7 +12,7 @@ import { Block, type BlockIterator } from './block.js';
 import type { InternalIterator } from './merging-iterator.js';
 import { TwoLevelIterator } from './two-level-iterator.js';
 import { filterHash, filterMayContain } from './filter.js';
-import type { BlockCache } from './block-cache.js';
+import { BlockCache } from './block-cache.js';
 import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type BlockHandle, type Footer } from './format.js';
 
 export type GetResult = { type: 'put'; value: Buffer } | { type: 'delete' } | undefined;
@@ -39,6 +39,7 @@ export class TableReader {
   /** Set when the reader holds only its metadata: data blocks come from this cache. */
   private cache: BlockCache | undefined;
   private readonly id = nextReaderId++;
+  private readonly tableKey = BlockCache.tableKey(this.id);
   /** Set when the table left the tree (uncache): nothing of it is cached again. */
   private dropped = false;
   /** Where `bytes` starts in the table (0 when it is the whole table). */
@@ -122,7 +123,7 @@ export class TableReader {
 
   /** The whole table's bytes, if the reader has them (whole, or cached whole). */
   ownBytes(): Buffer | undefined {
-    return this.cache ? this.cache.table(this.id) : this.bytes;
+    return this.cache ? this.cache.table(this.tableKey) : this.bytes;
   }
 
   /** Checks `bytes` (a data block with its trailer, read from the table at `handle`) and caches it. */
@@ -142,7 +143,6 @@ export class TableReader {
     if (this.dropped) this.cache?.remove(this.id, offset);
   }
 
-
   /**
    * Caches the table whole (`table`, its bytes), as one entry: its blocks are then read from
    * those bytes as a whole table's are, with no object per block to keep or collect, until the
@@ -151,7 +151,7 @@ export class TableReader {
   fill(table: Buffer): void {
     if (!this.cache) return;
     this.checked.fill(0);
-    this.cache.putTable(this.id, table);
+    this.cache.putTable(this.tableKey, table);
   }
 
   /**
@@ -161,7 +161,7 @@ export class TableReader {
   uncache(): void {
     if (!this.cache) return;
     this.dropped = true;
-    this.cache.removeTable(this.id);
+    this.cache.removeTable(this.tableKey);
     for (let b = 0; b < this.blockOffset.length; b++) this.cache.remove(this.id, this.blockOffset[b]);
   }
 
@@ -249,7 +249,7 @@ export class TableReader {
    * the table's bytes are not at hand (a metadata-only reader whose table is not cached whole).
    */
   ownBlockAt(b: number, reuse: Block | undefined): Block | undefined {
-    const bytes = this.cache ? this.cache.table(this.id) : this.bytes;
+    const bytes = this.ownBytes();
     if (!bytes) return undefined;
     const offset = this.blockOffset[b];
     const data = this.dataBytes(bytes, b, offset, this.blockSize[b]);
