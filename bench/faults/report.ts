@@ -14,12 +14,18 @@ export function faultSummary(r: FaultRunResult): string[] {
     `operations: ${ops.total} (${ops.reads} reads, ${ops.writes} writes acknowledged, ${ops.unknown} of unknown outcome, ${ops.failed} failed)`,
     `faults: ${faults}`,
     `client sessions: ${r.sessions}`,
+    ...(r.moves.length > 0 ? [`range moves: ${r.moves.length}; refused requests for median ${median(r.moves)} ms, max ${Math.max(...r.moves)} ms`] : []),
     `checked ${c.operations} operations on ${c.keys} keys in ${(r.checkMs / 1000).toFixed(1)} s (${c.states} search states); longest operation ${(c.longestMs / 1000).toFixed(2)} s`,
   ];
   if (c.violations.length === 0 && c.undecided.length === 0) lines.push('linearizable: every key');
   for (const v of c.violations) lines.push(`NOT LINEARIZABLE: key ${v.key}: ${v.explanation}`);
   if (c.undecided.length > 0) lines.push(`undecided (the search ran out of states): keys ${c.undecided.join(', ')}`);
   return lines;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
 }
 
 export function faultHtml(r: FaultRunResult): string {

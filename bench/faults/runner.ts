@@ -11,7 +11,9 @@
  * - ltc-stop, stoc-stop, coordinator-stop: SIGSTOP for `stopMs`, then SIGCONT;
  * - log-split: SIGSTOP two StoCs so that log appends reach only the third, SIGKILL the LTC,
  *   SIGCONT the StoCs, `nova up` (a write then reaches one log replica, is replayed at
- *   recovery, and its client retries it: the history that made writes apply twice).
+ *   recovery, and its client retries it: the history that made writes apply twice);
+ * - range-move (with two LTCs or more): `nova range move` of the keys' range to another LTC.
+ * The LTC faults hit the LTC that holds the keys' range.
  * At the end every key is read once more, the cluster is stopped, and each key's history is
  * checked. The seed fixes the schedule of faults and the clients' choices; the processes'
  * timing is the machine's, so a replay takes the same steps at slightly different moments.
@@ -21,11 +23,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { NovaClient } from '../../src/client/nova-client.js';
-import type { NovaError } from '../../src/common/errors.js';
-import { NOVA_BIN, componentDir, down, isRunning, readClusterFile, up, type ComponentRole } from '../../src/control/cluster-control.js';
+import { NovaError } from '../../src/common/errors.js';
+import { NOVA_BIN, componentDir, down, fetchStatus, isRunning, moveRange, readClusterFile, up, type ComponentRole } from '../../src/control/cluster-control.js';
 import { History, type HistoryCheck } from './history.js';
 
-export const FAULT_KINDS = ['ltc-kill', 'ltc-stop', 'stoc-kill', 'stoc-stop', 'coordinator-kill', 'coordinator-stop', 'log-split'] as const;
+export const FAULT_KINDS = ['ltc-kill', 'ltc-stop', 'stoc-kill', 'stoc-stop', 'coordinator-kill', 'coordinator-stop', 'log-split', 'range-move'] as const;
 export type FaultKind = typeof FAULT_KINDS[number];
 
 export interface FaultRunOptions {
@@ -44,8 +46,9 @@ export interface FaultRunOptions {
   faultEveryMs?: [number, number];
   /** How long a SIGSTOP lasts, uniform in [min, max] (default 2000–15000). */
   stopMs?: [number, number];
-  /** StoCs of the cluster (default 3). */
+  /** StoCs and LTCs of the cluster (default 3 and 1; range-move needs two LTCs). */
   stocs?: number;
+  ltcs?: number;
   /** Coordinator flags of the cluster (default: 1 MiB memtables and an L0 trigger of 4, so flushes delete logs often). */
   clusterArgs?: string[];
   /** Each client's deadline per operation (default 30 000, NovaClient's): shorter ones give writes of unknown outcome under long stops. */
@@ -81,6 +84,8 @@ export interface FaultRunResult {
   events: FaultEvent[];
   /** Operations answered per second of the run. */
   perSecond: number[];
+  /** How long each range-move fault's range refused requests (ms). */
+  moves: number[];
   /** Sessions the clients started (one each, plus one per SESSION_EXPIRED). */
   sessions: number;
   check: HistoryCheck;
@@ -95,7 +100,9 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   const clients = o.clients ?? 8;
   const keys = o.keys ?? 20;
   const depth = o.depth ?? 64;
-  const kinds = o.faults ?? FAULT_KINDS;
+  const ltcs = o.ltcs ?? 1;
+  const kinds = o.faults ?? FAULT_KINDS.filter((k) => k !== 'range-move' || ltcs > 1);
+  if (kinds.includes('range-move') && ltcs < 2) throw new NovaError('BAD_ARGUMENT', 'the range-move fault needs two LTCs or more');
   const [everyMin, everyMax] = o.faultEveryMs ?? [3000, 6000];
   const [stopMin, stopMax] = o.stopMs ?? [2000, 15000];
   const stocs = o.stocs ?? 3;
@@ -106,7 +113,9 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   const rand = seeded(o.seed);
   const dir = o.dir ?? mkdtempSync(join(tmpdir(), 'nova-faults-'));
   const bin = o.bin ?? NOVA_BIN;
-  const start = (): Promise<unknown> => up({ dir, stocs, host: '127.0.0.1', bin, coordinatorArgs: o.clusterArgs ?? DEFAULT_CLUSTER_ARGS, timeoutMs: 120_000 });
+  const start = (): Promise<unknown> => up({ dir, stocs, ltcs, host: '127.0.0.1', bin, coordinatorArgs: o.clusterArgs ?? DEFAULT_CLUSTER_ARGS, timeoutMs: 120_000 });
+  /** The LTC holding the keys' range (they all fall in range 1: "key-" sorts before the bench's split keys). */
+  const holder = async (): Promise<number> => (await fetchStatus(readClusterFile(dir)!.coordinator)).config.ranges[0].ltc;
   const pid = (role: ComponentRole, id: number): number | undefined =>
     readClusterFile(dir)?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid, componentDir(dir, role, id)))?.pid;
   const signal = (role: ComponentRole, id: number, sig: NodeJS.Signals): void => {
@@ -134,6 +143,8 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
     perSecond[s]++;
   };
   const events: FaultEvent[] = [];
+  /** Each range move's unavailability (ms). */
+  const moves: number[] = [];
   const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
   let running = true;
   let nextValue = 1;
@@ -234,7 +245,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
         switch (kind) {
           case 'ltc-kill': case 'stoc-kill': case 'coordinator-kill': {
             const role = kind.slice(0, kind.indexOf('-')) as ComponentRole;
-            const id = role === 'stoc' ? stoc : 1;
+            const id = role === 'stoc' ? stoc : role === 'ltc' ? await holder() : 1;
             targets.push(id);
             await kill(role, id);
             await sleep(between(0, 1000));
@@ -243,7 +254,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
           }
           case 'ltc-stop': case 'stoc-stop': case 'coordinator-stop': {
             const role = kind.slice(0, kind.indexOf('-')) as ComponentRole;
-            const id = role === 'stoc' ? stoc : 1;
+            const id = role === 'stoc' ? stoc : role === 'ltc' ? await holder() : 1;
             targets.push(id);
             pause(role, id, true);
             await sleep(between(stopMin, stopMax));
@@ -253,11 +264,20 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
           case 'log-split': {
             const others = Array.from({ length: stocs }, (_, i) => i + 1).filter((i) => i !== stoc).slice(0, Math.max(1, stocs - 1));
             targets.push(...others);
+            const ltc = await holder();
             for (const s of others) pause('stoc', s, true);
             await sleep(between(200, 600));
-            await kill('ltc', 1);
+            await kill('ltc', ltc);
             for (const s of others) pause('stoc', s, false);
             await start();
+            break;
+          }
+          case 'range-move': {
+            const from = await holder();
+            const to = from % ltcs + 1;
+            targets.push(to);
+            const r = await moveRange(readClusterFile(dir)!.coordinator, 1, to);
+            moves.push(r.unavailableMs);
             break;
           }
         }
@@ -301,7 +321,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   return {
     seed: o.seed, durationMs, clients, keys, depth,
     operations: { total: history.size, ...counts },
-    faults, events, perSecond,
+    faults, events, perSecond, moves,
     sessions: novas.reduce((n, c) => n + c.sessionInfo.started, 0),
     check, checkMs: performance.now() - c0, dir,
   };

@@ -19,6 +19,7 @@ import { checkFile, dumpFile, printable, type FileKind } from '../tools/inspect.
 import { FAULT_KINDS, runFaults, type FaultKind } from '../../bench/faults/runner.js';
 import { faultHtml, faultSummary } from '../../bench/faults/report.js';
 import { addClusterCommands } from './cluster-commands.js';
+import { addRangeCommands } from './range-commands.js';
 import { intList, nonNegativeInt, positiveInt, positiveNumber } from './args.js';
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
@@ -107,6 +108,7 @@ export function buildProgram(): Command {
     .showHelpAfterError('(run with --help for usage)');
 
   addClusterCommands(program, join(root, 'bin', 'nova.js'));
+  addRangeCommands(program);
 
   program.command('info')
     .description('print the versions of Nova, UCX and Node')
@@ -262,7 +264,8 @@ export function buildProgram(): Command {
     .option('--keys <n>', 'keys they share', positiveInt, 20)
     .option('--depth <n>', 'requests outstanding per client in its pipelined phases', positiveInt, 64)
     .option('--pipelined <share>', 'share of the time a client is in a pipelined phase (phases last 5 s)', positiveNumber, 0.5)
-    .option('--faults <list>', `fault kinds, comma-separated: ${FAULT_KINDS.join(', ')}`, FAULT_KINDS.join(','))
+    .option('--faults <list>', `fault kinds, comma-separated: ${FAULT_KINDS.join(', ')} (default: all; range-move with --ltcs 2 or more)`)
+    .option('--ltcs <n>', 'LTCs of the cluster (range-move moves the keys\' range between them)', positiveInt, 1)
     .option('--fault-every <lo-hi>', 'milliseconds between faults', '3000-6000')
     .option('--stop-for <lo-hi>', 'milliseconds a SIGSTOP lasts', '2000-15000')
     .option('--client-timeout <ms>', 'each client\'s deadline per operation (shorter than a stop: writes of unknown outcome)', positiveInt, 30_000)
@@ -270,14 +273,14 @@ export function buildProgram(): Command {
     .option('--history <file>', 'also write every operation as JSON lines to <file>')
     .option('--json <file>', 'also write the figures as JSON to <file>')
     .option('--html <file>', 'also write an HTML report (operations per second, faults) to <file>')
-    .action(async (opts: { duration: number; seed?: number; clients: number; keys: number; depth: number; pipelined: number; faults: string;
+    .action(async (opts: { duration: number; seed?: number; clients: number; keys: number; depth: number; pipelined: number; faults?: string; ltcs: number;
       faultEvery: string; stopFor: string; clientTimeout: number; dir?: string; history?: string; json?: string; html?: string }) => {
-      const kinds = opts.faults.split(',').map((f) => f.trim()).filter(Boolean);
+      const kinds = opts.faults?.split(',').map((f) => f.trim()).filter(Boolean) ?? FAULT_KINDS.filter((k) => k !== 'range-move' || opts.ltcs > 1);
       for (const k of kinds) if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new InvalidArgumentError(`unknown fault "${k}": use ${FAULT_KINDS.join(', ')}`);
       const seed = opts.seed ?? Math.floor(Math.random() * 1_000_000);
       console.log(`seed ${seed} (replay: --seed ${seed})`);
       const result = await runFaults({
-        seed, durationMs: opts.duration * 1000, clients: opts.clients, keys: opts.keys, depth: opts.depth, pipelinedShare: Math.min(1, opts.pipelined),
+        seed, durationMs: opts.duration * 1000, clients: opts.clients, keys: opts.keys, depth: opts.depth, pipelinedShare: Math.min(1, opts.pipelined), ltcs: opts.ltcs,
         faults: kinds as FaultKind[], faultEveryMs: span(opts.faultEvery, '--fault-every'), stopMs: span(opts.stopFor, '--stop-for'), clientTimeoutMs: opts.clientTimeout, dir: opts.dir,
         keep: opts.dir !== undefined, onHistory: opts.history ? (lines) => writeLines(opts.history!, lines) : undefined,
         progress: (line) => process.stderr.write(`${line}\n`),

@@ -32,6 +32,12 @@ export interface RangeInfo {
   /** Exclusive upper bound; undefined for the last range. */
   end?: Buffer;
   ltc: number;
+  /**
+   * A move in progress: the LTC that still holds the range. `ltc` opens it only once this one
+   * has let it go (closed its engine, so its logs and MANIFEST are final) and the coordinator
+   * has cleared the field (doc/decisions/range-moves.md).
+   */
+  from?: number;
 }
 
 /** The cluster's knobs: what each means, its flag and default are in knobs.ts. */
@@ -117,13 +123,39 @@ export function memberOf(config: ClusterConfig, role: Role, id: number): Member 
   return config.members.find((m) => m.role === role && m.id === id);
 }
 
+/**
+ * The configuration after range `range` starts moving to LTC `to`: the next id, the range on
+ * `to`, and `from` naming its LTC until that one lets it go. BAD_ARGUMENT for a range or LTC the
+ * configuration does not have; BUSY for a range already moving.
+ */
+export function startMove(config: ClusterConfig, range: number, to: number): ClusterConfig {
+  const r = config.ranges.find((x) => x.id === range);
+  if (!r) throw new NovaError('BAD_ARGUMENT', `there is no range ${range} (ranges: ${config.ranges.map((x) => x.id).join(', ')})`);
+  if (!memberOf(config, 'ltc', to)) throw new NovaError('BAD_ARGUMENT', `there is no LTC ${to} (LTCs: ${config.members.filter((m) => m.role === 'ltc').map((m) => m.id).join(', ') || 'none'})`);
+  if (r.from !== undefined) throw new NovaError('BUSY', `range ${range} is moving from LTC ${r.from} to LTC ${r.ltc}; wait until it is done`);
+  if (r.ltc === to) throw new NovaError('BAD_ARGUMENT', `range ${range} is on LTC ${to} already`);
+  return withRange(config, { ...r, ltc: to, from: r.ltc });
+}
+
+/** The configuration after the LTC a moving range was leaving let it go; undefined if it is not moving. */
+export function endMove(config: ClusterConfig, range: number): ClusterConfig | undefined {
+  const r = config.ranges.find((x) => x.id === range);
+  if (r?.from === undefined) return undefined;
+  const { from: _, ...rest } = r;
+  return withRange(config, rest);
+}
+
+function withRange(config: ClusterConfig, r: RangeInfo): ClusterConfig {
+  return { ...config, id: config.id + 1, ranges: config.ranges.map((x) => (x.id === r.id ? r : x)) };
+}
+
 /** JSON form: keys as hex. */
 export function configToJson(c: ClusterConfig): unknown {
   return { ...c, ranges: c.ranges.map((r) => ({ ...r, start: r.start.toString('hex'), end: r.end?.toString('hex') })) };
 }
 
 export function configFromJson(j: unknown, what: string): ClusterConfig {
-  const c = j as Omit<ClusterConfig, 'ranges'> & { ranges: Array<{ id: number; start: string; end?: string | null; ltc: number }> };
+  const c = j as Omit<ClusterConfig, 'ranges'> & { ranges: Array<{ id: number; start: string; end?: string | null; ltc: number; from?: number }> };
   if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges) || !Array.isArray(c.members) || typeof c.settings !== 'object') {
     throw new NovaError('CORRUPTION', `${what}: not a cluster configuration`);
   }
@@ -131,7 +163,10 @@ export function configFromJson(j: unknown, what: string): ClusterConfig {
     id: c.id,
     members: c.members,
     settings: { ...DEFAULT_SETTINGS, ...c.settings },
-    ranges: c.ranges.map((r) => ({ id: r.id, ltc: r.ltc, start: Buffer.from(r.start, 'hex'), end: r.end === undefined || r.end === null ? undefined : Buffer.from(r.end, 'hex') })),
+    ranges: c.ranges.map((r) => ({
+      id: r.id, ltc: r.ltc, start: Buffer.from(r.start, 'hex'), end: r.end === undefined || r.end === null ? undefined : Buffer.from(r.end, 'hex'),
+      ...(typeof r.from === 'number' ? { from: r.from } : {}),
+    })),
   };
 }
 
@@ -141,6 +176,9 @@ export function configFromWire(w: unknown): ClusterConfig {
   if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges)) throw new NovaError('CORRUPTION', 'configuration from the coordinator is malformed');
   return {
     ...c,
-    ranges: c.ranges.map((r) => ({ ...r, start: Buffer.from(r.start as Uint8Array), end: r.end ? Buffer.from(r.end as Uint8Array) : undefined })),
+    ranges: c.ranges.map((r) => ({
+      id: r.id, ltc: r.ltc, start: Buffer.from(r.start as Uint8Array), end: r.end ? Buffer.from(r.end as Uint8Array) : undefined,
+      ...(typeof r.from === 'number' ? { from: r.from } : {}),
+    })),
   };
 }

@@ -18,10 +18,19 @@ export interface MembershipOptions {
   id: number;
   address: string;
   host?: string;
-  /** What the LTC reports it serves (range ids); called on each beat. */
-  serving?: () => number[];
+  /** What an LTC reports of its ranges; called on each beat. */
+  ranges?: () => RangeReport;
   onConfig: (config: ClusterConfig) => void;
   onLog?: (line: string) => void;
+}
+
+export interface RangeReport {
+  /** Ranges open and serving. */
+  serving: number[];
+  /** Ranges open, opening or closing: those it has not let go. */
+  holding: number[];
+  /** [range, requests, bytes written] since this process opened each range. */
+  load: Array<[number, number, number]>;
 }
 
 export class Membership {
@@ -90,7 +99,10 @@ export class Membership {
     if (this.beating || this.stopped) return;
     this.beating = true;
     try {
-      const id = await (await this.locator.connection()).call<number>('heartbeat', [this.o.role, this.o.id, this.o.serving?.() ?? []]);
+      // What the LTC holds is read with the config id it holds it under (the coordinator ends moves by it).
+      const r = this.o.ranges?.();
+      const id = await (await this.locator.connection()).call<number>('heartbeat',
+        [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? []]);
       if (id > this.configId) await this.refresh();
       this.lastError = '';
     } catch (err) {

@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
 import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
-import { readConfigFile, type ClusterStatus } from '../coordinator/coordinator.js';
+import { readConfigFile, type ClusterStatus, type MoveReport } from '../coordinator/coordinator.js';
 import { configFromWire, type ClusterConfig } from '../cluster/config.js';
 
 const HERE = fileURLToPath(import.meta.url);
@@ -117,6 +117,19 @@ export async function fetchStatus(coordinator: string, timeoutMs = 5_000): Promi
   try {
     const s = await link.call<ClusterStatus>('status', [], timeoutMs);
     return { ...s, config: configFromWire(s.config) };
+  } finally {
+    link.close();
+  }
+}
+
+/** How long `nova range move` waits: the old LTC letting go, then the new one opening (coordinator.ts). */
+const MOVE_TIMEOUT_MS = 120_000;
+
+/** Moves range `range` to LTC `to` through the coordinator; resolves once it serves there. */
+export async function moveRange(coordinator: string, range: number, to: number): Promise<MoveReport> {
+  const link = await TcpRpcClient.connect(coordinator, { timeoutMs: 5_000 });
+  try {
+    return await link.call<MoveReport>('move', [range, to], MOVE_TIMEOUT_MS);
   } finally {
     link.close();
   }

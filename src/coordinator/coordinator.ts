@@ -4,24 +4,38 @@
  * heartbeat, and serves the configuration to clients and components over TCP.
  *
  * The configuration changes (and its id grows) when a component registers with an address
- * it did not have: a restarted StoC has a new fabric address, a restarted LTC may have a new
- * port. Liveness is not configuration: it is reported by `status`, from heartbeats.
+ * it did not have (a restarted StoC has a new fabric address, a restarted LTC may have a new
+ * port), and when a range moves. Liveness is not configuration: it is reported by `status`,
+ * from heartbeats, and so is each range's load.
+ *
+ * A move (doc/decisions/range-moves.md) is two configurations: the first puts the range on its
+ * new LTC with `from` naming the old one, which lets go (stops taking the range's requests and
+ * closes its engine, so the logs and MANIFEST on the StoCs are final); the second clears `from`
+ * once it has, and only then does the new LTC open the range. The coordinator learns that the
+ * old LTC let go from its answer to `release`, or else from a heartbeat that shows the newest
+ * configuration and not the range: so a move survives the coordinator's restart and the old
+ * LTC's, and two LTCs never have the range open at once.
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { lockDir, replaceFile } from '../common/files.js';
 import { TcpRpcServer } from '../net/tcp-rpc-server.js';
+import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import {
-  configFromJson, configToJson, makeRanges, type ClusterConfig, type Member, type Role, type Settings,
+  configFromJson, configToJson, endMove, makeRanges, memberOf, startMove, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
 } from '../cluster/config.js';
 import { HEARTBEAT_MS } from '../cluster/membership.js';
 import { newSettings, refuseConflicts } from '../cluster/knobs.js';
+import { RangeLoad, type RangeRate } from './range-load.js';
 
 /** A member missing this many heartbeats in a row is reported down. */
 const MISSED_BEATS = 6;
 /** The configuration in the coordinator's directory. */
 const CONFIG_FILE = 'config.json';
+/** How long a move waits for the old LTC to let go, and then for the new one to open the range. */
+const RELEASE_MS = 30_000;
+const OPEN_MS = 60_000;
 
 /** The configuration a coordinator keeps in `dir`, if it has one; CORRUPTION naming the file if it does not read. */
 export function readConfigFile(dir: string): ClusterConfig | undefined {
@@ -59,6 +73,25 @@ export interface ClusterStatus {
   pid: number;
   config: ClusterConfig;
   members: MemberStatus[];
+  /** Each range's load, by range id (ranges no LTC reported yet are missing). */
+  load: Record<number, RangeRate>;
+}
+
+/** What one move did, and for how long the range refused requests. */
+export interface MoveReport {
+  range: number;
+  from: number;
+  to: number;
+  /** The configuration that ended the move. */
+  configId: number;
+  /** From the move's start until the old LTC had let go; of it, closing the range's engine there. */
+  releaseMs: number;
+  closeMs: number;
+  /** Until the new LTC had opened the range; of it, opening the engine there (MANIFEST, log replay). */
+  openMs: number;
+  engineOpenMs: number;
+  /** From the move's start until the range served again: the time it refused requests. */
+  unavailableMs: number;
 }
 
 interface Seen {
@@ -66,9 +99,15 @@ interface Seen {
   serving: number[];
 }
 
+/** An LTC's report of one range: [range, requests, bytes written], counters since it opened the range. */
+type LoadReport = [number, number, number];
+
 export class Coordinator {
   private config: ClusterConfig;
   private readonly seen = new Map<string, Seen>();
+  private readonly loads = new RangeLoad();
+  /** Moves waiting for their old LTC to let go, by range. */
+  private readonly letGo = new Map<number, () => void>();
   private server!: TcpRpcServer;
   private readonly unlock: () => void;
 
@@ -93,6 +132,7 @@ export class Coordinator {
           heartbeat: (a) => c.heartbeat(a),
           config: () => c.config,
           status: () => c.status(),
+          move: (a) => c.move(a),
         },
       });
     } catch (err) {
@@ -118,8 +158,12 @@ export class Coordinator {
       config: this.config,
       members: this.config.members.map((m) => {
         const s = this.seen.get(memberKey(m.role, m.id));
-        return { ...m, alive: !!s && now - s.at < MISSED_BEATS * HEARTBEAT_MS, serving: s?.serving ?? [], lastSeenMs: s ? now - s.at : -1 };
+        return { ...m, alive: this.alive(m.role, m.id, now), serving: s?.serving ?? [], lastSeenMs: s ? now - s.at : -1 };
       }),
+      load: Object.fromEntries(this.config.ranges.flatMap((r) => {
+        const rate = this.loads.rate(r.id, now);
+        return rate ? [[r.id, rate]] : [];
+      })),
     };
   }
 
@@ -148,6 +192,86 @@ export class Coordinator {
     replaceFile(this.o.dir, CONFIG_FILE, JSON.stringify(configToJson(c), null, 1) + '\n');
   }
 
+  /** Makes `next` the configuration: durable before anyone is told about it. */
+  private publish(next: ClusterConfig, why: string): void {
+    this.save(next);
+    this.config = next;
+    this.o.onLog?.(`${why}; config ${next.id}`);
+  }
+
+  private alive(role: Role, id: number, now = Date.now()): boolean {
+    const s = this.seen.get(memberKey(role, id));
+    return !!s && now - s.at < MISSED_BEATS * HEARTBEAT_MS;
+  }
+
+  /**
+   * `move [range, to]`: moves a range to LTC `to` (the class comment) and answers once it
+   * serves there, with what it took (MoveReport).
+   */
+  private async move(args: unknown[]): Promise<MoveReport> {
+    const [range, to] = args;
+    if (!isId(range) || !isId(to)) throw new NovaError('BAD_ARGUMENT', 'move takes [range id, LTC id]');
+    const r = this.config.ranges.find((x) => x.id === range);
+    if (r && r.from === undefined && r.ltc !== to) {
+      if (!this.alive('ltc', r.ltc)) {
+        throw new NovaError('UNAVAILABLE', `LTC ${r.ltc}, which holds range ${range}, is down: a move needs it to let the range go first ` +
+          `(start it again; taking over a dead LTC's ranges is not implemented yet)`);
+      }
+      if (memberOf(this.config, 'ltc', to) && !this.alive('ltc', to)) throw new NovaError('UNAVAILABLE', `LTC ${to} is down: start it first`);
+    }
+    const next = startMove(this.config, range, to); // the argument errors
+    const from = r!.ltc;
+    const t0 = Date.now();
+    const released = new Promise<void>((resolve) => this.letGo.set(range, resolve));
+    this.publish(next, `range ${range} moving from LTC ${from} to LTC ${to}`);
+
+    // The old LTC lets go: its answer, or a heartbeat that shows it has (if the answer is lost).
+    let closeMs = 0;
+    const answer = this.callLtc<{ closeMs: number }>(from, 'release', [this.config.id, range], RELEASE_MS)
+      .then((a) => {
+        closeMs = a.closeMs;
+        this.endMove(range, `LTC ${from} let range ${range} go`);
+      }, (err: Error) => this.o.onLog?.(`range ${range}: LTC ${from} did not answer release (${err.message}); waiting for its heartbeats`));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), RELEASE_MS); });
+    const how = await Promise.race([released, late]);
+    clearTimeout(timer);
+    void answer;
+    if (how === 'late') {
+      throw new NovaError('DEADLINE_EXCEEDED', `LTC ${from} did not let range ${range} go within ${RELEASE_MS} ms; the move stays in progress ` +
+        `and ends when it does (nova range list shows it)`);
+    }
+    const releaseMs = Date.now() - t0;
+
+    // The new LTC opens it.
+    const opened = await this.callLtc<{ openMs: number }>(to, 'opened', [this.config.id, range, OPEN_MS], OPEN_MS + 5_000);
+    const unavailableMs = Date.now() - t0;
+    this.o.onLog?.(`range ${range} moved from LTC ${from} to LTC ${to}: refused requests for ${unavailableMs} ms`);
+    return { range, from, to, configId: this.config.id, releaseMs, closeMs, openMs: unavailableMs - releaseMs, engineOpenMs: opened.openMs, unavailableMs };
+  }
+
+  /** Ends the move of `range`, if it is still moving. */
+  private endMove(range: number, why: string): void {
+    const next = endMove(this.config, range);
+    if (!next) return;
+    this.publish(next, why);
+    this.loads.forget(range);
+    this.letGo.get(range)?.();
+    this.letGo.delete(range);
+  }
+
+  /** Calls LTC `id` (at its address in the configuration) once. */
+  private async callLtc<T>(id: number, op: string, args: unknown[], timeoutMs: number): Promise<T> {
+    const m = memberOf(this.config, 'ltc', id);
+    if (!m) throw new NovaError('UNAVAILABLE', `LTC ${id} is not registered`);
+    const link = await TcpRpcClient.connect(m.address, { timeoutMs: 5_000 });
+    try {
+      return await link.call<T>(op, args, timeoutMs);
+    } finally {
+      link.close();
+    }
+  }
+
   private register(args: unknown[]): ClusterConfig {
     const [role, id, address, pid, host] = args;
     if ((role !== 'ltc' && role !== 'stoc') || !isId(id) || typeof address !== 'string' || typeof pid !== 'number') {
@@ -158,28 +282,48 @@ export class Coordinator {
     if (!old || old.address !== address || old.pid !== pid) {
       const members = this.config.members.filter((m) => m !== old).concat(member)
         .sort((a, b) => a.role.localeCompare(b.role) || a.id - b.id);
-      const next = { ...this.config, id: this.config.id + 1, members };
-      this.save(next); // durable before anyone is told about it
-      this.config = next;
-      this.o.onLog?.(`${role} ${id} registered at ${address} (pid ${pid}); config ${next.id}`);
+      this.publish({ ...this.config, id: this.config.id + 1, members }, `${role} ${id} registered at ${address} (pid ${pid})`);
     }
     this.seen.set(memberKey(role, id), { at: Date.now(), serving: [] });
     return this.config;
   }
 
+  /**
+   * `heartbeat [role, id, serving, holding, config id, load]`: an LTC also names the ranges it
+   * holds (open, opening or closing), the configuration it has, and each range's counters.
+   */
   private heartbeat(args: unknown[]): number {
-    const [role, id, serving] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving]');
+    const [role, id, serving, holding, configId, load] = args;
+    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load]');
     if (!this.config.members.some((m) => m.role === role && m.id === id)) {
       throw new NovaError('STALE_CONFIG', `${role} ${id} is not registered: register first`);
     }
-    this.seen.set(memberKey(role, id), { at: Date.now(), serving: Array.isArray(serving) ? serving.filter(isId) : [] });
+    const now = Date.now();
+    this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [] });
+    if (role === 'ltc') {
+      if (Array.isArray(load)) {
+        for (const x of load.slice(0, this.config.ranges.length)) {
+          if (Array.isArray(x) && isId(x[0]) && isCount(x[1]) && isCount(x[2])) this.loads.sample(id, x[0], now, x[1], x[2]);
+        }
+      }
+      // An LTC with the newest configuration that no longer holds a range moving away from it has let it go.
+      if (configId === this.config.id && Array.isArray(holding)) {
+        const held = new Set(holding.filter(isId));
+        for (const r of this.config.ranges.filter((x: RangeInfo) => x.from === id && !held.has(x.id))) {
+          this.endMove(r.id, `LTC ${id} no longer holds range ${r.id}`);
+        }
+      }
+    }
     return this.config.id;
   }
 }
 
 function memberKey(role: Role, id: number): string {
   return `${role}/${id}`;
+}
+
+function isCount(x: unknown): x is number {
+  return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
 }
 
 function isId(x: unknown): x is number {

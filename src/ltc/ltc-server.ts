@@ -9,8 +9,12 @@
  * the configuration and answers UNAVAILABLE (retry).
  *
  * Each range's MANIFEST is on StoCs with R replicas (stoc-manifest-store.ts), so nothing of
- * a range's state is only on this LTC; its directory (`range-<id>/`) holds the lock.
- * (Moving ranges between LTCs live is the elasticity issue's.)
+ * a range's state is only on this LTC; its directory (`range-<id>/`) holds the lock. So a
+ * range moves (doc/decisions/range-moves.md) by closing here, without a flush — its logs and
+ * MANIFEST on the StoCs are then final — and opening on the other LTC, which replays the logs.
+ * A range the configuration takes away is let go at once (its requests answered STALE_CONFIG,
+ * writes already queued applied first); one given to this LTC with `from` set waits until the
+ * coordinator says the old LTC has let go.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -55,6 +59,13 @@ interface Served {
   store?: StocBlockStore;
   compactor?: StocCompactor;
   opening?: Promise<void>;
+  /** How long the last Engine.open took. */
+  openMs?: number;
+  /** Set once the configuration took the range away: resolves when the engine is closed. */
+  leaving?: Promise<void>;
+  /** Requests routed to the range and bytes of keys and values written, since it was opened here. */
+  requests: number;
+  bytesWritten: number;
 }
 
 export interface RangeStats extends EngineStats {
@@ -85,6 +96,8 @@ export class LtcServer {
   private readonly pool: StocPool;
   private readonly unlock: () => void;
   private closing = false;
+  /** How long letting each range go last took (release answers it after the range is gone). */
+  private readonly closeMs = new Map<number, number>();
 
   private constructor(private readonly o: LtcOptions) {
     mkdirSync(o.dir, { recursive: true });
@@ -100,7 +113,14 @@ export class LtcServer {
       l.server = await TcpRpcServer.listen({ host: o.host, port: o.port, name: `ltc ${o.id}`, onLog: o.onLog, handlers: l.handlers() });
       l.membership = await Membership.join({
         coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'ltc', id: o.id, address: `${o.host ?? '127.0.0.1'}:${l.server.port}`, host: o.host,
-        serving: () => [...l.served.values()].filter((s) => s.engine).map((s) => s.info.id),
+        ranges: () => {
+          const all = [...l.served.values()];
+          return {
+            serving: all.filter((s) => s.engine && !s.leaving).map((s) => s.info.id),
+            holding: all.map((s) => s.info.id),
+            load: all.map((s) => [s.info.id, s.requests, s.bytesWritten] as [number, number, number]),
+          };
+        },
         onConfig: (c) => l.apply(c), onLog: o.onLog,
       });
     } catch (err) {
@@ -124,6 +144,7 @@ export class LtcServer {
     this.membership.stop();
     for (const s of this.served.values()) {
       await s.opening?.catch(() => undefined);
+      if (s.leaving) await s.leaving;
       if (!s.engine) continue;
       if (flush) await s.engine.flush().catch((err: Error) => this.log(`range ${s.info.id}: flush at shutdown failed: ${err.message}`));
       await s.engine.close().catch((err: Error) => this.log(`range ${s.info.id}: close failed: ${err.message}`));
@@ -148,16 +169,73 @@ export class LtcServer {
     this.o.onLog?.(line);
   }
 
-  /** Takes a new configuration: StoC addresses, and ranges to open. */
+  /** Takes a new configuration: StoC addresses, ranges to let go and ranges to open. */
   private apply(config: ClusterConfig): void {
     this.config = config;
     this.pool.update(config);
+    for (const s of this.served.values()) {
+      const r = config.ranges.find((x) => x.id === s.info.id);
+      if ((!r || r.ltc !== this.o.id) && !s.leaving) this.letGo(s);
+    }
     for (const r of config.ranges) {
       if (r.ltc !== this.o.id) continue;
       const s = this.served.get(r.id);
-      if (s) s.info = r;
-      else void this.open({ info: r });
+      if (s) {
+        if (!s.leaving) s.info = r;
+      } else if (r.from === undefined) {
+        void this.open({ info: r, requests: 0, bytesWritten: 0 });
+      }
     }
+  }
+
+  /**
+   * Lets a range go: its engine closes once the writes already queued are applied, and the
+   * background step running ends (no flush: the logs carry the memtables). The range is then
+   * no longer held.
+   */
+  private letGo(s: Served): void {
+    const t0 = Date.now();
+    this.log(`range ${s.info.id}: the configuration moved it away; letting it go`);
+    s.leaving = (async () => {
+      await s.opening?.catch(() => undefined);
+      await s.engine?.close().catch((err: Error) => this.log(`range ${s.info.id}: close failed: ${err.message}`));
+      s.engine = undefined;
+      this.served.delete(s.info.id);
+      this.closeMs.set(s.info.id, Date.now() - t0);
+      this.log(`range ${s.info.id} let go in ${Date.now() - t0} ms`);
+      if (!this.closing) this.apply(this.config); // it may have come back meanwhile
+    })();
+  }
+
+  /** `release [config id, range]` (the coordinator's): resolves once this LTC has let the range go. */
+  private async release(args: unknown[]): Promise<{ closeMs: number }> {
+    const [id, range] = args;
+    if (typeof id !== 'number' || typeof range !== 'number') throw new NovaError('BAD_ARGUMENT', 'release takes [config id, range id]');
+    if (id > this.config.id) await this.membership.refresh();
+    const r = this.config.ranges.find((x) => x.id === range);
+    if (r?.ltc === this.o.id) throw new NovaError('BAD_ARGUMENT', `range ${range} is on LTC ${this.o.id} in config ${this.config.id}: nothing to let go`);
+    await this.served.get(range)?.leaving;
+    return { closeMs: this.closeMs.get(range) ?? 0 };
+  }
+
+  /** `opened [config id, range, timeout ms]` (the coordinator's): resolves once the range is open here. */
+  private async opened(args: unknown[]): Promise<{ openMs: number }> {
+    const [id, range, timeoutMs] = args;
+    if (typeof id !== 'number' || typeof range !== 'number' || typeof timeoutMs !== 'number') throw new NovaError('BAD_ARGUMENT', 'opened takes [config id, range id, timeout ms]');
+    if (id > this.config.id) await this.membership.refresh();
+    const s = this.served.get(range);
+    if (!s || s.leaving) throw new NovaError('BAD_ARGUMENT', `range ${range} is not to open on LTC ${this.o.id} in config ${this.config.id}`);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', `range ${range} did not open on LTC ${this.o.id} within ${timeoutMs} ms; see its log`)), timeoutMs);
+    });
+    try {
+      await Promise.race([s.opening, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!s.engine) throw new NovaError('UNAVAILABLE', `range ${range} did not open on LTC ${this.o.id}`);
+    return { openMs: s.openMs ?? 0 };
   }
 
   /** Opens a range, retrying while its StoCs cannot be read (they may be starting too). */
@@ -176,19 +254,21 @@ export class LtcServer {
       const ranges = Math.max(1, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
       const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS,
         Math.floor(settings.ltcMemoryBytes / ranges));
+      const t0 = Date.now();
       const engine = await Engine.open(dir, options);
-      if (this.closing) {
+      if (this.closing || s.leaving) {
         await engine.close();
         return;
       }
       s.store = store;
       s.compactor = compactor;
       s.engine = engine;
-      this.log(`range ${s.info.id} open (config ${this.config.id})`);
+      s.openMs = Date.now() - t0;
+      this.log(`range ${s.info.id} open in ${s.openMs} ms (config ${this.config.id})`);
     };
     const loop = async (): Promise<void> => {
       let last = '';
-      for (let tries = 1; !this.closing; tries++) {
+      for (let tries = 1; !this.closing && !s.leaving; tries++) {
         try {
           await attempt();
           return;
@@ -207,13 +287,17 @@ export class LtcServer {
   }
 
   /** The engine serving `key` for a request routed by config `id`, or the reason why not. */
-  private engineFor(id: unknown, key: unknown): { engine: Engine; key: Buffer } {
+  private engineFor(id: unknown, key: unknown): { engine: Engine; key: Buffer; served: Served } {
     const k = asKey(key);
     const range = this.route(id, k);
     const s = this.served.get(range.id);
-    if (s?.engine?.failure) this.reopen(s);
-    if (!s?.engine) throw new NovaError('UNAVAILABLE', `range ${range.id} is recovering on LTC ${this.o.id}; retry`);
-    return { engine: s.engine, key: k };
+    if (s?.engine?.failure && !s.leaving) this.reopen(s);
+    if (!s?.engine) {
+      const why = range.from !== undefined ? `is moving here from LTC ${range.from}` : `is recovering on LTC ${this.o.id}`;
+      throw new NovaError('UNAVAILABLE', `range ${range.id} ${why}; retry`);
+    }
+    s.requests++;
+    return { engine: s.engine, key: k, served: s };
   }
 
   /**
@@ -249,7 +333,9 @@ export class LtcServer {
       },
       put: (a) => {
         const t = this.engineFor(a[0], a[1]);
-        return t.engine.put(t.key, asValue(a[2]), { session: sessionAt(a, 3) });
+        const v = asValue(a[2]);
+        t.served.bytesWritten += t.key.length + v.length;
+        return t.engine.put(t.key, v, { session: sessionAt(a, 3) });
       },
       del: (a) => {
         const t = this.engineFor(a[0], a[1]);
@@ -269,6 +355,8 @@ export class LtcServer {
         });
       },
       stats: () => this.stats(),
+      release: (a) => this.release(a),
+      opened: (a) => this.opened(a),
       // Every memtable to an SSTable, then the compactions due.
       flush: async () => {
         for (const s of this.served.values()) await s.engine?.flush();
@@ -289,12 +377,19 @@ export class LtcServer {
     const first = rangeOf(this.config, keys[0]).id;
     const other = keys.find((k) => rangeOf(this.config, k).id !== first);
     if (other) throw new NovaError('BAD_ARGUMENT', `a batch spans ranges ${first} and ${rangeOf(this.config, other).id}: batches are atomic within one range only`);
-    const { engine } = this.engineFor(id, keys[0]);
+    const { engine, served } = this.engineFor(id, keys[0]);
     const b = engine.newBatch();
     (ops as unknown[][]).forEach((op, i) => {
-      if (op[0] === 0) b.put(keys[i], asValue(op[2]));
-      else if (op[0] === 1) b.delete(keys[i]);
-      else throw new NovaError('BAD_ARGUMENT', `unknown write op ${String(op[0])}`);
+      served.bytesWritten += keys[i].length;
+      if (op[0] === 0) {
+        const v = asValue(op[2]);
+        served.bytesWritten += v.length;
+        b.put(keys[i], v);
+      } else if (op[0] === 1) {
+        b.delete(keys[i]);
+      } else {
+        throw new NovaError('BAD_ARGUMENT', `unknown write op ${String(op[0])}`);
+      }
     });
     return engine.write(b, { session });
   }

@@ -3,8 +3,9 @@
  * of the time 64 requests outstanding each, while the LTC is killed (also mid-append, with two
  * of three StoCs stopped: the history that used to apply a retried write twice) and components
  * are stopped; every operation is recorded and each key's history checked (bench/faults/).
- * NOVA_SOAK=1 runs it for minutes (NOVA_SOAK_SECONDS, default 300) with every fault kind,
- * StoC and coordinator kills too; NOVA_SEED replays a seed (each run prints its own).
+ * With two LTCs the keys' range also moves between them. NOVA_SOAK=1 runs it for minutes
+ * (NOVA_SOAK_SECONDS, default 300) with every fault kind, StoC and coordinator kills and range
+ * moves too; NOVA_SEED replays a seed (each run prints its own).
  */
 import { describe, expect, it } from 'vitest';
 import { FAULT_KINDS, runFaults, type FaultRunOptions } from '../../bench/faults/runner.js';
@@ -34,9 +35,17 @@ describe('linearizable under faults', () => {
     });
   }, 240_000);
 
+  it('two LTCs, the keys\' range moved between them, killed and stopped where it is: every key\'s history is linearizable', async () => {
+    const seed = Number(process.env.NOVA_SEED ?? 20261127);
+    await run({
+      seed, durationMs: 30_000, clients: 8, keys: 20, depth: 64, ltcs: 2,
+      faults: ['range-move', 'ltc-kill', 'ltc-stop', 'log-split'], faultEveryMs: [1000, 2000], stopMs: [1000, 3000],
+    });
+  }, 240_000);
+
   it.runIf(SOAK)(`soak: ${SOAK_SECONDS} s of every fault kind`, async () => {
     const seed = Number(process.env.NOVA_SEED ?? Math.floor(Math.random() * 1_000_000));
     process.stderr.write(`[faults] soak seed ${seed} (replay: NOVA_SEED=${seed})\n`);
-    await run({ seed, durationMs: SOAK_SECONDS * 1000, clients: 8, keys: 20, depth: 64 });
+    await run({ seed, durationMs: SOAK_SECONDS * 1000, clients: 8, keys: 20, depth: 64, ltcs: 2 });
   }, (SOAK_SECONDS + 600) * 1000);
 });

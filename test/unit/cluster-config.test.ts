@@ -3,7 +3,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
-import { configFromJson, configToJson, makeRanges, rangeOf, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
+import { configFromJson, configFromWire, configToJson, endMove, makeRanges, rangeOf, startMove, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
+import { LOAD_WINDOW_MS, RangeLoad } from '../../src/coordinator/range-load.js';
+import { Packr } from 'msgpackr';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { Coordinator } from '../../src/coordinator/coordinator.js';
 import { tempDirs } from '../helpers/temp.js';
@@ -29,6 +31,47 @@ describe('cluster configuration', () => {
     const back = configFromJson(JSON.parse(JSON.stringify(configToJson(c))), 'x');
     expect(back).toEqual(c);
     expect(() => configFromJson({ id: 'x' }, 'config.json')).toThrow(/config.json: not a cluster configuration/);
+  });
+
+  it('a move is two configurations: the range on its new LTC with the old one named, then without it', () => {
+    const ltc = (id: number) => ({ role: 'ltc' as const, id, address: `127.0.0.1:${7000 + id}`, pid: id, host: '' });
+    const c: ClusterConfig = { ...config(['m'], 2), members: [ltc(1), ltc(2)] };
+    const moving = startMove(c, 1, 2);
+    expect(moving.id).toBe(c.id + 1);
+    expect(moving.ranges).toMatchObject([{ id: 1, ltc: 2, from: 1 }, { id: 2, ltc: 2 }]);
+    expect(c.ranges[0].from).toBeUndefined(); // pure
+    expect(() => startMove(moving, 1, 1)).toThrow(/range 1 is moving from LTC 1 to LTC 2/);
+    expect(() => startMove(c, 3, 1)).toThrow(/there is no range 3 \(ranges: 1, 2\)/);
+    expect(() => startMove(c, 1, 3)).toThrow(/there is no LTC 3 \(LTCs: 1, 2\)/);
+    expect(() => startMove(c, 2, 2)).toThrow(/on LTC 2 already/);
+    // The field survives the file and the wire.
+    expect(configFromJson(JSON.parse(JSON.stringify(configToJson(moving))), 'x')).toEqual(moving);
+    const packr = new Packr({ useRecords: false, moreTypes: false });
+    expect(configFromWire(packr.unpack(packr.pack(moving))).ranges).toMatchObject([{ id: 1, ltc: 2, from: 1 }, { id: 2, ltc: 2 }]);
+    const done = endMove(moving, 1)!;
+    expect(done.id).toBe(moving.id + 1);
+    expect(done.ranges[0]).toEqual({ ...c.ranges[0], ltc: 2 });
+    expect('from' in done.ranges[0]).toBe(false);
+    expect(endMove(done, 1)).toBeUndefined();
+    expect(configFromWire(packr.unpack(packr.pack(done))).ranges[0]).not.toHaveProperty('from');
+  });
+
+  it('turns an LTC\'s counters into rates over the window, and starts again when they go back or the range moves', () => {
+    const load = new RangeLoad();
+    expect(load.rate(1, 0)).toBeUndefined();
+    load.sample(1, 1, 0, 0, 0);
+    expect(load.rate(1, 0)).toEqual({ ltc: 1, requestsPerSec: 0, bytesWrittenPerSec: 0 });
+    for (let t = 500; t <= 20_000; t += 500) load.sample(1, 1, t, t * 2, t * 100);
+    expect(load.rate(1, 20_000)).toEqual({ ltc: 1, requestsPerSec: 2000, bytesWrittenPerSec: 100_000 });
+    load.sample(1, 1, 20_500, 10, 10); // a restarted LTC counts from 0
+    load.sample(1, 1, 21_500, 1010, 10);
+    expect(load.rate(1, 21_500)).toEqual({ ltc: 1, requestsPerSec: 1000, bytesWrittenPerSec: 0 });
+    load.sample(2, 1, 22_000, 5, 5); // moved to LTC 2
+    expect(load.rate(1, 22_000)).toEqual({ ltc: 2, requestsPerSec: 0, bytesWrittenPerSec: 0 });
+    load.sample(2, 1, 23_000, 505, 5);
+    expect(load.rate(1, 23_000 + LOAD_WINDOW_MS + 1)).toEqual({ ltc: 2, requestsPerSec: 0, bytesWrittenPerSec: 0 }); // no longer reported
+    load.forget(1);
+    expect(load.rate(1, 0)).toBeUndefined();
   });
 
   it('the coordinator keeps its configuration across restarts and bumps the id on membership changes', async () => {
