@@ -12,7 +12,9 @@
  * - log-split: SIGSTOP two StoCs so that log appends reach only the third, SIGKILL the LTC,
  *   SIGCONT the StoCs, `nova up` (a write then reaches one log replica, is replayed at
  *   recovery, and its client retries it: the history that made writes apply twice);
- * - range-move (with two LTCs or more): `nova range move` of the keys' range to another LTC.
+ * - range-move (with two LTCs or more): `nova range move` of the keys' range to another LTC;
+ * - ltc-failover (with two LTCs or more): SIGSTOP the LTC past its lease, so the coordinator
+ *   gives the range to another, then SIGCONT (a paused LTC that must be fenced off).
  * The LTC faults hit the LTC that holds the keys' range.
  * At the end every key is read once more, the cluster is stopped, and each key's history is
  * checked. The seed fixes the schedule of faults and the clients' choices; the processes'
@@ -27,7 +29,9 @@ import { NovaError } from '../../src/common/errors.js';
 import { NOVA_BIN, componentDir, down, fetchStatus, isRunning, moveRange, readClusterFile, up, type ComponentRole } from '../../src/control/cluster-control.js';
 import { History, type HistoryCheck } from './history.js';
 
-export const FAULT_KINDS = ['ltc-kill', 'ltc-stop', 'stoc-kill', 'stoc-stop', 'coordinator-kill', 'coordinator-stop', 'log-split', 'range-move'] as const;
+export const FAULT_KINDS = ['ltc-kill', 'ltc-stop', 'stoc-kill', 'stoc-stop', 'coordinator-kill', 'coordinator-stop', 'log-split', 'range-move', 'ltc-failover'] as const;
+/** Fault kinds that need two LTCs or more. */
+export const MULTI_LTC_FAULTS: readonly FaultKind[] = ['range-move', 'ltc-failover'];
 export type FaultKind = typeof FAULT_KINDS[number];
 
 export interface FaultRunOptions {
@@ -93,7 +97,9 @@ export interface FaultRunResult {
   dir: string;
 }
 
-const DEFAULT_CLUSTER_ARGS = ['--memtable-bytes', String(1024 * 1024), '--l0-trigger', '4'];
+const DEFAULT_CLUSTER_ARGS = ['--memtable-bytes', String(1024 * 1024), '--l0-trigger', '4', '--ltc-lease-ms', '2000'];
+/** The lease of DEFAULT_CLUSTER_ARGS; ltc-failover stops an LTC longer. */
+const LEASE_MS = 2000;
 
 /** Runs clients and faults against a fresh cluster, then checks the history. */
 export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
@@ -101,8 +107,9 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   const keys = o.keys ?? 20;
   const depth = o.depth ?? 64;
   const ltcs = o.ltcs ?? 1;
-  const kinds = o.faults ?? FAULT_KINDS.filter((k) => k !== 'range-move' || ltcs > 1);
-  if (kinds.includes('range-move') && ltcs < 2) throw new NovaError('BAD_ARGUMENT', 'the range-move fault needs two LTCs or more');
+  const kinds = o.faults ?? FAULT_KINDS.filter((k) => !MULTI_LTC_FAULTS.includes(k) || ltcs > 1);
+  const needs = kinds.filter((k) => MULTI_LTC_FAULTS.includes(k));
+  if (needs.length > 0 && ltcs < 2) throw new NovaError('BAD_ARGUMENT', `the ${needs.join(' and ')} fault${needs.length > 1 ? 's need' : ' needs'} two LTCs or more`);
   const [everyMin, everyMax] = o.faultEveryMs ?? [3000, 6000];
   const [stopMin, stopMax] = o.stopMs ?? [2000, 15000];
   const stocs = o.stocs ?? 3;
@@ -270,6 +277,14 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
             await kill('ltc', ltc);
             for (const s of others) pause('stoc', s, false);
             await start();
+            break;
+          }
+          case 'ltc-failover': {
+            const ltc = await holder();
+            targets.push(ltc);
+            pause('ltc', ltc, true);
+            await sleep(LEASE_MS + between(500, 2000));
+            pause('ltc', ltc, false);
             break;
           }
           case 'range-move': {

@@ -16,7 +16,7 @@ import { compareTable, runTable, sessionHtml } from '../../bench/ycsb/report.js'
 import { compareRows, runSession } from '../../bench/ycsb/session.js';
 import { WORKLOADS, parseWorkload } from '../../bench/ycsb/workload.js';
 import { checkFile, dumpFile, printable, type FileKind } from '../tools/inspect.js';
-import { FAULT_KINDS, runFaults, type FaultKind } from '../../bench/faults/runner.js';
+import { FAULT_KINDS, MULTI_LTC_FAULTS, runFaults, type FaultKind } from '../../bench/faults/runner.js';
 import { faultHtml, faultSummary } from '../../bench/faults/report.js';
 import { addClusterCommands } from './cluster-commands.js';
 import { addRangeCommands } from './range-commands.js';
@@ -264,8 +264,8 @@ export function buildProgram(): Command {
     .option('--keys <n>', 'keys they share', positiveInt, 20)
     .option('--depth <n>', 'requests outstanding per client in its pipelined phases', positiveInt, 64)
     .option('--pipelined <share>', 'share of the time a client is in a pipelined phase (phases last 5 s)', positiveNumber, 0.5)
-    .option('--faults <list>', `fault kinds, comma-separated: ${FAULT_KINDS.join(', ')} (default: all; range-move with --ltcs 2 or more)`)
-    .option('--ltcs <n>', 'LTCs of the cluster (range-move moves the keys\' range between them)', positiveInt, 1)
+    .option('--faults <list>', `fault kinds, comma-separated: ${FAULT_KINDS.join(', ')} (default: all; ${MULTI_LTC_FAULTS.join(' and ')} with --ltcs 2 or more)`)
+    .option('--ltcs <n>', 'LTCs of the cluster (range-move and ltc-failover move the keys\' range between them)', positiveInt, 1)
     .option('--fault-every <lo-hi>', 'milliseconds between faults', '3000-6000')
     .option('--stop-for <lo-hi>', 'milliseconds a SIGSTOP lasts', '2000-15000')
     .option('--client-timeout <ms>', 'each client\'s deadline per operation (shorter than a stop: writes of unknown outcome)', positiveInt, 30_000)
@@ -275,7 +275,7 @@ export function buildProgram(): Command {
     .option('--html <file>', 'also write an HTML report (operations per second, faults) to <file>')
     .action(async (opts: { duration: number; seed?: number; clients: number; keys: number; depth: number; pipelined: number; faults?: string; ltcs: number;
       faultEvery: string; stopFor: string; clientTimeout: number; dir?: string; history?: string; json?: string; html?: string }) => {
-      const kinds = opts.faults?.split(',').map((f) => f.trim()).filter(Boolean) ?? FAULT_KINDS.filter((k) => k !== 'range-move' || opts.ltcs > 1);
+      const kinds = opts.faults?.split(',').map((f) => f.trim()).filter(Boolean) ?? FAULT_KINDS.filter((k) => !MULTI_LTC_FAULTS.includes(k) || opts.ltcs > 1);
       for (const k of kinds) if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new InvalidArgumentError(`unknown fault "${k}": use ${FAULT_KINDS.join(', ')}`);
       const seed = opts.seed ?? Math.floor(Math.random() * 1_000_000);
       console.log(`seed ${seed} (replay: --seed ${seed})`);

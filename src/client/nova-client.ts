@@ -14,6 +14,10 @@
  * may have left it applied (a lost connection, an LTC that died mid-commit), and a retry
  * inside the deadline is always safe. A write that fails in the end says which it was: FAILED
  * (certainly not applied) or UNKNOWN_OUTCOME (it may have been, or may yet be, applied).
+ * An LTC that stops answering (paused, or its machine gone) while the coordinator gives its
+ * ranges to another is left behind: calls that waited on it for SILENT_MS, once a newer
+ * configuration has come, are sent again where it routes them.
+ *
  * An LTC that no longer knows the session (idle past the cluster's sessionTimeoutMs) answers
  * SESSION_EXPIRED to that attempt, which applies nothing; the client then starts a new
  * session and sends the write again under it — unless an earlier attempt may have applied it:
@@ -59,6 +63,8 @@ const RETRY_FIRST_MS = 20;
 /** Requests an LTC commits in groups (one log append per group): they do not cut a frame early. */
 const GROUPED_OPS = ['put', 'del', 'write'];
 const RETRY_MAX_MS = 500;
+/** Calls that waited this long on a silent LTC go elsewhere if the configuration changed. */
+const SILENT_MS = 1_000;
 /** A range's window of write numbers (newest minus floor) at most; the LTC keeps up to MAX_WINDOW (sessions.ts). */
 const SESSION_WINDOW = 32_768;
 /**
@@ -170,8 +176,15 @@ export class ClientBatch {
 export class NovaClient {
   private config!: ClusterConfig;
   private refreshing: Promise<void> | undefined;
-  private readonly ltcs = new ConnectionCache<string, TcpRpcClient>(
-    (address) => TcpRpcClient.connect(address, { timeoutMs: 5_000, grouped: GROUPED_OPS }), (link, lost) => link.onClose(lost));
+  private readonly ltcs = new ConnectionCache<string, TcpRpcClient>(async (address) => {
+    const link = await TcpRpcClient.connect(address, { timeoutMs: 5_000, grouped: GROUPED_OPS });
+    this.links.set(link, this.config.id);
+    link.onClose(() => this.links.delete(link));
+    return link;
+  }, (link, lost) => link.onClose(lost));
+  /** Each LTC connection, with the configuration id it was last checked against (watch). */
+  private readonly links = new Map<TcpRpcClient, number>();
+  private readonly watchdog = setInterval(() => void this.watch(), SILENT_MS / 2).unref();
   private closed = false;
   private readonly timeoutMs: number;
   private readonly coordinator: CoordinatorLocator;
@@ -289,6 +302,7 @@ export class NovaClient {
 
   close(): void {
     this.closed = true;
+    clearInterval(this.watchdog);
     this.coordinator.close();
     void this.ltcs.closeAll();
   }
@@ -403,6 +417,17 @@ export class NovaClient {
 
   private ltc(address: string): Promise<TcpRpcClient> {
     return this.ltcs.get(address);
+  }
+
+  /** Leaves behind LTC connections that have been silent while the configuration changed (the class comment). */
+  private async watch(): Promise<void> {
+    const silent = [...this.links.keys()].filter((l) => l.silentMs >= SILENT_MS);
+    if (silent.length === 0 || this.closed) return;
+    await this.refresh().catch(() => undefined);
+    for (const l of silent) {
+      if (this.config.id > this.links.get(l)!) l.abandon(`no answer for ${l.silentMs} ms and the configuration changed: sent again where it routes now`);
+      else this.links.set(l, this.config.id);
+    }
   }
 
   /** Fetches the configuration (one fetch at a time; callers share it). */

@@ -33,6 +33,11 @@ export interface RangeInfo {
   end?: Buffer;
   ltc: number;
   /**
+   * Grows each time the range gets a new LTC (the configuration id that gave it): StoCs refuse
+   * writes to the range's files from an LTC that opened it under an older one (fencing).
+   */
+  epoch: number;
+  /**
    * A move in progress: the LTC that still holds the range. `ltc` opens it only once this one
    * has let it go (closed its engine, so its logs and MANIFEST are final) and the coordinator
    * has cleared the field (doc/decisions/range-moves.md).
@@ -73,6 +78,8 @@ export interface Settings {
   idleCompactionMs: number;
   /** A client session that sent a range no write for this long expires there (EngineOptions.sessionTimeoutMs). */
   sessionTimeoutMs: number;
+  /** An LTC silent this long loses its ranges; one that has not renewed its lease this long serves nothing. */
+  ltcLeaseMs: number;
   sync: boolean;
   compaction: CompactionSite;
   /** Compaction jobs one range runs at once (EngineOptions.compactionJobs). */
@@ -102,7 +109,7 @@ export function makeRanges(splits: Buffer[], ltcs: number): RangeInfo[] {
   }
   if (splits.some((s) => s.length === 0)) throw new NovaError('BAD_ARGUMENT', 'a split key cannot be empty');
   const bounds = [Buffer.alloc(0), ...splits];
-  return bounds.map((start, i) => ({ id: i + 1, start, end: splits[i], ltc: (i % ltcs) + 1 }));
+  return bounds.map((start, i) => ({ id: i + 1, start, end: splits[i], ltc: (i % ltcs) + 1, epoch: 1 }));
 }
 
 /** The range holding `key`. */
@@ -137,12 +144,46 @@ export function startMove(config: ClusterConfig, range: number, to: number): Clu
   return withRange(config, { ...r, ltc: to, from: r.ltc });
 }
 
-/** The configuration after the LTC a moving range was leaving let it go; undefined if it is not moving. */
+/**
+ * The configuration after the LTC a moving range was leaving let it go (or died): its new LTC
+ * may open it, under a new epoch. Undefined if it is not moving.
+ */
 export function endMove(config: ClusterConfig, range: number): ClusterConfig | undefined {
   const r = config.ranges.find((x) => x.id === range);
   if (r?.from === undefined) return undefined;
   const { from: _, ...rest } = r;
-  return withRange(config, rest);
+  return withRange(config, { ...rest, epoch: config.id + 1 });
+}
+
+/**
+ * The configuration after LTCs `dead` lost their leases: moves away from them end, and each of
+ * their ranges goes, under a new epoch, to the live LTC (of `live`) with the fewest ranges.
+ * Undefined when nothing changes (no range of theirs, or no live LTC to take one).
+ */
+export function failOver(config: ClusterConfig, dead: ReadonlySet<number>, live: readonly number[]): ClusterConfig | undefined {
+  const id = config.id + 1;
+  const count = new Map(live.map((l) => [l, 0]));
+  for (const r of config.ranges) if (count.has(r.ltc)) count.set(r.ltc, count.get(r.ltc)! + 1);
+  let changed = false;
+  const ranges = config.ranges.map((r) => {
+    let x = r;
+    if (x.from !== undefined && dead.has(x.from)) {
+      const { from: _, ...rest } = x;
+      x = { ...rest, epoch: id };
+    }
+    if (dead.has(x.ltc) && x.from !== undefined && count.has(x.from)) {
+      // Moving into a dead LTC: the LTC it was leaving keeps it.
+      const { from, ...rest } = x;
+      x = { ...rest, ltc: from, epoch: id };
+    } else if (dead.has(x.ltc) && count.size > 0) {
+      const to = [...count].sort((a, b) => a[1] - b[1] || a[0] - b[0])[0][0];
+      count.set(to, count.get(to)! + 1);
+      x = { ...x, ltc: to, epoch: id };
+    }
+    changed ||= x !== r;
+    return x;
+  });
+  return changed ? { ...config, id, ranges } : undefined;
 }
 
 function withRange(config: ClusterConfig, r: RangeInfo): ClusterConfig {
@@ -155,7 +196,7 @@ export function configToJson(c: ClusterConfig): unknown {
 }
 
 export function configFromJson(j: unknown, what: string): ClusterConfig {
-  const c = j as Omit<ClusterConfig, 'ranges'> & { ranges: Array<{ id: number; start: string; end?: string | null; ltc: number; from?: number }> };
+  const c = j as Omit<ClusterConfig, 'ranges'> & { ranges: Array<{ id: number; start: string; end?: string | null; ltc: number; epoch?: number; from?: number }> };
   if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges) || !Array.isArray(c.members) || typeof c.settings !== 'object') {
     throw new NovaError('CORRUPTION', `${what}: not a cluster configuration`);
   }
@@ -164,7 +205,9 @@ export function configFromJson(j: unknown, what: string): ClusterConfig {
     members: c.members,
     settings: { ...DEFAULT_SETTINGS, ...c.settings },
     ranges: c.ranges.map((r) => ({
-      id: r.id, ltc: r.ltc, start: Buffer.from(r.start, 'hex'), end: r.end === undefined || r.end === null ? undefined : Buffer.from(r.end, 'hex'),
+      // A configuration from before epochs: every range at its first.
+      id: r.id, ltc: r.ltc, epoch: typeof r.epoch === 'number' ? r.epoch : 1,
+      start: Buffer.from(r.start, 'hex'), end: r.end === undefined || r.end === null ? undefined : Buffer.from(r.end, 'hex'),
       ...(typeof r.from === 'number' ? { from: r.from } : {}),
     })),
   };
@@ -177,7 +220,7 @@ export function configFromWire(w: unknown): ClusterConfig {
   return {
     ...c,
     ranges: c.ranges.map((r) => ({
-      id: r.id, ltc: r.ltc, start: Buffer.from(r.start as Uint8Array), end: r.end ? Buffer.from(r.end as Uint8Array) : undefined,
+      id: r.id, ltc: r.ltc, epoch: r.epoch, start: Buffer.from(r.start as Uint8Array), end: r.end ? Buffer.from(r.end as Uint8Array) : undefined,
       ...(typeof r.from === 'number' ? { from: r.from } : {}),
     })),
   };

@@ -106,6 +106,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'longer: clients may retry for longer; the session table holds idle clients longer',
   }),
   knob({
+    key: 'ltcLeaseMs', flag: 'ltc-lease-ms', type: 'ms', min: 1, default: 3_000,
+    meaning: 'an LTC whose heartbeats stop for this long loses its ranges to the live LTCs; one that has not renewed its lease for this long serves nothing until it does',
+    tradeoff: 'longer: a pause (GC, a slow coordinator) costs no failover; a dead LTC\'s ranges wait longer for another',
+  }),
+  knob({
     key: 'scatter', flag: 'scatter', greek: 'ρ', type: 'count', min: 1, default: 1,
     meaning: 'StoCs one SSTable\'s data blocks are cut over (its filter and index go to one more)',
     tradeoff: 'more: a table\'s reads and writes spread over more disks; more requests per table',

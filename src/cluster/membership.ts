@@ -3,6 +3,7 @@
  * If the coordinator restarts or forgets us, the next beat registers again; a beat that
  * reports a newer config id fetches it and hands it to `onConfig`.
  */
+import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { configFromWire, type ClusterConfig, type Role } from './config.js';
 import { CoordinatorLocator } from './locator.js';
@@ -36,6 +37,12 @@ export interface RangeReport {
 export class Membership {
   private timer: NodeJS.Timeout | undefined;
   private configId = 0;
+  /**
+   * When (performance.now()) the last heartbeat or registration the coordinator answered was
+   * sent: the coordinator heard from us no earlier, so our lease runs at least until then plus
+   * its length.
+   */
+  renewedAt = -Infinity;
   private beating = false;
   private stopped = false;
   private lastError = '';
@@ -85,7 +92,10 @@ export class Membership {
   }
 
   private async register(): Promise<void> {
-    const c = await (await this.locator.connection()).call('register', [this.o.role, this.o.id, this.o.address, process.pid, this.o.host ?? '']);
+    const link = await this.locator.connection();
+    const sent = performance.now();
+    const c = await link.call('register', [this.o.role, this.o.id, this.o.address, process.pid, this.o.host ?? '']);
+    this.renewedAt = sent;
     this.accept(configFromWire(c));
   }
 
@@ -100,9 +110,11 @@ export class Membership {
     this.beating = true;
     try {
       // What the LTC holds is read with the config id it holds it under (the coordinator ends moves by it).
+      const link = await this.locator.connection();
       const r = this.o.ranges?.();
-      const id = await (await this.locator.connection()).call<number>('heartbeat',
-        [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? []]);
+      const sent = performance.now();
+      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? []]);
+      this.renewedAt = sent;
       if (id > this.configId) await this.refresh();
       this.lastError = '';
     } catch (err) {

@@ -23,7 +23,7 @@ import { lockDir, replaceFile } from '../common/files.js';
 import { TcpRpcServer } from '../net/tcp-rpc-server.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import {
-  configFromJson, configToJson, endMove, makeRanges, memberOf, startMove, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
+  configFromJson, configToJson, endMove, failOver, makeRanges, memberOf, startMove, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
 } from '../cluster/config.js';
 import { HEARTBEAT_MS } from '../cluster/membership.js';
 import { newSettings, refuseConflicts } from '../cluster/knobs.js';
@@ -33,6 +33,8 @@ import { RangeLoad, type RangeRate } from './range-load.js';
 const MISSED_BEATS = 6;
 /** The configuration in the coordinator's directory. */
 const CONFIG_FILE = 'config.json';
+/** How often LTC leases are checked. */
+const LEASE_TICK_MS = 100;
 /** How long a move waits for the old LTC to let go, and then for the new one to open the range. */
 const RELEASE_MS = 30_000;
 const OPEN_MS = 60_000;
@@ -108,6 +110,10 @@ export class Coordinator {
   private readonly loads = new RangeLoad();
   /** Moves waiting for their old LTC to let go, by range. */
   private readonly letGo = new Map<number, () => void>();
+  private leaseTimer: NodeJS.Timeout | undefined;
+  private lastTick = Date.now();
+  /** No lease expires before this (the coordinator just started, or was paused). */
+  private graceUntil = 0;
   private server!: TcpRpcServer;
   private readonly unlock: () => void;
 
@@ -140,6 +146,8 @@ export class Coordinator {
       throw err;
     }
     replaceFile(o.dir, 'address', `${o.host ?? '127.0.0.1'}:${c.server.port}\n`);
+    c.graceUntil = Date.now() + c.config.settings.ltcLeaseMs;
+    c.leaseTimer = setInterval(() => c.expireLeases(), LEASE_TICK_MS);
     return c;
   }
 
@@ -168,6 +176,7 @@ export class Coordinator {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.leaseTimer);
     await this.server.close();
     this.unlock();
   }
@@ -248,6 +257,31 @@ export class Coordinator {
     const unavailableMs = Date.now() - t0;
     this.o.onLog?.(`range ${range} moved from LTC ${from} to LTC ${to}: refused requests for ${unavailableMs} ms`);
     return { range, from, to, configId: this.config.id, releaseMs, closeMs, openMs: unavailableMs - releaseMs, engineOpenMs: opened.openMs, unavailableMs };
+  }
+
+  /** Gives the ranges of LTCs whose leases expired to live LTCs (the class comment). */
+  private expireLeases(): void {
+    const now = Date.now();
+    const lease = this.config.settings.ltcLeaseMs;
+    if (now - this.lastTick > Math.max(1_000, 10 * LEASE_TICK_MS)) this.graceUntil = Math.max(this.graceUntil, now + lease);
+    this.lastTick = now;
+    if (now < this.graceUntil) return;
+    const ltcs = this.config.members.filter((m) => m.role === 'ltc').map((m) => m.id);
+    const silent = (id: number): boolean => now - (this.seen.get(memberKey('ltc', id))?.at ?? 0) >= lease;
+    const dead = new Set(ltcs.filter(silent));
+    if (dead.size === 0) return;
+    const next = failOver(this.config, dead, ltcs.filter((id) => !dead.has(id)));
+    if (!next) return;
+    const moved = next.ranges.filter((r, i) => r.ltc !== this.config.ranges[i].ltc || r.from !== this.config.ranges[i].from);
+    this.publish(next, `lease of LTC ${[...dead].join(', ')} expired: ${moved.map((r) => `range ${r.id} to LTC ${r.ltc}`).join(', ')}`);
+    for (const r of moved) {
+      this.loads.forget(r.id);
+      if (r.from === undefined) {
+        this.letGo.get(r.id)?.();
+        this.letGo.delete(r.id);
+      }
+      void this.callLtc(r.ltc, 'opened', [next.id, r.id, OPEN_MS], OPEN_MS + 5_000).catch(() => undefined); // a nudge: it opens at once
+    }
   }
 
   /** Ends the move of `range`, if it is still moving. */

@@ -130,6 +130,9 @@ export async function commitRound(db: EngineState): Promise<void> {
     db.inFlight.bytes -= bytes;
     // Some records may be in a log: refuse further writes rather than guess.
     if (appendError !== undefined) return rejectGroup(db, group, db.fail('log append', appendError));
+    // Appended, but the range may be another LTC's already: the outcome is the new one's to tell.
+    const refused = db.env.mayAcknowledge?.();
+    if (refused !== undefined) return rejectGroup(db, group, db.fail('commit', refused));
     if (db.failed) return rejectGroup(db, group, db.failed); // an earlier round failed
     try {
       const counting = db.options.activeMemtables > 1;

@@ -16,6 +16,11 @@ export interface EngineEnv {
   manifests: ManifestStore;
   /** Where compactions run (StoCs); without one, or when it declines a job, the engine merges. */
   compactor?: Compactor;
+  /**
+   * Why the engine may not acknowledge writes now, if it may not (its LTC's lease lapsed: the
+   * range may already be another LTC's). Asked once per commit round, after its log append.
+   */
+  mayAcknowledge?: () => Error | undefined;
 }
 
 /** Where a range's SSTables live. */

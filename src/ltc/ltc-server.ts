@@ -15,9 +15,15 @@
  * A range the configuration takes away is let go at once (its requests answered STALE_CONFIG,
  * writes already queued applied first); one given to this LTC with `from` set waits until the
  * coordinator says the old LTC has let go.
+ *
+ * The LTC serves only while its lease holds: once it has not renewed it (a heartbeat the
+ * coordinator answered) for the cluster's ltcLeaseMs, its ranges may be another LTC's, so it
+ * answers every request UNAVAILABLE and acknowledges no write until it hears from the
+ * coordinator again.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { TcpRpcServer } from '../net/tcp-rpc-server.js';
@@ -201,6 +207,7 @@ export class LtcServer {
       await s.engine?.close().catch((err: Error) => this.log(`range ${s.info.id}: close failed: ${err.message}`));
       s.engine = undefined;
       this.served.delete(s.info.id);
+      this.pool.unfence(s.info.id);
       this.closeMs.set(s.info.id, Date.now() - t0);
       this.log(`range ${s.info.id} let go in ${Date.now() - t0} ms`);
       if (!this.closing) this.apply(this.config); // it may have come back meanwhile
@@ -253,8 +260,10 @@ export class LtcServer {
       // The LTC's memory, evenly among the ranges the configuration gives it now.
       const ranges = Math.max(1, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
       const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS,
-        Math.floor(settings.ltcMemoryBytes / ranges));
+        Math.floor(settings.ltcMemoryBytes / ranges), () => this.leaseLapsed());
       const t0 = Date.now();
+      // Fenced first: no write of an LTC that had the range before lands after we read it.
+      await this.pool.fence(s.info.id, s.info.epoch);
       const engine = await Engine.open(dir, options);
       if (this.closing || s.leaving) {
         await engine.close();
@@ -311,9 +320,19 @@ export class LtcServer {
     s.opening = failed.close().catch(() => undefined).then(() => this.open(s));
   }
 
+  /** Why this LTC may not serve now: its lease lapsed (the class comment). */
+  private leaseLapsed(): NovaError | undefined {
+    const silent = performance.now() - (this.membership?.renewedAt ?? -Infinity);
+    if (silent < this.config.settings.ltcLeaseMs) return undefined;
+    return new NovaError('UNAVAILABLE', `LTC ${this.o.id} has not renewed its lease with the coordinator for ${Number.isFinite(silent) ? Math.round(silent) : '∞'} ms ` +
+      `(it lasts ${this.config.settings.ltcLeaseMs} ms), so its ranges may be another LTC's; retry`);
+  }
+
   private route(id: unknown, key: Buffer): RangeInfo {
     if (typeof id !== 'number') throw new NovaError('BAD_ARGUMENT', 'a request starts with the config id it was routed by');
     if (this.closing) throw new NovaError('UNAVAILABLE', `LTC ${this.o.id} is shutting down`);
+    const lapsed = this.leaseLapsed();
+    if (lapsed) throw lapsed;
     if (id > this.config.id) {
       void this.membership.refresh().catch(() => undefined);
       throw new NovaError('UNAVAILABLE', `LTC ${this.o.id} has config ${this.config.id}, older than the client's ${id}; retry`);

@@ -28,9 +28,10 @@ export interface RangeEnv {
  * The environment and options of range `range`, whose local directory is `dir`.
  * `strictUntil`: until then, a log is read only once every configured StoC answered.
  * `memoryBytes`: the range's share of its LTC's memory (EngineOptions.memoryBudgetBytes).
+ * `mayAcknowledge`: EngineEnv.mayAcknowledge (the LTC's lease).
  */
 export function rangeEnv(pool: StocPool, settings: Settings, range: number, dir: string, onLog: (line: string) => void,
-  strictUntil: number, memoryBytes: number): RangeEnv {
+  strictUntil: number, memoryBytes: number, mayAcknowledge?: () => Error | undefined): RangeEnv {
   const store = new StocBlockStore(pool, range, settings.scatter, settings.placement);
   const compactor = settings.compaction === 'stoc' ? new StocCompactor(pool, range, settings.scatter, settings.placement, onLog) : undefined;
   const options: EngineOptions = {
@@ -41,6 +42,7 @@ export function rangeEnv(pool: StocPool, settings: Settings, range: number, dir:
       logs: logStoreFor(pool, settings, range, onLog, strictUntil),
       manifests: new StocManifestStore(pool, range, settings.logReplicas, onLog, new LocalManifestStore(dir)),
       compactor,
+      mayAcknowledge,
     },
     onWarning: (m) => onLog(`range ${range}: ${m}`),
     onNote: (m) => onLog(`range ${range}: ${m}`),

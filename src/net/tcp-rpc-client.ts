@@ -16,6 +16,8 @@ export class TcpRpcClient {
   private readonly out: Outbox;
   private closedWith: NovaError | undefined;
   private readonly closeListeners: Array<() => void> = [];
+  /** When the server was last heard from, or the connection last became busy (silentMs). */
+  private heardAt = Date.now();
 
   private constructor(private readonly socket: Socket, readonly address: string, private readonly defaultTimeoutMs: number,
     private readonly grouped: ReadonlySet<string>,
@@ -29,6 +31,7 @@ export class TcpRpcClient {
     });
     const reader = new FrameReader(`connection to ${address}`);
     socket.on('data', (chunk: Buffer) => {
+      this.heardAt = Date.now();
       try {
         for (const p of reader.push(chunk)) this.onFrame(p);
       } catch (err) {
@@ -67,8 +70,19 @@ export class TcpRpcClient {
     else this.closeListeners.push(listener);
   }
 
+  /** How long calls have waited with nothing heard from the server (0 when none waits). */
+  get silentMs(): number {
+    return this.pending.size === 0 ? 0 : Date.now() - this.heardAt;
+  }
+
+  /** Ends the connection, failing the calls waiting with PEER_LOST and `message`. */
+  abandon(message: string): void {
+    this.shut(new NovaError('PEER_LOST', `${this.address}: ${message}`));
+  }
+
   call<T = unknown>(op: string, args: unknown[], timeoutMs = this.defaultTimeoutMs): Promise<T> {
     if (this.closedWith) return Promise.reject(this.closedWith);
+    if (this.pending.size === 0) this.heardAt = Date.now();
     return new Promise<T>((resolve, reject) => {
       const id = this.pending.add(op, timeoutMs, resolve as (v: unknown) => void, reject);
       this.out.push([id, op, args], !this.grouped.has(op));

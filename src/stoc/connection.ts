@@ -20,6 +20,8 @@ export class Connection {
   readonly order = new AppendOrder(MAX_WAITING_PARTS);
   /** Direct-write handles opened on this connection (stoc.dopen), with their pinned files. */
   readonly direct = new Map<number, StoredFile>();
+  /** The epoch under which this connection opened each range (stoc.fence; fences.ts). */
+  readonly epochs = new Map<number, number>();
   /** Index of the connection's window in the buffer. */
   constructor(readonly window: number) {}
 }

@@ -23,6 +23,8 @@ export interface DirectHost {
   connections(): Iterable<Connection>;
   /** The connection of `ep`; BAD_ARGUMENT naming `method` if it said no hello. */
   connection(ep: Endpoint, method: string): Connection;
+  /** `name`, or STALE_CONFIG if its range is fenced off for this connection (fences.ts). */
+  writable(name: string, ep: Endpoint, method: string): string;
   track<T>(conn: Connection | undefined, kind: 'read' | 'write' | 'other', bytes: number, work: () => Promise<T>): Promise<T>;
   disk<T>(what: string, work: () => Promise<T>): Promise<T>;
   /** Frees an ended connection's window once nothing holds it. */
@@ -75,7 +77,7 @@ export class DirectFileService {
    */
   open(args: unknown, ep: Endpoint): Promise<number> {
     const { file: requested, version } = fields(Method.dopen, args);
-    const name = checkName(requested);
+    const name = this.host.writable(checkName(requested), ep, Method.dopen);
     if (version !== DIRECT_WRITE_VERSION) {
       throw new NovaError('BAD_ARGUMENT', `StoC ${this.host.id}: direct writes of version ${String(version)} asked for; ` +
         `this StoC takes version ${DIRECT_WRITE_VERSION} (run the same Nova on every component)`);

@@ -319,6 +319,21 @@ export class StocClient {
     }
   }
 
+  /**
+   * Claims range `range` for this connection under `epoch` (the StoC's fences.ts): the StoC
+   * then refuses this connection's writes to the range's files once an LTC claims it under a
+   * newer one. STALE_CONFIG if one already has.
+   */
+  async fence(range: number, epoch: number, options?: CallOptions): Promise<void> {
+    const op = this.begin(`fence of range ${range} at epoch ${epoch}`, options);
+    try {
+      this.usable();
+      await this.call(op, Method.fence, { range: checkUint('range', range, 0xffffffff), epoch: checkUint('epoch', epoch) });
+    } catch (err) {
+      throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
+    }
+  }
+
   /** The StoC's current load, for power-of-d placement. */
   async load(options?: CallOptions): Promise<StocLoad> {
     const op = this.begin('load', options);

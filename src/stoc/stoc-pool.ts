@@ -1,7 +1,9 @@
 /**
  * The LTC's connections to StoCs, by StoC id, following the configuration. A connection is
  * made when first needed; a lost one is dropped and made again on next use (a restarted
- * StoC registers a new address, which arrives with the next configuration).
+ * StoC registers a new address, which arrives with the next configuration). Each new
+ * connection claims the ranges this LTC opened, under their epochs, before it is used
+ * (fence), so the StoC can refuse it once another LTC has opened one of them.
  */
 import { ConnectionCache } from '../common/connection-cache.js';
 import { NovaError } from '../common/errors.js';
@@ -18,11 +20,23 @@ export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EX
 
 export class StocPool {
   private addresses = new Map<number, string>();
-  private readonly clients = new ConnectionCache<number, StocClient>((id) => {
+  private readonly clients = new ConnectionCache<number, StocClient>(async (id) => {
     const address = this.addresses.get(id);
-    if (address === undefined) return Promise.reject(new NovaError('UNAVAILABLE', `StoC ${id} is not in the configuration`));
-    return StocClient.connect(this.fabric, this.rpc, Buffer.from(address, 'base64'), { timeoutMs: CONNECT_MS });
+    if (address === undefined) throw new NovaError('UNAVAILABLE', `StoC ${id} is not in the configuration`);
+    const c = await StocClient.connect(this.fabric, this.rpc, Buffer.from(address, 'base64'), { timeoutMs: CONNECT_MS });
+    // A claim the StoC refuses still marks the connection (its writes to that range are refused).
+    for (const [range, epoch] of this.epochs) {
+      await c.fence(range, epoch).catch((err: NovaError) => {
+        if (err.code !== 'STALE_CONFIG') {
+          void c.close();
+          throw err;
+        }
+      });
+    }
+    return c;
   }, (c, lost) => c.onLost(lost));
+  /** The ranges this LTC opened, with the epoch of each (fence). */
+  private readonly epochs = new Map<number, number>();
   /** StoCs that failed recently: not offered for new files until this time. */
   private readonly shunned = new Map<number, number>();
 
@@ -73,6 +87,22 @@ export class StocPool {
       if (STOC_LOST.has(code)) this.shun(id);
       throw err;
     }
+  }
+
+  /**
+   * Claims range `range` under `epoch` on every configured StoC, and on every connection made
+   * later: before the range's MANIFEST and logs are read, so no write of an LTC that had the
+   * range before lands after. STALE_CONFIG if a StoC knows a newer epoch (another LTC has it);
+   * UNAVAILABLE while a StoC does not answer.
+   */
+  async fence(range: number, epoch: number): Promise<void> {
+    this.epochs.set(range, epoch);
+    await Promise.all(this.ids().map((id) => this.on(id, (c) => c.fence(range, epoch))));
+  }
+
+  /** Stops claiming `range` on new connections (it was let go). */
+  unfence(range: number): void {
+    this.epochs.delete(range);
   }
 
   close(): void {

@@ -19,7 +19,7 @@ import { NovaError } from '../common/errors.js';
 /**
  * 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye;
  *    later, without a bump (methods only added): mcreate/mget/mextend/mlist/mremove, then
- *    compact, then dopen. A StoC that predates them answers UNKNOWN_METHOD, and disk files
+ *    compact, then dopen, then fence. A StoC that predates them answers UNKNOWN_METHOD, and disk files
  *    are untouched by the memory ones.
  */
 export const STOC_PROTOCOL_VERSION = 1;
@@ -50,6 +50,7 @@ export const Method = {
   mremove: 'stoc.mremove',
   compact: 'stoc.compact',
   dopen: 'stoc.dopen',
+  fence: 'stoc.fence',
 } as const;
 
 /** An in-memory file's regions, each a serialised RemoteKey of `regionBytes` bytes, in file order. */
@@ -112,13 +113,13 @@ export function filesOf(range: number, names: string[], suffix: StocFileSuffix):
 /** Largest file a client may write (offset + length); beyond is BAD_ARGUMENT. */
 export const MAX_FILE_BYTES = 2 ** 47;
 
-export const RESERVED_NAMES: ReadonlySet<string> = new Set(['LOCK']);
+export const RESERVED_NAMES: ReadonlySet<string> = new Set(['LOCK', 'FENCES', 'FENCES.tmp']);
 
 /** Throws BAD_ARGUMENT unless `name` is a plain file name the StoC may serve. */
 export function checkName(name: unknown): string {
   if (typeof name !== 'string' || !NAME.test(name) || RESERVED_NAMES.has(name)) {
     throw new NovaError('BAD_ARGUMENT',
-      `bad file name ${describe(name)}: want 1-200 of [A-Za-z0-9._-], starting with a letter or digit, not LOCK`);
+      `bad file name ${describe(name)}: want 1-200 of [A-Za-z0-9._-], starting with a letter or digit, not LOCK or FENCES`);
   }
   return name;
 }

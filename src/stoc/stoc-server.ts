@@ -39,6 +39,7 @@ import { DirectFileService, type DirectHost } from './direct-file-service.js';
 import { CompactionService, type CompactionHost } from './compaction-service.js';
 import { StoredFiles, type StoredFile } from './stored-files.js';
 import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
+import { Fences, MAX_FENCES, rangeOfFile } from './fences.js';
 import {
   MAX_FILE_BYTES, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
   type HelloReply, type MemoryFileReply, type StocLoad,
@@ -126,6 +127,7 @@ export class StocServer implements CompactionHost, DirectHost {
     /** @internal (DirectHost) */ readonly windowBytes: number,
     /** @internal (CompactionHost) */ readonly files: StoredFiles,
     private readonly memory: MemoryFiles,
+    private readonly fences: Fences,
     private readonly unlock: () => void,
   ) {
     this.id = opts.id;
@@ -156,7 +158,7 @@ export class StocServer implements CompactionHost, DirectHost {
       const buffer = fabric.allocate(bufferBytes);
       const files = new StoredFiles(opts.dir, opts.maxOpenFiles ?? 1024);
       const memoryFiles = new MemoryFiles(fabric, id, memory);
-      return new StocServer({ ...opts, id }, fabric, new Rpc(fabric), buffer, windowBytes, files, memoryFiles, unlock);
+      return new StocServer({ ...opts, id }, fabric, new Rpc(fabric), buffer, windowBytes, files, memoryFiles, new Fences(opts.dir), unlock);
     } catch (err) {
       await fabric?.close();
       unlock();
@@ -223,16 +225,17 @@ export class StocServer implements CompactionHost, DirectHost {
     serve(Method.fetch, (a, ep) => this.fetch(a, ep));
     serve(Method.stat, (a) => this.stat(a));
     serve(Method.list, (a) => this.list(a));
-    serve(Method.remove, (a) => this.remove(a));
+    serve(Method.remove, (a, ep) => this.remove(a, ep));
+    serve(Method.fence, (a, ep) => this.fence(a, ep));
     serve(Method.sync, (a) => this.sync(a));
     serve(Method.load, (): StocLoad => ({ ...this.load, compactionsRunning: this.compactions.running }));
     serve(Method.bye, (_a, ep) => this.drop(ep));
-    serve(Method.mcreate, (a) => this.mcreate(a));
+    serve(Method.mcreate, (a, ep) => this.mcreate(a, ep));
     serve(Method.mget, (a) => this.memory.get(checkName(fields(Method.mget, a).file)) ?? null);
-    serve(Method.mextend, (a) => this.mextend(a));
+    serve(Method.mextend, (a, ep) => this.mextend(a, ep));
     serve(Method.mlist, (a) => this.memory.list(checkPrefix(fields(Method.mlist, a).prefix)));
-    serve(Method.mremove, (a) => {
-      this.memory.remove(checkName(fields(Method.mremove, a).file));
+    serve(Method.mremove, (a, ep) => {
+      this.memory.remove(this.writable(checkName(fields(Method.mremove, a).file), ep, Method.mremove));
       return null;
     });
     serve(Method.compact, (a, ep) => this.compactions.compact(a, ep, (work) => this.track(undefined, 'other', 0, work)));
@@ -337,9 +340,49 @@ export class StocServer implements CompactionHost, DirectHost {
     }
   }
 
+  /**
+   * `fence {range, epoch}`: this connection writes range `range` as its owner under `epoch`
+   * (fences.ts). A newer epoch than any before raises the fence, durably, and closes the direct
+   * handles of connections that opened the range under an older one. An older one is
+   * STALE_CONFIG, and this connection may then write none of the range's files.
+   */
+  private fence(args: unknown, ep: Endpoint): { epoch: number } {
+    const a = fields(Method.fence, args);
+    const range = checkUint('range', a.range, 0xffffffff);
+    const epoch = checkUint('epoch', a.epoch);
+    const conn = this.connection(ep, Method.fence);
+    if (!conn.epochs.has(range) && conn.epochs.size >= MAX_FENCES) throw new NovaError('BAD_ARGUMENT', `a connection fences at most ${MAX_FENCES} ranges`);
+    conn.epochs.set(range, epoch);
+    if (this.fences.raise(range, epoch)) {
+      const prefix = `r${range}-`;
+      for (const other of [...this.conns.values()]) {
+        const e = other.epochs.get(range);
+        if (other === conn || e === undefined || e >= epoch) continue;
+        for (const file of new Set([...other.direct.values()].map((f) => f.name))) {
+          if (file.startsWith(prefix)) this.direct.closeAll(other, file);
+        }
+      }
+    }
+    const now = this.fences.epoch(range);
+    if (epoch < now) throw new NovaError('STALE_CONFIG', `StoC ${this.id}: range ${range} was opened under epoch ${now}, newer than this LTC's ${epoch}: it is another LTC's now`);
+    return { epoch: now };
+  }
+
+  /** @internal (DirectHost) `name`, unless it is a file of a range this connection opened under an older epoch than the range's fence. */
+  writable(name: string, ep: Endpoint, method: string): string {
+    const range = rangeOfFile(name);
+    if (range === undefined) return name;
+    const e = this.conns.get(ep)?.epochs.get(range);
+    if (e !== undefined && e < this.fences.epoch(range)) {
+      throw new NovaError('STALE_CONFIG', `StoC ${this.id}: ${method} of ${name} refused: range ${range} was opened under epoch ${this.fences.epoch(range)}, ` +
+        `newer than this LTC's ${e}: it is another LTC's now`);
+    }
+    return name;
+  }
+
   private persist(args: unknown, ep: Endpoint): Promise<null> {
     const a = fields(Method.persist, args);
-    const name = checkName(a.file);
+    const name = this.writable(checkName(a.file), ep, Method.persist);
     const slot = checkUint('slot', a.slot, this.windowBytes);
     const length = checkUint('length', a.length, this.windowBytes - slot);
     const append = a.append === undefined || a.append === null ? undefined : this.appendArgs(a.append, length);
@@ -428,8 +471,8 @@ export class StocServer implements CompactionHost, DirectHost {
     return this.disk(`list of "${prefix}"`, () => this.files.list(prefix, isName));
   }
 
-  private async remove(args: unknown): Promise<null> {
-    const name = checkName(fields(Method.remove, args).file);
+  private async remove(args: unknown, ep: Endpoint): Promise<null> {
+    const name = this.writable(checkName(fields(Method.remove, args).file), ep, Method.remove);
     await this.disk(`remove of ${name}`, () => this.files.remove(name));
     // Then its direct handles end (so its descriptor closes): after the unlink, so that a
     // dopen whose open was under way when the remove came is closed too.
@@ -453,15 +496,15 @@ export class StocServer implements CompactionHost, DirectHost {
 
   // ---- in-memory files ----
 
-  private mcreate(args: unknown): MemoryFileReply {
+  private mcreate(args: unknown, ep: Endpoint): MemoryFileReply {
     const a = fields(Method.mcreate, args);
-    const name = checkName(a.file);
+    const name = this.writable(checkName(a.file), ep, Method.mcreate);
     return this.memory.create(name, checkUint('regionBytes', a.regionBytes, MAX_REGION_BYTES));
   }
 
-  private mextend(args: unknown): Uint8Array {
+  private mextend(args: unknown, ep: Endpoint): Uint8Array {
     const a = fields(Method.mextend, args);
-    const name = checkName(a.file);
+    const name = this.writable(checkName(a.file), ep, Method.mextend);
     return this.memory.extend(name, checkUint('index', a.index, 0xffffffff));
   }
 

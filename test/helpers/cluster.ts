@@ -103,3 +103,43 @@ export async function missing(c: NovaClient, acked: Iterable<number>): Promise<n
   }
   return bad;
 }
+
+/**
+ * Overwrites `keys` with growing versions and reads them back (`depth` workers) until `stop()`.
+ * A read must see at least the version acknowledged before it began: those that did not are
+ * returned as `stale`, with the version acknowledged last per key.
+ */
+export async function overwriteAndRead(c: NovaClient, keys: string[], depth: number, stop: () => boolean): Promise<{ stale: string[]; acked: Map<string, number> }> {
+  const acked = new Map(keys.map((k) => [k, 0]));
+  const next = new Map(keys.map((k) => [k, 1]));
+  const stale: string[] = [];
+  let turn = 0;
+  const worker = async (): Promise<void> => {
+    while (!stop()) {
+      const k = keys[turn++ % keys.length];
+      if (turn % 2 === 0) {
+        const v = next.get(k)!;
+        next.set(k, v + 1);
+        await c.put(Buffer.from(k), Buffer.from(String(v)));
+        acked.set(k, Math.max(acked.get(k)!, v));
+      } else {
+        const floor = acked.get(k)!;
+        const got = await c.get(Buffer.from(k));
+        const v = got === undefined ? 0 : Number(got.toString());
+        if (v < floor) stale.push(`${k}: read ${v}, ${floor} acknowledged before`);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: depth }, worker));
+  return { stale, acked };
+}
+
+/** Keys of `acked` (overwriteAndRead) that now read older than their last acknowledged version. */
+export async function olderThanAcked(c: NovaClient, acked: Map<string, number>): Promise<string[]> {
+  const bad: string[] = [];
+  for (const [k, v] of acked) {
+    const got = Number((await c.get(Buffer.from(k)))?.toString() ?? 0);
+    if (got < v) bad.push(`${k}: ${got} < ${v}`);
+  }
+  return bad;
+}

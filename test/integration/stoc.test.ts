@@ -393,4 +393,51 @@ describe('StoC persistent files', () => {
     const d = await connect(s);
     await d.append('slow.log', Buffer.from('fine'), false);
   });
+
+  it('fences: once a range is claimed under a newer epoch, a connection that claimed it under an older one writes none of its files, also after a restart', async () => {
+    const dir = tempDir();
+    let s = await startServer(dir);
+    const old = await connect(s);
+    await old.fence(1, 5);
+    await old.append('r1-000001.log', Buffer.from('a'), true);
+    const direct = await old.openDirect('r1-000002.log');
+    await direct.write(0, Buffer.from('d'), true);
+    await old.createMemory('r1-000003.log', 4096);
+    await old.fence(2, 5);
+    const fresh = await connect(s);
+    await fresh.fence(1, 9); // another LTC opens range 1
+    const refused = { code: 'STALE_CONFIG', message: expect.stringMatching(/range 1 was opened under epoch 9, newer than this LTC's 5/) };
+    await expect(old.append('r1-000001.log', Buffer.from('b'), true)).rejects.toMatchObject(refused);
+    await expect(old.write('r1-000004.manifest', 0, Buffer.from('m'), true)).rejects.toMatchObject(refused);
+    await expect(old.remove('r1-000001.log')).rejects.toMatchObject(refused);
+    await expect(old.openDirect('r1-000001.log')).rejects.toMatchObject(refused);
+    await expect(old.createMemory('r1-000005.log', 4096)).rejects.toMatchObject(refused);
+    await expect(old.removeMemory('r1-000003.log')).rejects.toMatchObject(refused);
+    await expect(direct.write(1, Buffer.from('late'), true)).rejects.toThrow(); // its handle was closed by the fence
+    await expect(old.fence(1, 5)).rejects.toMatchObject({ code: 'STALE_CONFIG' });
+    // Its other range, files of no range, reads: as before.
+    await old.append('r2-000001.log', Buffer.from('x'), true);
+    await old.append('plain.log', Buffer.from('x'), true);
+    expect((await old.readAll('r1-000001.log'))!.toString()).toBe('a');
+    expect((await old.readAll('r1-000002.log'))!.toString()).toBe('d');
+    // The new owner writes; a client that never claimed the range is not an owner and is not refused.
+    await fresh.append('r1-000001.log', Buffer.from('c'), true);
+    const other = await connect(s);
+    await other.append('r1-000006.sst', Buffer.from('t'), true);
+    await expect(other.write('FENCES', 0, Buffer.from('x'), true)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    // Restarted, the StoC still knows epoch 9.
+    await old.close();
+    await fresh.close();
+    await other.close();
+    await s.close();
+    servers.splice(servers.indexOf(s), 1);
+    s = await startServer(dir);
+    const again = await connect(s);
+    await expect(again.fence(1, 5)).rejects.toMatchObject({ code: 'STALE_CONFIG' });
+    await expect(again.append('r1-000001.log', Buffer.from('z'), true)).rejects.toMatchObject({ code: 'STALE_CONFIG' });
+    await again.fence(1, 9);
+    await again.append('r1-000001.log', Buffer.from('e'), true);
+    expect((await again.readAll('r1-000001.log'))!.toString()).toBe('ace');
+    await expect(again.fence(-1, 1)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+  });
 });

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
-import { configFromJson, configFromWire, configToJson, endMove, makeRanges, rangeOf, startMove, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
+import { configFromJson, configFromWire, configToJson, endMove, failOver, makeRanges, rangeOf, startMove, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
 import { LOAD_WINDOW_MS, RangeLoad } from '../../src/coordinator/range-load.js';
 import { Packr } from 'msgpackr';
 import { benchSplits } from '../../bench/ycsb/generators.js';
@@ -50,10 +50,30 @@ describe('cluster configuration', () => {
     expect(configFromWire(packr.unpack(packr.pack(moving))).ranges).toMatchObject([{ id: 1, ltc: 2, from: 1 }, { id: 2, ltc: 2 }]);
     const done = endMove(moving, 1)!;
     expect(done.id).toBe(moving.id + 1);
-    expect(done.ranges[0]).toEqual({ ...c.ranges[0], ltc: 2 });
+    expect(done.ranges[0]).toEqual({ ...c.ranges[0], ltc: 2, epoch: done.id }); // a new epoch: the new LTC fences the old off
+    expect(moving.ranges[0].epoch).toBe(c.ranges[0].epoch); // the old LTC still holds it under its own
     expect('from' in done.ranges[0]).toBe(false);
     expect(endMove(done, 1)).toBeUndefined();
     expect(configFromWire(packr.unpack(packr.pack(done))).ranges[0]).not.toHaveProperty('from');
+  });
+
+  it('fails over a dead LTC\'s ranges to the live LTCs with the fewest ranges, each under a new epoch', () => {
+    const ltc = (id: number) => ({ role: 'ltc' as const, id, address: `127.0.0.1:${7000 + id}`, pid: id, host: '' });
+    // Ranges 1..6 on LTCs 1, 2, 3, 1, 2, 3.
+    const c: ClusterConfig = { ...config(['b', 'c', 'd', 'e', 'f'], 3), members: [ltc(1), ltc(2), ltc(3)] };
+    expect(failOver(c, new Set([4]), [1, 2, 3])).toBeUndefined(); // holds nothing
+    expect(failOver(c, new Set([1, 2, 3]), [])).toBeUndefined(); // nobody to take them
+    const next = failOver(c, new Set([1]), [2, 3])!;
+    expect(next.id).toBe(c.id + 1);
+    expect(next.ranges.map((r) => [r.ltc, r.epoch])).toEqual([[2, 2], [2, 1], [3, 1], [3, 2], [2, 1], [3, 1]]);
+    // A move away from the dead LTC ends; one into it goes back to the LTC it was leaving.
+    const out = startMove(c, 1, 2);
+    const into = startMove(out, 2, 1);
+    const after = failOver(into, new Set([1]), [2, 3])!;
+    expect(after.ranges[0]).toMatchObject({ id: 1, ltc: 2, epoch: after.id });
+    expect(after.ranges[0].from).toBeUndefined();
+    expect(after.ranges[1]).toMatchObject({ id: 2, ltc: 2, epoch: after.id });
+    expect(after.ranges[1].from).toBeUndefined();
   });
 
   it('turns an LTC\'s counters into rates over the window, and starts again when they go back or the range moves', () => {
