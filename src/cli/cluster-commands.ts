@@ -1,6 +1,7 @@
 /**
  * The cluster's commands: `nova up|down|status`, the components in the foreground
- * (`nova coordinator|stoc|ltc`), and the client commands `nova put|get|del|scan`.
+ * (`nova coordinator`, `nova stoc|ltc run`), adding and removing them (`nova stoc|ltc add|remove`,
+ * `nova rebalance`), and the client commands `nova put|get|del|scan`.
  */
 import { Command, Option } from 'commander';
 import { nonNegativeInt, onOff, port, positiveInt } from './args.js';
@@ -10,7 +11,8 @@ import type { Settings } from '../cluster/config.js';
 import { KNOBS, defaultText, refuseConflicts } from '../cluster/knobs.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { printable } from '../tools/inspect.js';
-import { down, fetchStatus, readClusterFile, storedConfig, up } from '../control/cluster-control.js';
+import { addComponent, down, fetchStatus, readClusterFile, rebalance, removeLtc, storedConfig, up } from '../control/cluster-control.js';
+import { NovaError } from '../common/errors.js';
 import { runCoordinator, runLtc, runStoc } from './components.js';
 
 const DEFAULT_DIR = 'nova-data';
@@ -139,8 +141,8 @@ export function addClusterCommands(program: Command, bin: string): void {
   knobs(program.command('up')
     .description('start a local cluster in the background (or what is missing of it) and wait until it serves')
     .option('--dir <path>', 'the cluster\'s directory', DEFAULT_DIR)
-    .option('--ltcs <n>', 'η: LTCs (default 1, or as many as the cluster had)', positiveInt)
-    .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had)', positiveInt)
+    .option('--ltcs <n>', 'η: LTCs (default 1, or as many as the cluster had); on a running cluster, LTCs are added or removed to reach it', positiveInt)
+    .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had); on a running cluster, StoCs are added to reach it', positiveInt)
     .option('--host <host>', 'address components listen on', '127.0.0.1'))
     .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string }) => {
       const stored = storedConfig(o.dir);
@@ -204,9 +206,13 @@ export function addClusterCommands(program: Command, bin: string): void {
       runCoordinator({ dir: o.dir, host: o.host, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: givenSettings(o) }));
 
   for (const role of ['stoc', 'ltc'] as const) {
-    program.command(role)
+    const name = role === 'stoc' ? 'StoC' : 'LTC';
+    const group = program.command(role).description(role === 'stoc'
+      ? 'StoCs: run one in the foreground (the default), add one to a running cluster, or remove one'
+      : 'LTCs: run one in the foreground (the default), add one to a running cluster, or remove one');
+    group.command('run', { isDefault: true })
       .description(role === 'stoc' ? 'run a StoC (storage component) in the foreground' : 'run an LTC (LSM-tree component) in the foreground')
-      .requiredOption('--id <n>', `this ${role === 'stoc' ? 'StoC' : 'LTC'}'s id (1, 2, ...)`, positiveInt)
+      .requiredOption('--id <n>', `this ${name}'s id (1, 2, ...)`, positiveInt)
       .requiredOption('--coordinator <host:port>', 'the coordinator to register with')
       .option('--cluster-file <path>', 'a cluster.json to read the coordinator\'s address from again if it stops answering (nova up passes its own)')
       .option('--dir <path>', 'its directory (default nova-data/<role>-<id>)')
@@ -217,7 +223,57 @@ export function addClusterCommands(program: Command, bin: string): void {
         const c = { ...o, dir: o.dir ?? join(DEFAULT_DIR, `${role}-${o.id}`) };
         return role === 'stoc' ? runStoc(c) : runLtc(c);
       });
+    group.command('add')
+      .description(role === 'stoc'
+        ? 'start one more StoC of the local cluster in --dir; it takes new tables, logs and compactions at once'
+        : 'start one more LTC of the local cluster in --dir; it takes ranges by the rebalancing policy (nova rebalance). An LTC started by hand elsewhere (nova ltc run --coordinator …) joins the same way')
+      .option('--id <n>', `its id (default: the next free one)`, positiveInt)
+      .option('--dir <path>', 'the cluster\'s directory', DEFAULT_DIR)
+      .option('--host <host>', 'address it listens on', '127.0.0.1')
+      .option('--json', 'print JSON', false)
+      .action(async (o: { id?: number; dir: string; host: string; json: boolean }) => {
+        const c = await addComponent({ dir: o.dir, host: o.host, bin, progress: (line) => process.stderr.write(`nova ${role} add: ${line}\n`) }, role, o.id);
+        const s = await fetchStatus(coordinatorOf(o.dir));
+        const ranges = s.config.ranges.filter((r) => r.ltc === c.id).map((r) => r.id);
+        if (o.json) console.log(JSON.stringify({ role, id: c.id, pid: c.pid, ...(role === 'ltc' ? { ranges } : {}) }, null, 2));
+        else console.log(`${role} ${c.id} up (pid ${c.pid})${role === 'ltc' ? `; ranges ${ranges.join(', ') || 'none'}` : ''}`);
+      });
+    group.command('remove <id>')
+      .description(role === 'stoc'
+        ? 'remove a StoC (not implemented yet: its fragments and replicas must be copied elsewhere first)'
+        : 'remove an LTC: its ranges move to the other LTCs first, then it stops and leaves the configuration')
+      .option('--coordinator <host:port>', 'the cluster\'s coordinator (a cluster on other machines: its process is not waited for)')
+      .option('--dir <path>', 'or the directory of `nova up`', DEFAULT_DIR)
+      .option('--json', 'print JSON', false)
+      .action(async (id: string, o: { coordinator?: string; dir: string; json: boolean }) => {
+        if (role === 'stoc') throw new NovaError('BAD_ARGUMENT', 'nova stoc remove is not implemented yet: a StoC\'s table fragments and log and MANIFEST replicas cannot be copied elsewhere yet');
+        const r = await removeLtc(o.coordinator ? undefined : o.dir, o.coordinator ?? coordinatorOf(o.dir), positiveInt(id));
+        if (o.json) console.log(JSON.stringify(r, null, 2));
+        else console.log(`ltc ${r.ltc} removed${r.stopped ? ' and stopped' : ' (it did not answer: stop it by hand if it runs)'}; ${r.moves.map((m) => `range ${m.range} to LTC ${m.to} (${m.unavailableMs} ms)`).join(', ') || 'it held no range'}`);
+      });
   }
+
+  clientOptions(program.command('rebalance')
+    .description('move ranges off LTCs whose load (requests/s and bytes written/s over 10 s) is above the mean by --rebalance-threshold-pct; prints each move')
+    .option('--dry-run', 'print the moves without making them', false)
+    .option('--json', 'print JSON', false))
+    .action(async (o: { coordinator?: string; dir: string; dryRun: boolean; json: boolean }) => {
+      const r = await rebalance(o.coordinator ?? coordinatorOf(o.dir), o.dryRun);
+      if (o.json) {
+        console.log(JSON.stringify(r, null, 2));
+      } else if (r.plan.length === 0) {
+        console.log('balanced: nothing to move');
+      } else {
+        for (const [i, m] of r.plan.entries()) {
+          const done = r.moves[i];
+          console.log(`range ${m.range}: LTC ${m.from} -> LTC ${m.to}${o.dryRun ? ' (planned)' : done ? ` (refused requests for ${done.unavailableMs} ms)` : ' (not made)'}`);
+        }
+      }
+      if (r.error) {
+        process.stderr.write(`nova rebalance: stopped: ${r.error}\n`);
+        process.exitCode = 1;
+      }
+    });
 
   clientOptions(program.command('put <key> <value>').description('write a key (UTF-8 key and value)'))
     .action((key: string, value: string, o: { coordinator?: string; dir: string }) =>

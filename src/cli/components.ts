@@ -1,6 +1,7 @@
 /**
  * `nova coordinator|stoc|ltc`: one component in the foreground. Each runs until SIGTERM or
- * SIGINT, then stops gracefully (an LTC flushes its memtables first) and returns.
+ * SIGINT (an LTC also until the coordinator removes it), then stops gracefully (an LTC flushes
+ * its memtables first) and returns.
  */
 import { Coordinator } from '../coordinator/coordinator.js';
 import type { Settings } from '../cluster/config.js';
@@ -66,9 +67,11 @@ export async function runStoc(o: ComponentCli): Promise<void> {
 export async function runLtc(o: ComponentCli): Promise<void> {
   const log = logger(`ltc ${o.id}`);
   const stop = stopSignal();
-  const l = await LtcServer.start({ dir: o.dir, id: o.id, coordinator: o.coordinator, clusterFile: o.clusterFile, host: o.host, port: o.port, onLog: log });
+  let retire = (): void => undefined;
+  const retired = new Promise<string>((resolve) => { retire = () => resolve('removal from the cluster'); });
+  const l = await LtcServer.start({ dir: o.dir, id: o.id, coordinator: o.coordinator, clusterFile: o.clusterFile, host: o.host, port: o.port, onLog: log, onRetired: retire });
   log(`serving clients at ${o.host}:${l.port}; registered with ${o.coordinator}`);
-  log(`stopping on ${await stop}: flushing memtables`);
+  log(`stopping on ${await Promise.race([stop, retired])}: flushing memtables`);
   await l.close(true);
   log('stopped');
 }

@@ -15,8 +15,8 @@
  * inside the deadline is always safe. A write that fails in the end says which it was: FAILED
  * (certainly not applied) or UNKNOWN_OUTCOME (it may have been, or may yet be, applied).
  * An LTC that stops answering (paused, or its machine gone) while the coordinator gives its
- * ranges to another is left behind: calls that waited on it for SILENT_MS, once a newer
- * configuration has come, are sent again where it routes them.
+ * ranges to another is left behind: calls that waited on it for SILENT_MS, once the
+ * configuration sends a range of it elsewhere, are sent again where it routes them.
  *
  * An LTC that no longer knows the session (idle past the cluster's sessionTimeoutMs) answers
  * SESSION_EXPIRED to that attempt, which applies nothing; the client then starts a new
@@ -178,12 +178,12 @@ export class NovaClient {
   private refreshing: Promise<void> | undefined;
   private readonly ltcs = new ConnectionCache<string, TcpRpcClient>(async (address) => {
     const link = await TcpRpcClient.connect(address, { timeoutMs: 5_000, grouped: GROUPED_OPS });
-    this.links.set(link, this.config.id);
+    this.links.set(link, this.routedTo(address));
     link.onClose(() => this.links.delete(link));
     return link;
   }, (link, lost) => link.onClose(lost));
-  /** Each LTC connection, with the configuration id it was last checked against (watch). */
-  private readonly links = new Map<TcpRpcClient, number>();
+  /** Each LTC connection, with the ranges the configuration sent to its LTC when it was made (watch). */
+  private readonly links = new Map<TcpRpcClient, number[]>();
   private readonly watchdog = setInterval(() => void this.watch(), SILENT_MS / 2).unref();
   private closed = false;
   private readonly timeoutMs: number;
@@ -419,15 +419,25 @@ export class NovaClient {
     return this.ltcs.get(address);
   }
 
-  /** Leaves behind LTC connections that have been silent while the configuration changed (the class comment). */
+  /** Leaves behind LTC connections that have been silent while their ranges went elsewhere (the class comment). */
   private async watch(): Promise<void> {
     const silent = [...this.links.keys()].filter((l) => l.silentMs >= SILENT_MS);
     if (silent.length === 0 || this.closed) return;
     await this.refresh().catch(() => undefined);
     for (const l of silent) {
-      if (this.config.id > this.links.get(l)!) l.abandon(`no answer for ${l.silentMs} ms and the configuration changed: sent again where it routes now`);
-      else this.links.set(l, this.config.id);
+      const before = this.links.get(l);
+      if (before === undefined) continue; // closed meanwhile
+      const now = this.routedTo(l.address);
+      if (now.length < before.length || before.some((r, i) => now[i] !== r)) {
+        l.abandon(`no answer for ${l.silentMs} ms and its ranges went elsewhere: sent again where they are now`);
+      }
     }
+  }
+
+  /** The ranges the configuration sends to the LTC at `address`. */
+  private routedTo(address: string): number[] {
+    const ltcs = new Set(this.config.members.filter((m) => m.role === 'ltc' && m.address === address).map((m) => m.id));
+    return this.config.ranges.filter((r) => ltcs.has(r.ltc)).map((r) => r.id);
   }
 
   /** Fetches the configuration (one fetch at a time; callers share it). */

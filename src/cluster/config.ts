@@ -80,6 +80,10 @@ export interface Settings {
   sessionTimeoutMs: number;
   /** An LTC silent this long loses its ranges; one that has not renewed its lease this long serves nothing. */
   ltcLeaseMs: number;
+  /** Rebalancing moves ranges off LTCs loaded more than this percent above the mean. */
+  rebalanceThresholdPct: number;
+  /** The coordinator rebalances this often on its own (0: never). */
+  autoRebalanceMs: number;
   sync: boolean;
   compaction: CompactionSite;
   /** Compaction jobs one range runs at once (EngineOptions.compactionJobs). */
@@ -220,7 +224,7 @@ export function configFromWire(w: unknown): ClusterConfig {
   return {
     ...c,
     ranges: c.ranges.map((r) => ({
-      id: r.id, ltc: r.ltc, epoch: r.epoch, start: Buffer.from(r.start as Uint8Array), end: r.end ? Buffer.from(r.end as Uint8Array) : undefined,
+      id: r.id, ltc: r.ltc, epoch: typeof r.epoch === 'number' ? r.epoch : 1, start: Buffer.from(r.start as Uint8Array), end: r.end ? Buffer.from(r.end as Uint8Array) : undefined,
       ...(typeof r.from === 'number' ? { from: r.from } : {}),
     })),
   };

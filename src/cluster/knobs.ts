@@ -111,6 +111,16 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'longer: a pause (GC, a slow coordinator) costs no failover; a dead LTC\'s ranges wait longer for another',
   }),
   knob({
+    key: 'rebalanceThresholdPct', flag: 'rebalance-threshold-pct', type: 'count', min: 1, default: 20,
+    meaning: 'nova rebalance moves ranges off LTCs whose load (requests/s, plus bytes written/s per KiB, over 10 s) is more than this percent above the mean',
+    tradeoff: 'larger: fewer moves (each refuses its range\'s requests for a moment); a less even load',
+  }),
+  knob({
+    key: 'autoRebalanceMs', flag: 'auto-rebalance-ms', type: 'ms', min: 0, default: 0,
+    meaning: 'the coordinator rebalances this often on its own (0: only when asked, and when an LTC joins or leaves)',
+    tradeoff: 'shorter: load followed sooner; more moves',
+  }),
+  knob({
     key: 'scatter', flag: 'scatter', greek: 'ρ', type: 'count', min: 1, default: 1,
     meaning: 'StoCs one SSTable\'s data blocks are cut over (its filter and index go to one more)',
     tradeoff: 'more: a table\'s reads and writes spread over more disks; more requests per table',

@@ -21,6 +21,8 @@ export interface MembershipOptions {
   host?: string;
   /** What an LTC reports of its ranges; called on each beat. */
   ranges?: () => RangeReport;
+  /** Called with `renewedAt` each time the lease is renewed (before onConfig, at registration). */
+  onRenewed?: (at: number) => void;
   onConfig: (config: ClusterConfig) => void;
   onLog?: (line: string) => void;
 }
@@ -74,6 +76,11 @@ export class Membership {
     return m;
   }
 
+  private renew(at: number): void {
+    this.renewedAt = at;
+    this.o.onRenewed?.(at);
+  }
+
   /** Fetches the configuration now (after a client said ours is old). */
   async refresh(): Promise<void> {
     const c = configFromWire(await (await this.locator.connection()).call('config', []));
@@ -95,7 +102,7 @@ export class Membership {
     const link = await this.locator.connection();
     const sent = performance.now();
     const c = await link.call('register', [this.o.role, this.o.id, this.o.address, process.pid, this.o.host ?? '']);
-    this.renewedAt = sent;
+    this.renew(sent);
     this.accept(configFromWire(c));
   }
 
@@ -113,14 +120,21 @@ export class Membership {
       const link = await this.locator.connection();
       const r = this.o.ranges?.();
       const sent = performance.now();
-      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? []]);
-      this.renewedAt = sent;
+      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], process.pid]);
+      // Renewed only with the configuration it renews under applied: else a deposed LTC would serve by the old one.
       if (id > this.configId) await this.refresh();
+      this.renew(sent);
       this.lastError = '';
     } catch (err) {
       const e = err as NovaError;
       if (e.code === 'STALE_CONFIG') {
-        await this.register().catch(() => undefined); // the coordinator forgot us (new directory)
+        if (!this.stopped) await this.register().catch(() => undefined); // the coordinator forgot us (new directory)
+        return;
+      }
+      if (e.code === 'BUSY') {
+        // Another process registered under our id: ours lapses, and we do not take the id back.
+        if (e.message !== this.lastError) this.o.onLog?.(`heartbeat refused: ${e.message}; this process serves nothing more`);
+        this.lastError = e.message;
         return;
       }
       this.followMove();

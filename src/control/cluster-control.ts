@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
 import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
-import { readConfigFile, type ClusterStatus, type MoveReport } from '../coordinator/coordinator.js';
+import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type RemoveReport } from '../coordinator/coordinator.js';
 import { configFromWire, type ClusterConfig } from '../cluster/config.js';
 
 const HERE = fileURLToPath(import.meta.url);
@@ -126,13 +126,8 @@ export async function fetchStatus(coordinator: string, timeoutMs = 5_000): Promi
 const MOVE_TIMEOUT_MS = 120_000;
 
 /** Moves range `range` to LTC `to` through the coordinator; resolves once it serves there. */
-export async function moveRange(coordinator: string, range: number, to: number): Promise<MoveReport> {
-  const link = await TcpRpcClient.connect(coordinator, { timeoutMs: 5_000 });
-  try {
-    return await link.call<MoveReport>('move', [range, to], MOVE_TIMEOUT_MS);
-  } finally {
-    link.close();
-  }
+export function moveRange(coordinator: string, range: number, to: number): Promise<MoveReport> {
+  return coordinatorCall<MoveReport>(coordinator, 'move', [range, to], MOVE_TIMEOUT_MS);
 }
 
 /** The configuration the coordinator of the cluster in `dir` keeps, if it has one yet. */
@@ -140,7 +135,12 @@ export function storedConfig(dir: string): ClusterConfig | undefined {
   return readConfigFile(componentDir(resolve(dir), 'coordinator', 1));
 }
 
-/** Starts what is missing of the cluster in `o.dir` and waits until every range is served. */
+/**
+ * Starts what is missing of the cluster in `o.dir` and waits until every range is served. The
+ * components are those of cluster.json (a new cluster: 1 LTC and 3 StoCs); `ltcs` and `stocs`
+ * grow or shrink them: new ones take the next ids, and the LTCs with the highest ids are
+ * removed (their ranges moved first: removeLtc).
+ */
 export async function up(o: UpOptions): Promise<ClusterFile> {
   const dir = resolve(o.dir);
   mkdirSync(dir, { recursive: true });
@@ -148,10 +148,18 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   const old = readClusterFile(dir);
   const running = (role: ComponentRole, id: number): Component | undefined =>
     old?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid, componentDir(dir, role, id)));
-  const count = (role: ComponentRole, fallback: number): number =>
-    Math.max(0, ...(old?.components.filter((c) => c.role === role).map((c) => c.id) ?? []), 0) || fallback;
-  const ltcs = o.ltcs ?? count('ltc', 1);
-  const stocs = o.stocs ?? count('stoc', 3);
+  const want = (role: 'ltc' | 'stoc', given: number | undefined, fresh: number): { keep: number[]; drop: number[] } => {
+    const have = old ? [...new Set(old.components.filter((c) => c.role === role).map((c) => c.id))].sort((a, b) => a - b) : [];
+    const n = given ?? (have.length > 0 ? have.length : fresh);
+    const keep = have.slice(0, n);
+    for (let id = Math.max(0, ...have) + 1; keep.length < n; id++) keep.push(id);
+    return { keep, drop: have.slice(n) };
+  };
+  const ltcs = want('ltc', o.ltcs, 1);
+  const stocs = want('stoc', o.stocs, 3);
+  if (stocs.drop.length > 0) {
+    throw new NovaError('BAD_ARGUMENT', `the cluster has ${stocs.keep.length + stocs.drop.length} StoCs: removing StoCs is not implemented yet`);
+  }
   const components: Component[] = [];
   const opts = { ...o, dir };
 
@@ -161,7 +169,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   if (!coordinator) {
     const port = address ? address.slice(address.lastIndexOf(':') + 1) : '0';
     const cdir = componentDir(dir, 'coordinator', 1);
-    const args = ['coordinator', '--dir', cdir, '--host', o.host, '--port', port, '--ltcs', String(ltcs), ...o.coordinatorArgs];
+    const args = ['coordinator', '--dir', cdir, '--host', o.host, '--port', port, '--ltcs', String(ltcs.keep.length), ...o.coordinatorArgs];
     let pid = startProcess(opts, 'coordinator', args);
     address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: Error) => {
       if (port === '0') throw err;
@@ -174,22 +182,88 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     progress(`coordinator started at ${address} (pid ${pid})`);
   }
   components.push(coordinator);
-  for (const [role, n] of [['stoc', stocs], ['ltc', ltcs]] as const) {
-    for (let id = 1; id <= n; id++) {
+  for (const [role, ids] of [['stoc', stocs.keep], ['ltc', [...ltcs.keep, ...ltcs.drop]]] as const) {
+    for (const id of ids) {
       let c = running(role, id);
       if (!c) {
-        const pid = startProcess(opts, `${role}-${id}`, [role, '--id', String(id), '--dir', componentDir(dir, role, id), '--coordinator', address!,
-          '--cluster-file', join(dir, 'cluster.json'), '--host', o.host]);
-        c = { role, id, pid };
-        progress(`${role} ${id} started (pid ${pid})`);
+        c = { role, id, pid: startComponent(opts, role, id, address!) };
+        progress(`${role} ${id} started (pid ${c.pid})`);
       }
       components.push(c);
     }
   }
-  const file: ClusterFile = { coordinator: address!, components };
+  let file: ClusterFile = { coordinator: address!, components };
   replaceFile(dir, 'cluster.json', JSON.stringify(file, null, 1) + '\n');
-  await waitUntilServing(file, ltcs, stocs, o.timeoutMs ?? 60_000, progress, dir);
+  await waitUntilServing(file, ltcs.keep.length + ltcs.drop.length, stocs.keep.length, o.timeoutMs ?? 60_000, progress, dir);
+  for (const id of ltcs.drop.reverse()) {
+    const r = await removeLtc(dir, address!, id);
+    progress(`ltc ${id} removed (${r.moves.length} range move(s))`);
+    file = readClusterFile(dir)!;
+  }
   return file;
+}
+
+/** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
+function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc', id: number, coordinator: string): number {
+  return startProcess(o, `${role}-${id}`, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
+    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host]);
+}
+
+/**
+ * `nova ltc add` / `nova stoc add`: starts one more component of the local cluster in `o.dir`
+ * (id `id`, or the next free one) and waits until it is up and, for an LTC, until the
+ * rebalance its joining starts is over.
+ */
+export async function addComponent(o: Omit<UpOptions, 'ltcs' | 'stocs' | 'coordinatorArgs'>, role: 'ltc' | 'stoc', id?: number): Promise<Component> {
+  const dir = resolve(o.dir);
+  const file = readClusterFile(dir);
+  if (!file) throw new NovaError('UNAVAILABLE', `no cluster in ${o.dir} (no cluster.json): start one with nova up`);
+  const taken = file.components.filter((c) => c.role === role).map((c) => c.id);
+  const n = id ?? Math.max(0, ...taken) + 1;
+  if (taken.includes(n)) throw new NovaError('BAD_ARGUMENT', `${role} ${n} is in the cluster already`);
+  const pid = startComponent({ ...o, dir, coordinatorArgs: [] }, role, n, file.coordinator);
+  const c: Component = { role, id: n, pid };
+  replaceFile(dir, 'cluster.json', JSON.stringify({ ...file, components: [...file.components, c] }, null, 1) + '\n');
+  o.progress?.(`${role} ${n} started (pid ${pid})`);
+  const until = Date.now() + (o.timeoutMs ?? 60_000);
+  for (;;) {
+    if (!isRunning(pid, componentDir(dir, role, n))) throw new NovaError('UNAVAILABLE', `${role} ${n} exited at start-up: see ${join(dir, 'logs', `${role}-${n}.log`)}`);
+    const s = await fetchStatus(file.coordinator).catch(() => undefined);
+    if (s?.members.some((m) => m.role === role && m.id === n && m.pid === pid && m.alive) && !s.reshaping && !s.joining.includes(n)) return c;
+    if (Date.now() > until) throw new NovaError('DEADLINE_EXCEEDED', `${role} ${n} did not join within ${o.timeoutMs ?? 60_000} ms: see its log under ${join(dir, 'logs')}`);
+    await sleep(100);
+  }
+}
+
+/**
+ * `nova ltc remove`: the coordinator moves LTC `id`'s ranges to the others and tells it to stop;
+ * on a local cluster (`dir`), this waits until its process has exited and drops it from cluster.json.
+ */
+export async function removeLtc(dir: string | undefined, coordinator: string, id: number): Promise<RemoveReport> {
+  const r = await coordinatorCall<RemoveReport>(coordinator, 'removeLtc', [id], MOVE_TIMEOUT_MS * 4);
+  if (dir === undefined) return r;
+  const home = resolve(dir);
+  const file = readClusterFile(home);
+  const c = file?.components.find((x) => x.role === 'ltc' && x.id === id);
+  if (!file || !c) return r;
+  for (let i = 0; i < 600 && isRunning(c.pid, componentDir(home, 'ltc', id)); i++) await sleep(100);
+  if (isRunning(c.pid, componentDir(home, 'ltc', id))) process.kill(c.pid, 'SIGTERM');
+  replaceFile(home, 'cluster.json', JSON.stringify({ ...file, components: file.components.filter((x) => x !== c) }, null, 1) + '\n');
+  return r;
+}
+
+/** `nova rebalance`: the coordinator's plan, and its moves unless `dryRun`. */
+export function rebalance(coordinator: string, dryRun: boolean): Promise<RebalanceReport> {
+  return coordinatorCall<RebalanceReport>(coordinator, 'rebalance', [dryRun], MOVE_TIMEOUT_MS * 8);
+}
+
+async function coordinatorCall<T>(coordinator: string, op: string, args: unknown[], timeoutMs: number): Promise<T> {
+  const link = await TcpRpcClient.connect(coordinator, { timeoutMs: 5_000 });
+  try {
+    return await link.call<T>(op, args, timeoutMs);
+  } finally {
+    link.close();
+  }
 }
 
 /** Waits until the coordinator started as `pid` answers at the address it wrote. */
@@ -230,8 +304,10 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
       const alive = (role: string) => live.filter((m) => m.role === role).length;
       const served = new Set(live.flatMap((m) => m.serving));
       const waiting = s.config.ranges.filter((r) => !served.has(r.id)).map((r) => r.id);
-      if (alive('stoc') >= stocs && alive('ltc') >= ltcs && waiting.length === 0) return;
-      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs up; ranges not served yet: ${waiting.join(', ') || 'none'}`;
+      // Settled too: the rebalance that joining LTCs start is over.
+      const settling = s.reshaping || s.joining.length > 0;
+      if (alive('stoc') >= stocs && alive('ltc') >= ltcs && waiting.length === 0 && !settling) return;
+      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs up; ranges not served yet: ${waiting.join(', ') || 'none'}${settling ? '; rebalancing' : ''}`;
     } catch (err) {
       why = (err as Error).message;
     }

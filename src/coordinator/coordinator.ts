@@ -17,6 +17,7 @@
  * LTC's, and two LTCs never have the range open at once.
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { lockDir, replaceFile } from '../common/files.js';
@@ -28,11 +29,14 @@ import {
 import { HEARTBEAT_MS } from '../cluster/membership.js';
 import { newSettings, refuseConflicts } from '../cluster/knobs.js';
 import { RangeLoad, type RangeRate } from './range-load.js';
+import { loadOf, planRebalance, type PlannedMove } from '../cluster/rebalance.js';
 
 /** A member missing this many heartbeats in a row is reported down. */
 const MISSED_BEATS = 6;
 /** The configuration in the coordinator's directory. */
 const CONFIG_FILE = 'config.json';
+/** Heartbeats a lease spans at least, so one late beat does not cost an LTC its ranges. */
+const MIN_LEASE_BEATS = 4;
 /** How often LTC leases are checked. */
 const LEASE_TICK_MS = 100;
 /** How long a move waits for the old LTC to let go, and then for the new one to open the range. */
@@ -77,6 +81,10 @@ export interface ClusterStatus {
   members: MemberStatus[];
   /** Each range's load, by range id (ranges no LTC reported yet are missing). */
   load: Record<number, RangeRate>;
+  /** A rebalance or an LTC's removal is running. */
+  reshaping: boolean;
+  /** LTCs that joined and wait for the rebalance that gives them ranges. */
+  joining: number[];
 }
 
 /** What one move did, and for how long the range refused requests. */
@@ -96,6 +104,22 @@ export interface MoveReport {
   unavailableMs: number;
 }
 
+/** What a rebalance planned and what its moves did (with `dryRun`, only the plan). */
+export interface RebalanceReport {
+  plan: PlannedMove[];
+  moves: MoveReport[];
+  /** Why it stopped before the end of its plan, if it did. */
+  error?: string;
+}
+
+/** What removing an LTC did: its ranges' moves, and whether it was told to stop. */
+export interface RemoveReport {
+  ltc: number;
+  moves: MoveReport[];
+  /** False when it did not answer (it was down): it is out of the configuration all the same. */
+  stopped: boolean;
+}
+
 interface Seen {
   at: number;
   serving: number[];
@@ -110,8 +134,17 @@ export class Coordinator {
   private readonly loads = new RangeLoad();
   /** Moves waiting for their old LTC to let go, by range. */
   private readonly letGo = new Map<number, () => void>();
+  /** The configuration id that started each move in progress, by range. */
+  private readonly moves = new Map<number, number>();
   private leaseTimer: NodeJS.Timeout | undefined;
-  private lastTick = Date.now();
+  private rebalanceTimer: NodeJS.Timeout | undefined;
+  /** A rebalance or an LTC's removal is running (one at a time). */
+  private reshaping = false;
+  /** LTCs that registered for the first time: a rebalance follows once they are alive (expireLeases). */
+  private readonly joined = new Set<number>();
+  /** LTCs being removed: no range goes to them. */
+  private readonly removing = new Set<number>();
+  private lastTick = performance.now();
   /** No lease expires before this (the coordinator just started, or was paused). */
   private graceUntil = 0;
   private server!: TcpRpcServer;
@@ -139,6 +172,8 @@ export class Coordinator {
           config: () => c.config,
           status: () => c.status(),
           move: (a) => c.move(a),
+          rebalance: (a) => c.rebalance(a),
+          removeLtc: (a) => c.removeLtc(a),
         },
       });
     } catch (err) {
@@ -146,8 +181,10 @@ export class Coordinator {
       throw err;
     }
     replaceFile(o.dir, 'address', `${o.host ?? '127.0.0.1'}:${c.server.port}\n`);
-    c.graceUntil = Date.now() + c.config.settings.ltcLeaseMs;
+    c.graceUntil = performance.now() + c.config.settings.ltcLeaseMs;
     c.leaseTimer = setInterval(() => c.expireLeases(), LEASE_TICK_MS);
+    const every = c.config.settings.autoRebalanceMs;
+    if (every > 0) c.rebalanceTimer = setInterval(() => c.autoRebalance('the periodic rebalance'), every);
     return c;
   }
 
@@ -160,23 +197,26 @@ export class Coordinator {
   }
 
   status(): ClusterStatus {
-    const now = Date.now();
+    const now = performance.now();
     return {
       pid: process.pid,
       config: this.config,
       members: this.config.members.map((m) => {
         const s = this.seen.get(memberKey(m.role, m.id));
-        return { ...m, alive: this.alive(m.role, m.id, now), serving: s?.serving ?? [], lastSeenMs: s ? now - s.at : -1 };
+        return { ...m, alive: this.alive(m.role, m.id, now), serving: s?.serving ?? [], lastSeenMs: s ? Math.round(now - s.at) : -1 };
       }),
       load: Object.fromEntries(this.config.ranges.flatMap((r) => {
         const rate = this.loads.rate(r.id, now);
         return rate ? [[r.id, rate]] : [];
       })),
+      reshaping: this.reshaping,
+      joining: [...this.joined],
     };
   }
 
   async close(): Promise<void> {
     clearInterval(this.leaseTimer);
+    clearInterval(this.rebalanceTimer);
     await this.server.close();
     this.unlock();
   }
@@ -193,6 +233,9 @@ export class Coordinator {
       members: [],
       settings: newSettings(this.o.settings ?? {}),
     };
+    if (c.settings.ltcLeaseMs < MIN_LEASE_BEATS * HEARTBEAT_MS) {
+      throw new NovaError('BAD_ARGUMENT', `--ltc-lease-ms ${c.settings.ltcLeaseMs} is too short: a lease must span ${MIN_LEASE_BEATS} heartbeats (${MIN_LEASE_BEATS * HEARTBEAT_MS} ms) or more`);
+    }
     this.save(c);
     return c;
   }
@@ -208,7 +251,7 @@ export class Coordinator {
     this.o.onLog?.(`${why}; config ${next.id}`);
   }
 
-  private alive(role: Role, id: number, now = Date.now()): boolean {
+  private alive(role: Role, id: number, now = performance.now()): boolean {
     const s = this.seen.get(memberKey(role, id));
     return !!s && now - s.at < MISSED_BEATS * HEARTBEAT_MS;
   }
@@ -230,16 +273,19 @@ export class Coordinator {
     }
     const next = startMove(this.config, range, to); // the argument errors
     const from = r!.ltc;
-    const t0 = Date.now();
+    const t0 = performance.now();
     const released = new Promise<void>((resolve) => this.letGo.set(range, resolve));
     this.publish(next, `range ${range} moving from LTC ${from} to LTC ${to}`);
+    // This move, by the configuration that started it: a late answer must not end a later one.
+    const mine = (): boolean => this.moves.get(range) === next.id;
+    this.moves.set(range, next.id);
 
     // The old LTC lets go: its answer, or a heartbeat that shows it has (if the answer is lost).
     let closeMs = 0;
     const answer = this.callLtc<{ closeMs: number }>(from, 'release', [this.config.id, range], RELEASE_MS)
       .then((a) => {
         closeMs = a.closeMs;
-        this.endMove(range, `LTC ${from} let range ${range} go`);
+        if (mine()) this.endMove(range, `LTC ${from} let range ${range} go`);
       }, (err: Error) => this.o.onLog?.(`range ${range}: LTC ${from} did not answer release (${err.message}); waiting for its heartbeats`));
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), RELEASE_MS); });
@@ -247,40 +293,136 @@ export class Coordinator {
     clearTimeout(timer);
     void answer;
     if (how === 'late') {
-      throw new NovaError('DEADLINE_EXCEEDED', `LTC ${from} did not let range ${range} go within ${RELEASE_MS} ms; the move stays in progress ` +
-        `and ends when it does (nova range list shows it)`);
+      // Abandoned: the range stays on the old LTC, under a new epoch (it reopens it once closed).
+      const now = this.config.ranges.find((x) => x.id === range);
+      if (mine() && now?.from === from) {
+        const { from: _, ...rest } = now;
+        this.publish({ ...this.config, id: this.config.id + 1, ranges: this.config.ranges.map((x) => (x.id === range ? { ...rest, ltc: from, epoch: this.config.id + 1 } : x)) },
+          `range ${range}: LTC ${from} did not let it go within ${RELEASE_MS} ms; the move is abandoned`);
+        this.moves.delete(range);
+        this.letGo.delete(range);
+      }
+      throw new NovaError('DEADLINE_EXCEEDED', `LTC ${from} did not let range ${range} go within ${RELEASE_MS} ms; the move was abandoned and the range stays on LTC ${from}`);
     }
-    const releaseMs = Date.now() - t0;
+    const releaseMs = Math.round(performance.now() - t0);
 
     // The new LTC opens it.
     const opened = await this.callLtc<{ openMs: number }>(to, 'opened', [this.config.id, range, OPEN_MS], OPEN_MS + 5_000);
-    const unavailableMs = Date.now() - t0;
+    const unavailableMs = Math.round(performance.now() - t0);
     this.o.onLog?.(`range ${range} moved from LTC ${from} to LTC ${to}: refused requests for ${unavailableMs} ms`);
     return { range, from, to, configId: this.config.id, releaseMs, closeMs, openMs: unavailableMs - releaseMs, engineOpenMs: opened.openMs, unavailableMs };
   }
 
   /** Gives the ranges of LTCs whose leases expired to live LTCs (the class comment). */
   private expireLeases(): void {
-    const now = Date.now();
+    const now = performance.now();
     const lease = this.config.settings.ltcLeaseMs;
-    if (now - this.lastTick > Math.max(1_000, 10 * LEASE_TICK_MS)) this.graceUntil = Math.max(this.graceUntil, now + lease);
+    // A tick this late: we were paused (or starved), and the silence we saw was ours.
+    if (now - this.lastTick > Math.min(1_000, lease / 4)) this.graceUntil = Math.max(this.graceUntil, now + lease);
     this.lastTick = now;
     if (now < this.graceUntil) return;
+    // LTCs that joined and sent a heartbeat: a rebalance gives them ranges.
+    const joined = [...this.joined].filter((id) => this.alive('ltc', id, now));
+    if (joined.length > 0 && !this.reshaping) {
+      for (const id of joined) this.joined.delete(id);
+      this.autoRebalance(`LTC ${joined.join(', ')} joined`);
+    }
     const ltcs = this.config.members.filter((m) => m.role === 'ltc').map((m) => m.id);
     const silent = (id: number): boolean => now - (this.seen.get(memberKey('ltc', id))?.at ?? 0) >= lease;
     const dead = new Set(ltcs.filter(silent));
     if (dead.size === 0) return;
-    const next = failOver(this.config, dead, ltcs.filter((id) => !dead.has(id)));
+    const next = failOver(this.config, dead, ltcs.filter((id) => !dead.has(id) && !this.removing.has(id)));
     if (!next) return;
     const moved = next.ranges.filter((r, i) => r.ltc !== this.config.ranges[i].ltc || r.from !== this.config.ranges[i].from);
     this.publish(next, `lease of LTC ${[...dead].join(', ')} expired: ${moved.map((r) => `range ${r.id} to LTC ${r.ltc}`).join(', ')}`);
     for (const r of moved) {
       this.loads.forget(r.id);
       if (r.from === undefined) {
+        this.moves.delete(r.id);
         this.letGo.get(r.id)?.();
         this.letGo.delete(r.id);
       }
       void this.callLtc(r.ltc, 'opened', [next.id, r.id, OPEN_MS], OPEN_MS + 5_000).catch(() => undefined); // a nudge: it opens at once
+    }
+  }
+
+  /** The moves that would even out the LTCs' load now (cluster/rebalance.ts). */
+  private plan(): PlannedMove[] {
+    const now = performance.now();
+    const live = this.config.members.filter((m) => m.role === 'ltc' && this.alive('ltc', m.id, now) && !this.removing.has(m.id)).map((m) => m.id);
+    const ranges = this.config.ranges.filter((r) => r.from === undefined).map((r) => {
+      const rate = this.loads.rate(r.id, now);
+      return { range: r.id, ltc: r.ltc, load: rate ? loadOf(rate.requestsPerSec, rate.bytesWrittenPerSec) : 0 };
+    });
+    return planRebalance(ranges, live, this.config.settings.rebalanceThresholdPct);
+  }
+
+  /** `rebalance [dryRun]`: plans the moves and, unless `dryRun`, makes them one after another. */
+  private async rebalance(args: unknown[]): Promise<RebalanceReport> {
+    const dryRun = args[0] === true;
+    if (this.reshaping) throw new NovaError('BUSY', 'a rebalance or an LTC\'s removal is running; try again when it is done');
+    const plan = this.plan();
+    if (dryRun || plan.length === 0) return { plan, moves: [] };
+    this.reshaping = true;
+    const moves: MoveReport[] = [];
+    try {
+      for (const m of plan) moves.push(await this.move([m.range, m.to]));
+      return { plan, moves };
+    } catch (err) {
+      return { plan, moves, error: (err as Error).message };
+    } finally {
+      this.reshaping = false;
+    }
+  }
+
+  /** A rebalance the coordinator starts on its own; one already running is enough. */
+  private autoRebalance(why: string): void {
+    if (this.reshaping || performance.now() < this.graceUntil) return;
+    void this.rebalance([false]).then((r) => {
+      if (r.moves.length > 0 || r.error) this.o.onLog?.(`${why}: rebalanced, ${r.moves.length} of ${r.plan.length} move(s)${r.error ? `; stopped: ${r.error}` : ''}`);
+    }, () => undefined);
+  }
+
+  /**
+   * `removeLtc [id]`: moves the LTC's ranges to the other live LTCs (the lightest first), tells
+   * it to stop, and takes it out of the configuration. An LTC that is down loses its ranges by
+   * failover first: removing it waits for that.
+   */
+  private async removeLtc(args: unknown[]): Promise<RemoveReport> {
+    const [id] = args;
+    if (!isId(id)) throw new NovaError('BAD_ARGUMENT', 'removeLtc takes [LTC id]');
+    if (!memberOf(this.config, 'ltc', id)) throw new NovaError('BAD_ARGUMENT', `there is no LTC ${id}`);
+    const others = (): number[] => this.config.members.filter((m) => m.role === 'ltc' && m.id !== id && this.alive('ltc', m.id) && !this.removing.has(m.id)).map((m) => m.id);
+    if (others().length === 0 && this.config.ranges.some((r) => r.ltc === id || r.from === id)) {
+      throw new NovaError('BAD_ARGUMENT', `LTC ${id} is the only live LTC: its ranges would have nowhere to go (add an LTC first)`);
+    }
+    if (this.reshaping) throw new NovaError('BUSY', 'a rebalance or an LTC\'s removal is running; try again when it is done');
+    this.reshaping = true;
+    this.removing.add(id);
+    const moves: MoveReport[] = [];
+    try {
+      const until = performance.now() + RELEASE_MS + this.config.settings.ltcLeaseMs;
+      for (;;) {
+        const r: RangeInfo | undefined = this.config.ranges.find((x) => x.ltc === id || x.from === id);
+        if (!r) break;
+        if (performance.now() > until) throw new NovaError('DEADLINE_EXCEEDED', `range ${r.id} did not leave LTC ${id}; the removal stopped (run it again)`);
+        if (r.ltc === id && r.from === undefined && this.alive('ltc', id)) {
+          const count = (l: number): number => this.config.ranges.filter((x) => x.ltc === l).length;
+          const to = others().sort((a, b) => count(a) - count(b) || a - b)[0];
+          if (to === undefined) throw new NovaError('UNAVAILABLE', `no live LTC to take range ${r.id}`);
+          moves.push(await this.move([r.id, to]));
+        } else {
+          await new Promise((resolve) => setTimeout(resolve, 100)); // a move under way, or failover of a dead LTC
+        }
+      }
+      const stopped = await this.callLtc(id, 'retire', [], 10_000).then(() => true, () => false);
+      const members = this.config.members.filter((m) => !(m.role === 'ltc' && m.id === id));
+      this.publish({ ...this.config, id: this.config.id + 1, members }, `LTC ${id} removed`);
+      this.seen.delete(memberKey('ltc', id));
+      return { ltc: id, moves, stopped };
+    } finally {
+      this.removing.delete(id);
+      this.reshaping = false;
     }
   }
 
@@ -289,6 +431,7 @@ export class Coordinator {
     const next = endMove(this.config, range);
     if (!next) return;
     this.publish(next, why);
+    this.moves.delete(range);
     this.loads.forget(range);
     this.letGo.get(range)?.();
     this.letGo.delete(range);
@@ -313,31 +456,39 @@ export class Coordinator {
     }
     const member: Member = { role, id, address, pid, host: typeof host === 'string' ? host : '' };
     const old = this.config.members.find((m) => m.role === role && m.id === id);
+    if (!old && role === 'ltc') this.joined.add(id);
     if (!old || old.address !== address || old.pid !== pid) {
       const members = this.config.members.filter((m) => m !== old).concat(member)
         .sort((a, b) => a.role.localeCompare(b.role) || a.id - b.id);
-      this.publish({ ...this.config, id: this.config.id + 1, members }, `${role} ${id} registered at ${address} (pid ${pid})`);
+      const next = this.config.id + 1;
+      // Another process of this LTC: its ranges take a new epoch, so a paused older one is fenced off.
+      const ranges = old && old.pid !== pid && role === 'ltc' ? this.config.ranges.map((r) => (r.ltc === id ? { ...r, epoch: next } : r)) : this.config.ranges;
+      this.publish({ ...this.config, id: next, members, ranges }, `${role} ${id} registered at ${address} (pid ${pid})`);
     }
-    this.seen.set(memberKey(role, id), { at: Date.now(), serving: [] });
+    this.seen.set(memberKey(role, id), { at: performance.now(), serving: [] });
     return this.config;
   }
 
   /**
-   * `heartbeat [role, id, serving, holding, config id, load]`: an LTC also names the ranges it
-   * holds (open, opening or closing), the configuration it has, and each range's counters.
+   * `heartbeat [role, id, serving, holding, config id, load, pid]`: an LTC also names the ranges
+   * it holds (open, opening or closing), the configuration it has, and each range's counters. A
+   * process whose id another process has registered since is answered BUSY (it must not renew).
    */
   private heartbeat(args: unknown[]): number {
-    const [role, id, serving, holding, configId, load] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load]');
-    if (!this.config.members.some((m) => m.role === role && m.id === id)) {
-      throw new NovaError('STALE_CONFIG', `${role} ${id} is not registered: register first`);
+    const [role, id, serving, holding, configId, load, pid] = args;
+    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, pid]');
+    const member = memberOf(this.config, role, id);
+    if (!member) throw new NovaError('STALE_CONFIG', `${role} ${id} is not registered: register first`);
+    if (typeof pid === 'number' && pid !== member.pid) {
+      throw new NovaError('BUSY', `${role} ${id} is registered by another process (pid ${member.pid}), not pid ${pid}`);
     }
-    const now = Date.now();
+    const now = performance.now();
     this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [] });
     if (role === 'ltc') {
       if (Array.isArray(load)) {
         for (const x of load.slice(0, this.config.ranges.length)) {
-          if (Array.isArray(x) && isId(x[0]) && isCount(x[1]) && isCount(x[2])) this.loads.sample(id, x[0], now, x[1], x[2]);
+          if (!Array.isArray(x) || !isId(x[0]) || !isCount(x[1]) || !isCount(x[2])) continue;
+          if (this.config.ranges.some((r) => r.id === x[0] && r.ltc === id)) this.loads.sample(id, x[0], now, x[1], x[2]);
         }
       }
       // An LTC with the newest configuration that no longer holds a range moving away from it has let it go.

@@ -43,6 +43,10 @@ export const MAX_SCAN = 10_000;
 /** A scan page stops once it holds this many key and value bytes (it fits any frame). */
 export const MAX_SCAN_BYTES = 4 * 1024 * 1024;
 const REOPEN_MS = 1_000;
+/** The share of its lease after which an LTC stops serving: it gives up before the coordinator does. */
+const LEASE_MARGIN = 0.9;
+/** How long a retired LTC waits before it stops, so its answer to the coordinator leaves first. */
+const RETIRE_MS = 200;
 /** How long a range waits for as many StoCs as it wants log replicas before opening with fewer. */
 const STOC_WAIT_MS = 10_000;
 /** How long recovery waits for every StoC to answer before replaying the best log replica it has. */
@@ -57,6 +61,8 @@ export interface LtcOptions {
   host?: string;
   port?: number;
   onLog?: (line: string) => void;
+  /** Called once the coordinator has taken this LTC out of the cluster (`nova ltc remove`): it should stop. */
+  onRetired?: () => void;
 }
 
 interface Served {
@@ -102,6 +108,8 @@ export class LtcServer {
   private readonly pool: StocPool;
   private readonly unlock: () => void;
   private closing = false;
+  /** When the lease was last renewed (Membership.renewedAt). */
+  private renewedAt = -Infinity;
   /** How long letting each range go last took (release answers it after the range is gone). */
   private readonly closeMs = new Map<number, number>();
 
@@ -127,7 +135,7 @@ export class LtcServer {
             load: all.map((s) => [s.info.id, s.requests, s.bytesWritten] as [number, number, number]),
           };
         },
-        onConfig: (c) => l.apply(c), onLog: o.onLog,
+        onConfig: (c) => l.apply(c), onLog: o.onLog, onRenewed: (at) => { l.renewedAt = at; },
       });
     } catch (err) {
       await l.server?.close();
@@ -181,7 +189,10 @@ export class LtcServer {
     this.pool.update(config);
     for (const s of this.served.values()) {
       const r = config.ranges.find((x) => x.id === s.info.id);
-      if ((!r || r.ltc !== this.o.id) && !s.leaving) this.letGo(s);
+      if (s.leaving) continue;
+      if (!r || r.ltc !== this.o.id) this.letGo(s, 'the configuration moved it away');
+      // Given back under a new epoch (it was another LTC's meanwhile): what we hold is old.
+      else if (r.epoch !== s.info.epoch) this.letGo(s, `it is ours again under epoch ${r.epoch}; reopening it from the StoCs`);
     }
     for (const r of config.ranges) {
       if (r.ltc !== this.o.id) continue;
@@ -199,11 +210,13 @@ export class LtcServer {
    * background step running ends (no flush: the logs carry the memtables). The range is then
    * no longer held.
    */
-  private letGo(s: Served): void {
+  private letGo(s: Served, why: string): void {
     const t0 = Date.now();
-    this.log(`range ${s.info.id}: the configuration moved it away; letting it go`);
+    this.log(`range ${s.info.id}: ${why}; letting it go`);
     s.leaving = (async () => {
       await s.opening?.catch(() => undefined);
+      // Without logs, the memtables are only here: they go to L0 first.
+      if (this.config.settings.logMode === 'none') await s.engine?.flush().catch((err: Error) => this.log(`range ${s.info.id}: flush failed: ${err.message}`));
       await s.engine?.close().catch((err: Error) => this.log(`range ${s.info.id}: close failed: ${err.message}`));
       s.engine = undefined;
       this.served.delete(s.info.id);
@@ -250,6 +263,9 @@ export class LtcServer {
     this.served.set(s.info.id, s);
     const since = Date.now();
     const attempt = async (): Promise<void> => {
+      // Opening writes the range's MANIFEST: only while our lease holds (another process may have our id).
+      const lapsed = this.leaseLapsed();
+      if (lapsed) throw lapsed;
       const settings = this.config.settings;
       const stocs = this.pool.healthy().length;
       const want = Math.max(settings.logReplicas, settings.scatter);
@@ -322,8 +338,8 @@ export class LtcServer {
 
   /** Why this LTC may not serve now: its lease lapsed (the class comment). */
   private leaseLapsed(): NovaError | undefined {
-    const silent = performance.now() - (this.membership?.renewedAt ?? -Infinity);
-    if (silent < this.config.settings.ltcLeaseMs) return undefined;
+    const silent = performance.now() - this.renewedAt;
+    if (silent < this.config.settings.ltcLeaseMs * LEASE_MARGIN) return undefined;
     return new NovaError('UNAVAILABLE', `LTC ${this.o.id} has not renewed its lease with the coordinator for ${Number.isFinite(silent) ? Math.round(silent) : '∞'} ms ` +
       `(it lasts ${this.config.settings.ltcLeaseMs} ms), so its ranges may be another LTC's; retry`);
   }
@@ -375,6 +391,14 @@ export class LtcServer {
       },
       stats: () => this.stats(),
       release: (a) => this.release(a),
+      // The coordinator's, once this LTC holds nothing: it leaves the cluster.
+      retire: () => {
+        const holding = [...this.served.keys()];
+        if (holding.length > 0) throw new NovaError('BAD_ARGUMENT', `LTC ${this.o.id} still holds ranges ${holding.join(', ')}`);
+        this.membership.stop(); // no heartbeat may register it again once it is out of the configuration
+        setTimeout(() => this.o.onRetired?.(), RETIRE_MS);
+        return null;
+      },
       opened: (a) => this.opened(a),
       // Every memtable to an SSTable, then the compactions due.
       flush: async () => {

@@ -23,8 +23,8 @@ export interface DirectHost {
   connections(): Iterable<Connection>;
   /** The connection of `ep`; BAD_ARGUMENT naming `method` if it said no hello. */
   connection(ep: Endpoint, method: string): Connection;
-  /** `name`, or STALE_CONFIG if its range is fenced off for this connection (fences.ts). */
-  writable(name: string, ep: Endpoint, method: string): string;
+  /** STALE_CONFIG if `name`'s range is fenced off for this connection (fences.ts). */
+  checkOwner(name: string, ep: Endpoint, method: string): unknown;
   track<T>(conn: Connection | undefined, kind: 'read' | 'write' | 'other', bytes: number, work: () => Promise<T>): Promise<T>;
   disk<T>(what: string, work: () => Promise<T>): Promise<T>;
   /** Frees an ended connection's window once nothing holds it. */
@@ -77,7 +77,8 @@ export class DirectFileService {
    */
   open(args: unknown, ep: Endpoint): Promise<number> {
     const { file: requested, version } = fields(Method.dopen, args);
-    const name = this.host.writable(checkName(requested), ep, Method.dopen);
+    const name = checkName(requested);
+    this.host.checkOwner(name, ep, Method.dopen);
     if (version !== DIRECT_WRITE_VERSION) {
       throw new NovaError('BAD_ARGUMENT', `StoC ${this.host.id}: direct writes of version ${String(version)} asked for; ` +
         `this StoC takes version ${DIRECT_WRITE_VERSION} (run the same Nova on every component)`);
@@ -91,6 +92,9 @@ export class DirectFileService {
       }
       const handle = this.nextHandle++;
       try {
+        // Again, with nothing awaited before the handle exists: a fence raised since refuses it,
+        // one raised later closes it.
+        this.host.checkOwner(name, ep, Method.dopen);
         // The client WRITEs each write's bytes into its window and names them (Rpc.writeFile).
         this.host.fabric.registerFile(handle, file.fd, MAX_FILE_BYTES, ep,
           { region: this.host.buffer, start: conn.window * this.host.windowBytes, length: this.host.windowBytes });

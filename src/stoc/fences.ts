@@ -17,6 +17,8 @@ import { replaceFile } from '../common/files.js';
 
 export const FENCES_FILE = 'FENCES';
 const HEADER = 'nova-fences 1';
+/** The largest epoch a fence takes: what the file's 15 digits hold. */
+export const MAX_EPOCH = 10 ** 15 - 1;
 /** Ranges a StoC keeps fences for at most; more is BAD_ARGUMENT (a bogus client). */
 export const MAX_FENCES = 100_000;
 

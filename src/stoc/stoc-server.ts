@@ -39,7 +39,7 @@ import { DirectFileService, type DirectHost } from './direct-file-service.js';
 import { CompactionService, type CompactionHost } from './compaction-service.js';
 import { StoredFiles, type StoredFile } from './stored-files.js';
 import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
-import { Fences, MAX_FENCES, rangeOfFile } from './fences.js';
+import { Fences, MAX_EPOCH, MAX_FENCES, rangeOfFile } from './fences.js';
 import {
   MAX_FILE_BYTES, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint, fields,
   type HelloReply, type MemoryFileReply, type StocLoad,
@@ -98,6 +98,8 @@ export interface StocServerStats extends StocLoad, MemoryFilesStats {
 }
 
 const MiB = 1024 * 1024;
+/** How long a fence waits for the writes to its range already under way. */
+const FENCE_DRAIN_MS = 10_000;
 /** Larger memory regions are refused: one region is one memtable's log. */
 const MAX_REGION_BYTES = 2 ** 32;
 type Kind = 'read' | 'write' | 'other';
@@ -112,6 +114,8 @@ export class StocServer implements CompactionHost, DirectHost {
   private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0 };
   private readonly compactions: CompactionService;
   private readonly direct: DirectFileService;
+  /** Writes under way to each range's files, and fences waiting for them to end (counted). */
+  private readonly rangeWrites = new Map<number, { n: number; idle: Array<() => void> }>();
   private readonly load: Omit<StocLoad, 'compactionsRunning'> = { queueDepth: 0, pendingReadBytes: 0, pendingWriteBytes: 0 };
   private active = 0;
   private idleWaiters: Array<() => void> = [];
@@ -235,7 +239,9 @@ export class StocServer implements CompactionHost, DirectHost {
     serve(Method.mextend, (a, ep) => this.mextend(a, ep));
     serve(Method.mlist, (a) => this.memory.list(checkPrefix(fields(Method.mlist, a).prefix)));
     serve(Method.mremove, (a, ep) => {
-      this.memory.remove(this.writable(checkName(fields(Method.mremove, a).file), ep, Method.mremove));
+      const name = checkName(fields(Method.mremove, a).file);
+      this.checkOwner(name, ep, Method.mremove);
+      this.memory.remove(name);
       return null;
     });
     serve(Method.compact, (a, ep) => this.compactions.compact(a, ep, (work) => this.track(undefined, 'other', 0, work)));
@@ -342,18 +348,23 @@ export class StocServer implements CompactionHost, DirectHost {
 
   /**
    * `fence {range, epoch}`: this connection writes range `range` as its owner under `epoch`
-   * (fences.ts). A newer epoch than any before raises the fence, durably, and closes the direct
-   * handles of connections that opened the range under an older one. An older one is
-   * STALE_CONFIG, and this connection may then write none of the range's files.
+   * (fences.ts). A newer epoch than any before raises the fence, durably; then the answer waits
+   * for the writes to the range's files already under way (they were let in before the raise)
+   * and closes the direct handles of connections that claimed the range under an older epoch.
+   * An older epoch is STALE_CONFIG, and this connection may then write none of the range's files.
    */
-  private fence(args: unknown, ep: Endpoint): { epoch: number } {
+  private async fence(args: unknown, ep: Endpoint): Promise<{ epoch: number }> {
     const a = fields(Method.fence, args);
     const range = checkUint('range', a.range, 0xffffffff);
-    const epoch = checkUint('epoch', a.epoch);
+    const epoch = checkUint('epoch', a.epoch, MAX_EPOCH);
     const conn = this.connection(ep, Method.fence);
     if (!conn.epochs.has(range) && conn.epochs.size >= MAX_FENCES) throw new NovaError('BAD_ARGUMENT', `a connection fences at most ${MAX_FENCES} ranges`);
     conn.epochs.set(range, epoch);
-    if (this.fences.raise(range, epoch)) {
+    const raised = this.fences.raise(range, epoch);
+    const now = this.fences.epoch(range);
+    if (epoch < now) throw new NovaError('STALE_CONFIG', `StoC ${this.id}: range ${range} was opened under epoch ${now}, newer than this LTC's ${epoch}: it is another LTC's now`);
+    if (raised) {
+      await this.drain(range);
       const prefix = `r${range}-`;
       for (const other of [...this.conns.values()]) {
         const e = other.epochs.get(range);
@@ -363,32 +374,72 @@ export class StocServer implements CompactionHost, DirectHost {
         }
       }
     }
-    const now = this.fences.epoch(range);
-    if (epoch < now) throw new NovaError('STALE_CONFIG', `StoC ${this.id}: range ${range} was opened under epoch ${now}, newer than this LTC's ${epoch}: it is another LTC's now`);
     return { epoch: now };
   }
 
-  /** @internal (DirectHost) `name`, unless it is a file of a range this connection opened under an older epoch than the range's fence. */
-  writable(name: string, ep: Endpoint, method: string): string {
+  /**
+   * @internal (DirectHost) Throws STALE_CONFIG if `name` is a file of a range this connection
+   * claimed under an older epoch than the range's fence; else the file's range, if it has one.
+   */
+  checkOwner(name: string, ep: Endpoint, method: string): number | undefined {
     const range = rangeOfFile(name);
-    if (range === undefined) return name;
+    if (range === undefined) return undefined;
     const e = this.conns.get(ep)?.epochs.get(range);
     if (e !== undefined && e < this.fences.epoch(range)) {
       throw new NovaError('STALE_CONFIG', `StoC ${this.id}: ${method} of ${name} refused: range ${range} was opened under epoch ${this.fences.epoch(range)}, ` +
         `newer than this LTC's ${e}: it is another LTC's now`);
     }
-    return name;
+    return range;
+  }
+
+  /**
+   * Runs `work`, the write itself to a file of range `range` (undefined: of no range), counted so
+   * that a fence raised meanwhile waits for it. Call it right after checkOwner, with nothing
+   * awaited between: a write is either refused or waited for.
+   */
+  private async counted<T>(range: number | undefined, work: () => Promise<T>): Promise<T> {
+    if (range === undefined) return work();
+    let w = this.rangeWrites.get(range);
+    if (!w) this.rangeWrites.set(range, w = { n: 0, idle: [] });
+    const mine = w;
+    mine.n++;
+    try {
+      return await work();
+    } finally {
+      if (--mine.n === 0) {
+        this.rangeWrites.delete(range);
+        for (const wake of mine.idle.splice(0)) wake();
+      }
+    }
+  }
+
+  /** Resolves once no write to range `range`'s files is under way; UNAVAILABLE after FENCE_DRAIN_MS. */
+  private async drain(range: number): Promise<void> {
+    const w = this.rangeWrites.get(range);
+    if (!w) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        new Promise<void>((resolve) => w.idle.push(resolve)),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new NovaError('UNAVAILABLE', `StoC ${this.id}: writes to range ${range}'s files still under way after ${FENCE_DRAIN_MS} ms; retry`)), FENCE_DRAIN_MS);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private persist(args: unknown, ep: Endpoint): Promise<null> {
     const a = fields(Method.persist, args);
-    const name = this.writable(checkName(a.file), ep, Method.persist);
+    const name = checkName(a.file);
     const slot = checkUint('slot', a.slot, this.windowBytes);
     const length = checkUint('length', a.length, this.windowBytes - slot);
     const append = a.append === undefined || a.append === null ? undefined : this.appendArgs(a.append, length);
     const offset = append ? 0 : checkUint('offset', a.offset, MAX_FILE_BYTES - length);
     const conn = this.connection(ep, Method.persist);
     const what = append ? `append ${append.seq} to ${name}` : `write of ${name} [${offset}, +${length})`;
+    this.checkOwner(name, ep, Method.persist); // refused early; checked again just before the write
     return this.track(conn, 'write', length, () => this.disk(what, async () => {
       const file = (await this.files.acquire(name, true))!;
       try {
@@ -401,9 +452,18 @@ export class StocServer implements CompactionHost, DirectHost {
         } else if (length > 0) {
           file.extend(offset + length);
         }
-        await target.writeAt(this.windowSlice(conn, slot, length), position);
-        if (append) conn.order.consume(append.seq, length);
-        if (a.sync === true) await this.syncFile(target);
+        let range: number | undefined;
+        try {
+          range = this.checkOwner(name, ep, Method.persist); // a fence may have come while it waited its turn
+        } catch (err) {
+          if (append) conn.order.consume(append.seq, length);
+          throw err;
+        }
+        await this.counted(range, async () => {
+          await target.writeAt(this.windowSlice(conn, slot, length), position);
+          if (append) conn.order.consume(append.seq, length);
+          if (a.sync === true) await this.syncFile(target);
+        });
         this.counters.persists++;
         this.counters.bytesWritten += length;
         return null;
@@ -472,8 +532,9 @@ export class StocServer implements CompactionHost, DirectHost {
   }
 
   private async remove(args: unknown, ep: Endpoint): Promise<null> {
-    const name = this.writable(checkName(fields(Method.remove, args).file), ep, Method.remove);
-    await this.disk(`remove of ${name}`, () => this.files.remove(name));
+    const name = checkName(fields(Method.remove, args).file);
+    const range = this.checkOwner(name, ep, Method.remove);
+    await this.counted(range, () => this.disk(`remove of ${name}`, () => this.files.remove(name)));
     // Then its direct handles end (so its descriptor closes): after the unlink, so that a
     // dopen whose open was under way when the remove came is closed too.
     this.direct.closeOf(name);
@@ -498,13 +559,15 @@ export class StocServer implements CompactionHost, DirectHost {
 
   private mcreate(args: unknown, ep: Endpoint): MemoryFileReply {
     const a = fields(Method.mcreate, args);
-    const name = this.writable(checkName(a.file), ep, Method.mcreate);
+    const name = checkName(a.file);
+    this.checkOwner(name, ep, Method.mcreate);
     return this.memory.create(name, checkUint('regionBytes', a.regionBytes, MAX_REGION_BYTES));
   }
 
   private mextend(args: unknown, ep: Endpoint): Uint8Array {
     const a = fields(Method.mextend, args);
-    const name = this.writable(checkName(a.file), ep, Method.mextend);
+    const name = checkName(a.file);
+    this.checkOwner(name, ep, Method.mextend);
     return this.memory.extend(name, checkUint('index', a.index, 0xffffffff));
   }
 

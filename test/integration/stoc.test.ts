@@ -439,5 +439,12 @@ describe('StoC persistent files', () => {
     await again.append('r1-000001.log', Buffer.from('e'), true);
     expect((await again.readAll('r1-000001.log'))!.toString()).toBe('ace');
     await expect(again.fence(-1, 1)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    // An epoch past what the file holds is refused before it is kept (the StoC would not start again).
+    const { rpc, ep } = await raw(s);
+    await rpc.call(ep, 'stoc.hello', { version: 1 });
+    await expect(rpc.call(ep, 'stoc.fence', { range: 1, epoch: Number.MAX_SAFE_INTEGER })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    await s.close();
+    servers.splice(servers.indexOf(s), 1);
+    await startServer(dir);
   });
 });

@@ -104,14 +104,25 @@ describe('cluster configuration', () => {
     const moved = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-b', 112, '']);
     expect(moved.id).toBe(first.id + 1);
     await expect(link.call('register', ['nope', 1, 'a', 1])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    // Another process of LTC 2: its range takes a new epoch (fencing off the old one), whose beats are refused.
+    const l1 = await link.call<ClusterConfig>('register', ['ltc', 2, '127.0.0.1:1', 201, '']);
+    expect(l1.ranges[1]).toMatchObject({ ltc: 2, epoch: 1 });
+    const l2 = await link.call<ClusterConfig>('register', ['ltc', 2, '127.0.0.1:1', 202, '']);
+    expect(l2.ranges[1]).toMatchObject({ ltc: 2, epoch: l2.id });
+    expect(l2.ranges[0].epoch).toBe(1); // LTC 1's is untouched
+    await expect(link.call('heartbeat', ['ltc', 2, [], [], l2.id, [], 201])).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/registered by another process \(pid 202\)/) });
+    expect(await link.call('heartbeat', ['ltc', 2, [], [], l2.id, [[2, 5, 5], [99, 1, 1], 'junk'], 202])).toBe(l2.id);
+    expect(await link.call('heartbeat', ['ltc', 2, 'junk', null, 'x', 7, 202])).toBe(l2.id);
     await expect(link.call('heartbeat', ['ltc', 9, []])).rejects.toMatchObject({ code: 'STALE_CONFIG' });
     link.close();
     await c.close();
     c = await Coordinator.start({ dir });
-    expect(c.current().id).toBe(moved.id);
-    expect(c.current().ranges.map((r) => r.ltc)).toEqual([1, 2]);
-    expect(c.current().members).toMatchObject([{ role: 'stoc', id: 1, address: 'addr-b' }]);
+    expect(c.current().id).toBe(l2.id);
+    expect(c.current().ranges.map((r) => [r.ltc, r.epoch])).toEqual([[1, 1], [2, l2.id]]);
+    expect(c.current().members).toMatchObject([{ role: 'ltc', id: 2 }, { role: 'stoc', id: 1, address: 'addr-b' }]);
     await c.close();
+    // A lease shorter than four heartbeats is refused for a new cluster.
+    await expect(Coordinator.start({ dir: tempDir(), settings: { ltcLeaseMs: 1000 } })).rejects.toThrow(/--ltc-lease-ms 1000 is too short: a lease must span 4 heartbeats \(2000 ms\)/);
   });
 });
 

@@ -11,6 +11,7 @@ import { pickCompactions, LEVELS } from '../../src/compaction/picker.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
 import type { Placement } from '../../src/cluster/config.js';
 import { place } from '../../src/cluster/placement.js';
+import { planRebalance } from '../../src/cluster/rebalance.js';
 import { boundsFromSample, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, REORG, slotLoads } from '../../src/ltc/dranges.js';
 import { roomStep } from '../../src/ltc/make-room.js';
 import { run, type Case } from '../helpers/datadriven.js';
@@ -50,6 +51,18 @@ describe('decisions', () => {
       const jobs = pickCompactions(levels, options, cursor, busy, c.command === 'pick-all' ? Infinity : 1);
       const out = jobs.map((job) => `L${job.level} -> L${job.level + 1}: inputs ${files(job.inputs)}; overlapping ${files(job.overlapping)}`);
       return out.length > 0 ? out.join('\n') : 'nothing due';
+    });
+  });
+
+  it('rebalancing (testdata/rebalance.txt)', async () => {
+    await run(join(DATA, 'rebalance.txt'), (c) => {
+      const ranges = c.input.join(' ').split(/\s+/).filter(Boolean).map((t) => {
+        const m = /^r(\d+)@(\d+):(\d+)$/.exec(t);
+        if (!m) throw new Error(`${c.where}: not range@ltc:load: ${t}`);
+        return { range: Number(m[1]), ltc: Number(m[2]), load: Number(m[3]) };
+      });
+      const plan = planRebalance(ranges, c.args.ltcs.split(',').map(Number), Number(c.args.threshold));
+      return plan.length === 0 ? 'nothing to move' : plan.map((m) => `r${m.range}: ${m.from} -> ${m.to}`).join('\n');
     });
   });
 
