@@ -2,6 +2,8 @@
  * What the runner drives (KvStore), how an engine opens one (EngineAdapter), and the loading
  * of an optional package a peer engine comes from.
  */
+import type { ActionOutcome, ScheduledAction } from './schedule.js';
+
 export interface KvStore {
   put(key: Buffer, value: Buffer): Promise<void>;
   get(key: Buffer): Promise<Buffer | undefined>;
@@ -23,6 +25,8 @@ export interface KvStore {
    * phase). Default: this process, where in-process engines run.
    */
   processes?(): number[];
+  /** Carries out a cluster action of a run's schedule (schedule.ts); only a cluster can. */
+  act?(action: ScheduledAction): Promise<ActionOutcome>;
   close(): Promise<void>;
 }
 

@@ -53,8 +53,8 @@ interface Series {
   points: Array<[number, number]>;
 }
 
-/** A line chart as inline SVG; `logX` for latency. */
-function chart(title: string, xLabel: string, yLabel: string, series: Series[], logX = false): string {
+/** A line chart as inline SVG; `logX` for latency; `marks`: labelled vertical lines at x. */
+function chart(title: string, xLabel: string, yLabel: string, series: Series[], logX = false, marks: Array<[number, string]> = []): string {
   const W = 520;
   const H = 240;
   const L = 64;
@@ -76,9 +76,11 @@ function chart(title: string, xLabel: string, yLabel: string, series: Series[], 
     return `<text x="${(L + f * (W - L - 10)).toFixed(1)}" y="${H - B + 16}" text-anchor="middle">${esc(label)}</text>`;
   }).join('');
   const legend = series.map((s, i) => `<text x="${L + 8 + i * 110}" y="14" fill="${s.color}">${esc(s.name)}</text>`).join('');
+  const marked = marks.map(([x, label]) => `<line x1="${px(x).toFixed(1)}" x2="${px(x).toFixed(1)}" y1="20" y2="${H - B}" stroke="#c33" stroke-dasharray="3,3"><title>${esc(label)}</title></line>` +
+    `<text x="${(px(x) + 2).toFixed(1)}" y="30" fill="#c33" font-size="9">${esc(label)}</text>`).join('');
   return `<figure><figcaption>${esc(title)}</figcaption><svg width="${W}" height="${H}" font-size="11">
 <line x1="${L}" y1="${H - B}" x2="${W - 10}" y2="${H - B}" stroke="#999"/><line x1="${L}" y1="20" x2="${L}" y2="${H - B}" stroke="#999"/>
-${ticks}${xt}${legend}${lines}
+${ticks}${xt}${legend}${lines}${marked}
 <text x="${(W + L) / 2}" y="${H - 4}" text-anchor="middle">${esc(xLabel)}</text>
 <text x="12" y="${H / 2}" transform="rotate(-90 12 ${H / 2})" text-anchor="middle">${esc(yLabel)}</text>
 </svg></figure>`;
@@ -98,6 +100,37 @@ function cdf(r: RunResult): Array<[number, number]> {
   const total = sorted.reduce((n, [, c]) => n + c, 0);
   let seen = 0;
   return sorted.map(([b, c]) => { seen += c; return [b, seen / total]; });
+}
+
+/** A run's schedule as text lines: each action, what it did, and the range moves' unavailability. */
+export function scheduleLines(runs: RunResult[]): string[] {
+  const out: string[] = [];
+  for (const r of runs.filter((x) => x.events)) {
+    out.push(`schedule of ${r.engine} ${r.workload}/${r.dist}:`);
+    for (const e of r.events!) {
+      out.push(`  ${(e.startedMs / 1000).toFixed(1)} s ${e.name}${e.args.length ? ` ${e.args.join(' ')}` : ''} (${(e.tookMs / 1000).toFixed(1)} s): ${e.error ? `FAILED: ${e.error}` : e.outcome!.detail}`);
+    }
+    const moves = r.events!.flatMap((e) => e.outcome?.moves ?? []).map((m) => m.unavailableMs).sort((a, b) => a - b);
+    if (moves.length > 0) out.push(`  ${moves.length} range move(s): unavailable median ${moves[Math.floor((moves.length - 1) / 2)]} ms, max ${moves[moves.length - 1]} ms`);
+    for (const e of r.events!.filter((x) => x.outcome?.failoverMs !== undefined)) out.push(`  failover after ${e.name}: ${e.outcome!.failoverMs} ms`);
+  }
+  return out;
+}
+
+/** A run's schedule in the HTML report: throughput and p99 over time with each action marked, and its tables. */
+function scheduleHtml(r: RunResult): string {
+  const secs = (j: number): number => ((j + 1) * r.timelineMs) / 1000;
+  const marks = r.events!.map((e) => [e.startedMs / 1000, e.name] as [number, string]);
+  const tput = chart(`${r.engine} ${r.workload} / ${r.dist}: throughput over time, actions marked`, 'seconds', 'ops/s',
+    [{ name: r.engine, color: COLORS[0], points: r.timeline.map((y, j) => [secs(j), y]) }], false, marks);
+  const p99 = chart(`${r.engine} ${r.workload} / ${r.dist}: p99 latency per interval, actions marked`, 'seconds', 'p99 µs',
+    [{ name: 'p99', color: COLORS[1], points: (r.timelineP99 ?? []).map((y, j) => [secs(j), y]) }], false, marks);
+  const rows = r.events!.map((e) => `<tr><td class="r">${(e.startedMs / 1000).toFixed(1)}</td><td>${esc(e.name)}${e.args.length ? ` ${e.args.join(' ')}` : ''}</td>` +
+    `<td class="r">${(e.tookMs / 1000).toFixed(1)}</td><td>${esc(e.error ? `FAILED: ${e.error}` : e.outcome!.detail)}</td></tr>`).join('');
+  const moves = r.events!.flatMap((e) => (e.outcome?.moves ?? []).map((m) => `<tr><td>${esc(e.name)}</td><td class="r">${m.range}</td><td class="r">${m.from}</td><td class="r">${m.to}</td><td class="r">${m.unavailableMs}</td></tr>`)).join('');
+  return `<section><h3>Schedule: ${esc(r.workload)} / ${esc(r.dist)}</h3><div class="charts">${tput}${p99}</div>
+<table><thead><tr><th>at s</th><th>action</th><th>took s</th><th>what it did</th></tr></thead><tbody>${rows}</tbody></table>
+${moves ? `<table><thead><tr><th>by</th><th>range</th><th>from LTC</th><th>to LTC</th><th>unavailable ms</th></tr></thead><tbody>${moves}</tbody></table>` : ''}</section>`;
 }
 
 export function sessionHtml(s: SessionResult, baseline: string): string {
@@ -142,6 +175,7 @@ ${table}
 ${loads}
 <h2>Cells</h2>
 ${cells}
+${s.runs.filter((r) => r.events).map(scheduleHtml).join('\n')}
 </body></html>
 `;
 }

@@ -17,6 +17,7 @@ import type { KvStore } from './engines.js';
 import { KeySpace, verifyErrors, type VerifyCounts } from './verifier.js';
 import { makeValue } from './values.js';
 import { OP_KINDS, OpChooser, type OpKind, type Workload } from './workload.js';
+import type { ScheduleEvent, ScheduledAction } from './schedule.js';
 
 /** How each run goes, whatever the workload and distribution. */
 export interface RunSettings {
@@ -29,6 +30,8 @@ export interface RunSettings {
   zipfianConstant: number;
   verify: boolean;
   seed: number;
+  /** Cluster actions at given times of the run (schedule.ts; the nova engine only). */
+  schedule?: ScheduledAction[];
 }
 
 export interface RunSpec extends RunSettings {
@@ -63,7 +66,11 @@ export interface RunResult {
   latency: Partial<Record<OpKind, LatencyStats>>;
   /** Completed operations per second, one point per `timelineMs`. */
   timeline: number[];
+  /** The p99 latency (µs) of the operations completed in each of those intervals. */
+  timelineP99: number[];
   timelineMs: number;
+  /** What the schedule's actions did, in order (runs with a schedule). */
+  events?: ScheduleEvent[];
   /** Latency distribution per operation: [bucket upper bound µs, count]. */
   histograms: Partial<Record<OpKind, Array<[number, number]>>>;
   errors: number;
@@ -170,6 +177,8 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   const keys = t.keys;
   const hist = new Map<OpKind, Histogram>(OP_KINDS.map((k) => [k, new Histogram()]));
   const timeline: number[] = [];
+  const timelineP99: number[] = [];
+  let interval = new Histogram();
   const errorSamples: string[] = [];
   let errors = 0;
   let done = 0;
@@ -234,7 +243,9 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
         errors++;
         if (errorSamples.length < 10) errorSamples.push(`${op}: ${(err as Error).message}`);
       }
-      hist.get(op)!.record((performance.now() - t0) * 1000);
+      const took = (performance.now() - t0) * 1000;
+      hist.get(op)!.record(took);
+      interval.record(took);
       done++;
     }
   };
@@ -248,6 +259,8 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   const ticker = setInterval(() => {
     const now = performance.now();
     timeline.push(((done - lastDone) * 1000) / (now - lastTick));
+    timelineP99.push(interval.total > 0 ? interval.percentile(0.99) : 0);
+    interval = new Histogram();
     lastTick = now;
     lastDone = done;
     if (progress) {
@@ -256,11 +269,14 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
     }
   }, timelineMs);
   const timer = spec.operations === undefined ? setTimeout(() => { stop = true; }, spec.duration * 1000) : undefined;
+  const acting = spec.schedule?.length ? act(t, spec.schedule, start, () => stop, (line) => progress?.(`${label} ${line}`, true)) : undefined;
+  let events: ScheduleEvent[] | undefined;
   try {
     await Promise.all(Array.from({ length: spec.concurrency }, loop));
   } finally {
     clearInterval(ticker);
     if (timer) clearTimeout(timer);
+    events = await acting;
   }
   const seconds = (performance.now() - start) / 1000;
   const written = writtenBetween(writtenBefore, storeWrites(t)); // before the verify pass, which only reads
@@ -283,12 +299,39 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   const result: RunResult = {
     engine: t.engine, workload: spec.workload.name, mix: spec.workload.mix, dist: spec.dist, records: t.records,
     valueSize, scanLength: spec.scanLength, concurrency: spec.concurrency, sync: t.sync,
-    ops: done, seconds, opsPerSec: done / seconds, latency, timeline, timelineMs, histograms,
+    ops: done, seconds, opsPerSec: done / seconds, latency, timeline, timelineP99, timelineMs, histograms, ...(events ? { events } : {}),
     errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written, storeNote,
   };
   const v = verifyOut ? `, verify: ${verifyOut.errors} errors in ${verifyOut.reads.toLocaleString('en-US')} values` : '';
   progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}${storeNote ? `; ${storeNote}` : ''}`, true);
   return result;
+}
+
+/**
+ * Carries out `schedule` against the store while a run goes (one action at a time, each at its
+ * time or when the one before it ends); actions not begun when the run stops are skipped.
+ */
+async function act(t: Target, schedule: ScheduledAction[], start: number, stopped: () => boolean, say: (line: string) => void): Promise<ScheduleEvent[]> {
+  const store = t.store;
+  if (!store.act) throw new Error(`engine ${t.engine} cannot carry out a schedule (only nova can)`);
+  const events: ScheduleEvent[] = [];
+  for (const a of schedule) {
+    const wait = start + a.atMs - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    if (stopped()) break;
+    const began = performance.now();
+    const e: ScheduleEvent = { ...a, startedMs: began - start, tookMs: 0 };
+    try {
+      e.outcome = await store.act(a);
+      say(`${a.name} at ${(e.startedMs / 1000).toFixed(1)} s: ${e.outcome.detail}`);
+    } catch (err) {
+      e.error = (err as Error).message;
+      say(`${a.name} at ${(e.startedMs / 1000).toFixed(1)} s failed: ${e.error}`);
+    }
+    e.tookMs = performance.now() - began;
+    events.push(e);
+  }
+  return events;
 }
 
 /**
@@ -319,6 +362,9 @@ export function mergeRuns(rs: RunResult[]): RunResult {
     ops, seconds, opsPerSec: rs.reduce((n, r) => n + r.opsPerSec, 0),
     latency, histograms,
     timeline: Array.from({ length: points }, (_, i) => rs.reduce((n, r) => n + (r.timeline[i] ?? 0), 0)),
+    // The worst client's p99 in each interval: an upper bound of the merged one.
+    timelineP99: Array.from({ length: points }, (_, i) => Math.max(...rs.map((r) => r.timelineP99?.[i] ?? 0))),
+    ...(rs[0].events ? { events: rs[0].events } : {}),
     errors: rs.reduce((n, r) => n + r.errors, 0),
     errorSamples: rs.flatMap((r) => r.errorSamples).slice(0, 10),
     // Each client read the same processes' counters over nearly the same window: the

@@ -190,7 +190,7 @@ async function several(main: EngineHandle, engine: string, dir: string, clients:
     load: main.load,
     run: async (spec) => mergeRuns(await Promise.all([
       main.run(spec),
-      ...extras.map((e, i) => e.run({ ...spec, seed: spec.seed + 7919 * (i + 1), warm: false })),
+      ...extras.map((e, i) => e.run({ ...spec, seed: spec.seed + 7919 * (i + 1), warm: false, schedule: undefined })),
     ])),
     report: main.report,
     close: async () => {

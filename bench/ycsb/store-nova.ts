@@ -1,6 +1,7 @@
 /** `nova`: a Nova cluster through NovaClient, started in the run's directory or given. */
 import { NovaClient } from '../../src/client/nova-client.js';
-import { NOVA_BIN, down, up } from '../../src/control/cluster-control.js';
+import { NOVA_BIN, addComponent, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, up } from '../../src/control/cluster-control.js';
+import type { ActionOutcome, ScheduledAction } from './schedule.js';
 import { rangeOf } from '../../src/cluster/config.js';
 import { KNOBS } from '../../src/cluster/knobs.js';
 import type { EngineAdapter } from './kv-store.js';
@@ -78,6 +79,10 @@ export const nova: EngineAdapter = {
       // The LTCs and StoCs (the coordinator writes only its small config file). A member on
       // another machine has no /proc entry here, and then no figure is reported.
       processes: () => client.configuration.members.map((m) => m.pid),
+      act: (a) => {
+        if (c.coordinator) throw new Error('a schedule needs the cluster the bench starts, not --coordinator');
+        return act(dir, a);
+      },
       close: async () => {
         client.close();
         if (!c.coordinator) await down(dir);
@@ -90,4 +95,61 @@ export const nova: EngineAdapter = {
 async function rangeFigures(client: NovaClient): Promise<Map<number, Record<string, number>>> {
   const rows = (await client.stats()) as Array<Record<string, unknown> & { range: number }>;
   return new Map(rows.map((r) => [r.range, Object.fromEntries(Object.entries(r).filter(([, v]) => typeof v === 'number')) as Record<string, number>]));
+}
+
+/** Carries out one action of a run's schedule on the local cluster in `dir` (schedule.ts). */
+async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
+  const file = readClusterFile(dir);
+  if (!file) throw new Error(`no cluster in ${dir}`);
+  const coordinator = file.coordinator;
+  const base = { dir, host: '127.0.0.1', bin: NOVA_BIN };
+  const since = (await fetchStatus(coordinator)).config.id;
+  const movesSince = async (): Promise<ActionOutcome['moves']> =>
+    (await fetchStatus(coordinator)).moves.filter((m) => m.configId > since).map(({ range, from, to, unavailableMs }) => ({ range, from, to, unavailableMs }));
+  const moved = (moves: ActionOutcome['moves']): string => moves.map((m) => `range ${m.range} ${m.from}→${m.to} (${m.unavailableMs} ms)`).join(', ') || 'no range moved';
+  switch (a.name) {
+    case 'ltc add': case 'stoc add': {
+      const role = a.name === 'ltc add' ? 'ltc' : 'stoc';
+      const added = await addComponent(base, role);
+      const moves = await movesSince();
+      return { detail: `${role} ${added.id} up${role === 'ltc' ? `; ${moved(moves)}` : ''}`, moves };
+    }
+    case 'rebalance': {
+      const r = await rebalance(coordinator, false);
+      if (r.error) throw new Error(r.error);
+      const moves = r.moves.map(({ range, from, to, unavailableMs }) => ({ range, from, to, unavailableMs }));
+      return { detail: moved(moves), moves };
+    }
+    case 'ltc remove': {
+      const ltcs = file.components.filter((x) => x.role === 'ltc').map((x) => x.id);
+      const id = a.args[0] ?? Math.max(...ltcs);
+      const r = await removeLtc(dir, coordinator, id);
+      const moves = r.moves.map(({ range, from, to, unavailableMs }) => ({ range, from, to, unavailableMs }));
+      return { detail: `ltc ${id} removed; ${moved(moves)}`, moves };
+    }
+    case 'range move': {
+      const r = await moveRange(coordinator, a.args[0], a.args[1]);
+      return { detail: moved([r]), moves: [{ range: r.range, from: r.from, to: r.to, unavailableMs: r.unavailableMs }] };
+    }
+    case 'ltc kill': {
+      const status = await fetchStatus(coordinator);
+      const id = a.args[0] ?? status.config.ranges[0].ltc;
+      const victim = file.components.find((x) => x.role === 'ltc' && x.id === id);
+      if (!victim) throw new Error(`no LTC ${id} in ${dir}`);
+      const t0 = Date.now();
+      process.kill(victim.pid, 'SIGKILL');
+      // Failed over: every range served by a live LTC other than the killed one.
+      for (;;) {
+        const s = await fetchStatus(coordinator);
+        const serving = new Map(s.members.filter((m) => m.role === 'ltc' && m.alive && m.id !== id).flatMap((m) => m.serving.map((r) => [r, m.id] as const)));
+        if (s.config.ranges.every((r) => serving.get(r.id) === r.ltc)) break;
+        if (Date.now() - t0 > 120_000) throw new Error(`LTC ${id}'s ranges were not served elsewhere within 120 s`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const failoverMs = Date.now() - t0;
+      return { detail: `ltc ${id} killed; its ranges served elsewhere after ${failoverMs} ms`, moves: [], failoverMs };
+    }
+    case 'stoc remove':
+      throw new Error('stoc remove is not implemented yet');
+  }
 }

@@ -12,7 +12,8 @@ import { Fabric } from '../transport/fabric.js';
 import { Engine } from '../ltc/engine.js';
 import { ENGINES } from '../../bench/ycsb/engines.js';
 import { DISTRIBUTIONS, type Distribution } from '../../bench/ycsb/generators.js';
-import { compareTable, runTable, sessionHtml } from '../../bench/ycsb/report.js';
+import { compareTable, runTable, scheduleLines, sessionHtml } from '../../bench/ycsb/report.js';
+import { ACTIONS, parseSchedule, type ScheduledAction } from '../../bench/ycsb/schedule.js';
 import { compareRows, runSession } from '../../bench/ycsb/session.js';
 import { WORKLOADS, parseWorkload } from '../../bench/ycsb/workload.js';
 import { checkFile, dumpFile, printable, type FileKind } from '../tools/inspect.js';
@@ -26,6 +27,7 @@ const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..'
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
 
 interface YcsbCliOptions {
+  schedule?: ScheduledAction[];
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
   coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string; quietWait: number;
@@ -50,9 +52,10 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     scanLength: o.scanLength, zipfianConstant: o.zipfianConstant, verify: o.verify, sync: o.sync, seed: o.seed,
     rounds, dir: o.dir, keep: o.keep, progress,
     cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction }, clients: o.clients,
-    quietWaitMs: o.quietWait * 1000,
+    quietWaitMs: o.quietWait * 1000, schedule: o.schedule,
   });
   console.log(runTable(result.runs));
+  for (const line of scheduleLines(result.runs)) console.log(line);
   if (engines.length > 1) {
     console.log('');
     console.log(compareTable(compareRows(result.runs, engines, baseline), engines, baseline));
@@ -230,9 +233,17 @@ export function buildProgram(): Command {
     .description('YCSB-style run of one engine: load, settle, run a workload; progress on stderr, a table on stdout')
     .option('--engine <name>', `one of ${ENGINES.map((e) => e.name).join(', ')}; nova may carry knobs of nova up: nova:flag=value:...`, 'nova-embedded')
     .option('--workload <w>', `${Object.keys(WORKLOADS).join(', ')}, or a mix such as read=0.7,update=0.3`, 'A')
-    .option('--dist <d>', `${DISTRIBUTIONS.join(', ')} (default: the workload's own)`))
-    .action(async (opts: YcsbCliOptions & { engine: string; workload: string; dist?: string }) => {
-      await ycsbSession(opts, [opts.engine], [opts.workload], opts.dist ? [opts.dist] : undefined, opts.engine, 1);
+    .option('--dist <d>', `${DISTRIBUTIONS.join(', ')} (default: the workload's own)`)
+    .option('--schedule <list>', `engine nova: cluster actions during the run, "<s>s <action>, ..." with actions ${ACTIONS.filter((a) => a !== 'stoc remove').join(', ')} ` +
+      '(ltc remove|kill [ID], range move R LTC); e.g. "20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove". The report marks each and lists every range move\'s unavailability'))
+    .action(async (opts: YcsbCliOptions & { engine: string; workload: string; dist?: string; schedule?: string }) => {
+      const schedule = opts.schedule === undefined ? undefined : parseSchedule(opts.schedule);
+      if (schedule) {
+        if (opts.engine.split(':')[0] !== 'nova' || opts.coordinator) throw new InvalidArgumentError('--schedule needs the nova engine with the cluster the bench starts (no --coordinator)');
+        const last = schedule[schedule.length - 1];
+        if (last && opts.operations === undefined && last.atMs >= opts.duration * 1000) throw new InvalidArgumentError(`--schedule: its last action (${last.atMs / 1000} s) is past --duration ${opts.duration}`);
+      }
+      await ycsbSession({ ...opts, schedule }, [opts.engine], [opts.workload], opts.dist ? [opts.dist] : undefined, opts.engine, 1);
     });
   ycsb(bench.command('compare')
     .description('several engines on the same workloads, interleaved, with ratios to a baseline engine')

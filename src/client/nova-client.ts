@@ -296,7 +296,9 @@ export class NovaClient {
    * Without `timeoutMs`, the connection's own deadline (a few seconds).
    */
   private everyLtc<T = unknown>(op: string, timeoutMs?: number): Promise<T[]> {
-    const ltcs = this.config.members.filter((m) => m.role === 'ltc');
+    // The LTCs ranges are on: one that holds none may be gone (killed, or on its way out).
+    const holding = new Set(this.config.ranges.map((r) => r.ltc));
+    const ltcs = this.config.members.filter((m) => m.role === 'ltc' && holding.has(m.id));
     return Promise.all(ltcs.map(async (m) => (await this.ltc(m.address)).call<T>(op, [], timeoutMs)));
   }
 

@@ -35,6 +35,8 @@ import { loadOf, planRebalance, type PlannedMove } from '../cluster/rebalance.js
 const MISSED_BEATS = 6;
 /** The configuration in the coordinator's directory. */
 const CONFIG_FILE = 'config.json';
+/** Move reports status keeps. */
+const RECENT_MOVES = 100;
 /** Heartbeats a lease spans at least, so one late beat does not cost an LTC its ranges. */
 const MIN_LEASE_BEATS = 4;
 /** How often LTC leases are checked. */
@@ -85,6 +87,8 @@ export interface ClusterStatus {
   reshaping: boolean;
   /** LTCs that joined and wait for the rebalance that gives them ranges. */
   joining: number[];
+  /** The last RECENT_MOVES moves, oldest first. */
+  moves: MoveReport[];
 }
 
 /** What one move did, and for how long the range refused requests. */
@@ -136,6 +140,8 @@ export class Coordinator {
   private readonly letGo = new Map<number, () => void>();
   /** The configuration id that started each move in progress, by range. */
   private readonly moves = new Map<number, number>();
+  /** What the last RECENT_MOVES moves did (status). */
+  private readonly recentMoves: MoveReport[] = [];
   private leaseTimer: NodeJS.Timeout | undefined;
   private rebalanceTimer: NodeJS.Timeout | undefined;
   /** A rebalance or an LTC's removal is running (one at a time). */
@@ -211,6 +217,7 @@ export class Coordinator {
       })),
       reshaping: this.reshaping,
       joining: [...this.joined],
+      moves: this.recentMoves,
     };
   }
 
@@ -310,7 +317,10 @@ export class Coordinator {
     const opened = await this.callLtc<{ openMs: number }>(to, 'opened', [this.config.id, range, OPEN_MS], OPEN_MS + 5_000);
     const unavailableMs = Math.round(performance.now() - t0);
     this.o.onLog?.(`range ${range} moved from LTC ${from} to LTC ${to}: refused requests for ${unavailableMs} ms`);
-    return { range, from, to, configId: this.config.id, releaseMs, closeMs, openMs: unavailableMs - releaseMs, engineOpenMs: opened.openMs, unavailableMs };
+    const report = { range, from, to, configId: this.config.id, releaseMs, closeMs, openMs: unavailableMs - releaseMs, engineOpenMs: opened.openMs, unavailableMs };
+    this.recentMoves.push(report);
+    if (this.recentMoves.length > RECENT_MOVES) this.recentMoves.shift();
+    return report;
   }
 
   /** Gives the ranges of LTCs whose leases expired to live LTCs (the class comment). */

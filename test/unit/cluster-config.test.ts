@@ -126,3 +126,21 @@ describe('cluster configuration', () => {
   });
 });
 
+
+describe('the bench schedule', () => {
+  it('parses actions in time order and refuses what it cannot do, saying why', async () => {
+    const { parseSchedule } = await import('../../bench/ycsb/schedule.js');
+    expect(parseSchedule('20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove, 85.5s ltc kill 2, 90s range move 3 1')).toEqual([
+      { atMs: 20_000, name: 'ltc add', args: [] }, { atMs: 40_000, name: 'stoc add', args: [] }, { atMs: 60_000, name: 'rebalance', args: [] },
+      { atMs: 80_000, name: 'ltc remove', args: [] }, { atMs: 85_500, name: 'ltc kill', args: [2] }, { atMs: 90_000, name: 'range move', args: [3, 1] },
+    ]);
+    expect(parseSchedule('')).toEqual([]);
+    expect(() => parseSchedule('20 ltc add')).toThrow(/"20 ltc add" is not "<seconds>s <action>"/);
+    expect(() => parseSchedule('20s ltc grow')).toThrow(/unknown action "ltc grow": use ltc add/);
+    expect(() => parseSchedule('20s stoc remove')).toThrow(/stoc remove is not implemented yet/);
+    expect(() => parseSchedule('20s range move 3')).toThrow(/range move takes a range and an LTC/);
+    expect(() => parseSchedule('20s rebalance 2')).toThrow(/rebalance takes no arguments/);
+    expect(() => parseSchedule('20s ltc kill x')).toThrow(/"x" is not an id/);
+    expect(() => parseSchedule('40s ltc add, 20s ltc remove')).toThrow(/list them in time order/);
+  });
+});

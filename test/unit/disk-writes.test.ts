@@ -23,7 +23,7 @@ describe('storage writes of the bench (/proc/PID/io)', () => {
   it('merges clients of one store by the widest window, not the sum', () => {
     const run = (ops: number, diskWriteBytes?: number): RunResult => ({
       engine: 'nova', workload: 'W100', mix: { read: 0, update: 1, insert: 0, scan: 0, rmw: 0 }, dist: 'uniform', records: 1, valueSize: 1,
-      scanLength: 1, concurrency: 1, sync: false, ops, seconds: 1, opsPerSec: ops, latency: {}, timeline: [], timelineMs: 1000,
+      scanLength: 1, concurrency: 1, sync: false, ops, seconds: 1, opsPerSec: ops, latency: {}, timeline: [], timelineP99: [], timelineMs: 1000,
       histograms: {}, errors: 0, errorSamples: [], warmedBytes: 0, diskWriteBytes,
     });
     expect(mergeRuns([run(10, 100), run(10, 120)]).diskWriteBytes).toBe(120);

@@ -1,0 +1,60 @@
+/**
+ * `nova bench run --schedule`: cluster actions at given times of a run (the elasticity trace,
+ * the paper's Figure 4.16), e.g. "20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove".
+ * Parsing is pure; the nova engine carries the actions out (store-nova.ts, KvStore.act).
+ */
+
+export const ACTIONS = ['ltc add', 'stoc add', 'rebalance', 'ltc remove', 'ltc kill', 'range move', 'stoc remove'] as const;
+export type ActionName = typeof ACTIONS[number];
+
+export interface ScheduledAction {
+  /** When, from the run's start. */
+  atMs: number;
+  name: ActionName;
+  /** ltc remove [ID], ltc kill [ID], range move R LTC. */
+  args: number[];
+}
+
+/** What an action did, for the report. */
+export interface ActionOutcome {
+  /** In a phrase. */
+  detail: string;
+  /** Each range move it made, with how long the range refused requests. */
+  moves: Array<{ range: number; from: number; to: number; unavailableMs: number }>;
+  /** ltc kill: from the kill until every range was served again. */
+  failoverMs?: number;
+}
+
+export interface ScheduleEvent extends ScheduledAction {
+  /** When it began (it may wait for the action before it) and how long it took. */
+  startedMs: number;
+  tookMs: number;
+  outcome?: ActionOutcome;
+  error?: string;
+}
+
+/** `"<seconds>s <action> [args], ..."` in time order; BAD input names what is wrong. */
+export function parseSchedule(text: string): ScheduledAction[] {
+  const out: ScheduledAction[] = [];
+  for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const m = /^(\d+(?:\.\d+)?)s\s+(.+)$/.exec(part);
+    if (!m) throw new Error(`schedule: "${part}" is not "<seconds>s <action>" (e.g. "20s ltc add")`);
+    const words = m[2].trim().split(/\s+/);
+    const name = ACTIONS.find((a) => words.slice(0, a.split(' ').length).join(' ') === a);
+    if (!name) throw new Error(`schedule: unknown action "${m[2]}": use ${ACTIONS.join(', ')}`);
+    if (name === 'stoc remove') throw new Error('schedule: stoc remove is not implemented yet (a StoC\'s fragments and replicas cannot be moved elsewhere yet)');
+    const args = words.slice(name.split(' ').length).map((w) => {
+      const n = Number(w);
+      if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`schedule: "${part}": "${w}" is not an id`);
+      return n;
+    });
+    const max = name === 'range move' ? 2 : name === 'ltc remove' || name === 'ltc kill' ? 1 : 0;
+    if (args.length > max || (name === 'range move' && args.length !== 2)) {
+      throw new Error(`schedule: "${part}": ${name === 'range move' ? 'range move takes a range and an LTC' : max === 1 ? `${name} takes at most an LTC id` : `${name} takes no arguments`}`);
+    }
+    const atMs = Number(m[1]) * 1000;
+    if (out.length > 0 && atMs < out[out.length - 1].atMs) throw new Error(`schedule: "${part}" comes before the action listed ahead of it: list them in time order`);
+    out.push({ atMs, name, args });
+  }
+  return out;
+}
