@@ -121,8 +121,10 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
       return { detail: moved(moves), moves };
     }
     case 'ltc remove': {
-      const ltcs = file.components.filter((x) => x.role === 'ltc').map((x) => x.id);
-      const id = a.args[0] ?? Math.max(...ltcs);
+      // By default the newest LTC that is up (a killed one loses its ranges by failover anyway).
+      const live = (await fetchStatus(coordinator)).members.filter((m) => m.role === 'ltc' && m.alive).map((m) => m.id);
+      if (a.args[0] === undefined && live.length === 0) throw new Error('no LTC is up');
+      const id = a.args[0] ?? Math.max(...live);
       const r = await removeLtc(dir, coordinator, id);
       const moves = r.moves.map(({ range, from, to, unavailableMs }) => ({ range, from, to, unavailableMs }));
       return { detail: `ltc ${id} removed; ${moved(moves)}`, moves };

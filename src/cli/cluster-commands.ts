@@ -13,6 +13,7 @@ import { benchSplits } from '../../bench/ycsb/generators.js';
 import { printable } from '../tools/inspect.js';
 import { addComponent, down, fetchStatus, readClusterFile, rebalance, removeLtc, storedConfig, up } from '../control/cluster-control.js';
 import { NovaError } from '../common/errors.js';
+import { DEFAULT_PEERS } from '../stoc/stoc-server.js';
 import { runCoordinator, runLtc, runStoc } from './components.js';
 
 const DEFAULT_DIR = 'nova-data';
@@ -143,12 +144,13 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--dir <path>', 'the cluster\'s directory', DEFAULT_DIR)
     .option('--ltcs <n>', 'η: LTCs (default 1, or as many as the cluster had); on a running cluster, LTCs are added or removed to reach it', positiveInt)
     .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had); on a running cluster, StoCs are added to reach it', positiveInt)
-    .option('--host <host>', 'address components listen on', '127.0.0.1'))
-    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string }) => {
+    .option('--host <host>', 'address components listen on (0.0.0.0: every interface)', '127.0.0.1')
+    .option('--advertise <host>', 'the address clients reach the coordinator and LTCs at (default: --host, or 127.0.0.1 for 0.0.0.0)'))
+    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string; advertise?: string }) => {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);
       const file = await up({
-        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, host: o.host, bin, coordinatorArgs: knobArgs(o),
+        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o),
         progress: (line) => process.stderr.write(`nova up: ${line}\n`),
       });
       console.log(`cluster serving: coordinator ${file.coordinator}; ${file.components.length} processes; state in ${o.dir}`);
@@ -199,11 +201,12 @@ export function addClusterCommands(program: Command, bin: string): void {
   knobs(program.command('coordinator')
     .description('run the coordinator in the foreground (multi-machine deployments)')
     .option('--dir <path>', 'its state directory', join(DEFAULT_DIR, 'coordinator'))
-    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--host <host>', 'address to listen on (0.0.0.0: every interface, with --advertise)', '127.0.0.1')
+    .option('--advertise <host>', 'the address components and clients reach it at (default: --host)')
     .option('--port <n>', 'port (0 picks a free one)', port, 7070)
     .option('--ltcs <n>', 'LTCs a new cluster\'s ranges are spread over', positiveInt, 1))
-    .action((o: KnobFlags & { dir: string; host: string; port: number; ltcs: number }) =>
-      runCoordinator({ dir: o.dir, host: o.host, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: givenSettings(o) }));
+    .action((o: KnobFlags & { dir: string; host: string; advertise?: string; port: number; ltcs: number }) =>
+      runCoordinator({ dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: givenSettings(o) }));
 
   for (const role of ['stoc', 'ltc'] as const) {
     const name = role === 'stoc' ? 'StoC' : 'LTC';
@@ -216,10 +219,12 @@ export function addClusterCommands(program: Command, bin: string): void {
       .requiredOption('--coordinator <host:port>', 'the coordinator to register with')
       .option('--cluster-file <path>', 'a cluster.json to read the coordinator\'s address from again if it stops answering (nova up passes its own)')
       .option('--dir <path>', 'its directory (default nova-data/<role>-<id>)')
-      .option('--host <host>', 'address to listen on and advertise', '127.0.0.1')
+      .option('--host <host>', 'address to listen on (LTC: 0.0.0.0 for every interface, with --advertise)', '127.0.0.1')
+      .option('--advertise <host>', 'LTC: the address clients reach it at (default: --host)')
       .option('--port <n>', 'client port (LTC; 0 picks a free one)', port, 0)
       .option('--memory-bytes <n>', 'StoC: memory it lends to in-memory log files (LogC memory modes)', positiveInt, 1024 ** 3)
-      .action((o: { id: number; coordinator: string; clusterFile?: string; dir?: string; host: string; port: number; memoryBytes: number }) => {
+      .option('--peers <n>', `StoC: LTCs and StoCs it serves at once, each with an 8 MiB window of its file buffer; more are answered BUSY (default ${DEFAULT_PEERS})`, positiveInt)
+      .action((o: { id: number; coordinator: string; clusterFile?: string; dir?: string; host: string; advertise?: string; port: number; memoryBytes: number; peers?: number }) => {
         const c = { ...o, dir: o.dir ?? join(DEFAULT_DIR, `${role}-${o.id}`) };
         return role === 'stoc' ? runStoc(c) : runLtc(c);
       });

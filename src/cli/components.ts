@@ -27,30 +27,32 @@ function stopSignal(): Promise<string> {
 }
 
 export interface CoordinatorCli {
-  dir: string; host: string; port: number; ltcs?: number; splits?: Buffer[]; settings: Partial<Settings>;
+  dir: string; host: string; advertise?: string; port: number; ltcs?: number; splits?: Buffer[]; settings: Partial<Settings>;
 }
 
 export async function runCoordinator(o: CoordinatorCli): Promise<void> {
   const log = logger('coordinator');
   const stop = stopSignal();
-  const c = await Coordinator.start({ dir: o.dir, host: o.host, port: o.port, ltcs: o.ltcs, splits: o.splits, settings: o.settings, onLog: log });
+  const c = await Coordinator.start({ dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: o.splits, settings: o.settings, onLog: log });
   log(`serving at ${c.address} (config ${c.current().id}, ${c.current().ranges.length} range(s)); state in ${o.dir}`);
   log(`stopping on ${await stop}`);
   await c.close();
 }
 
 export interface ComponentCli {
-  dir: string; id: number; coordinator: string; host: string; port?: number;
+  dir: string; id: number; coordinator: string; host: string; advertise?: string; port?: number;
   /** The cluster.json of `nova up`, read again for the coordinator's address if it moves. */
   clusterFile?: string;
   /** StoC: memory lent to in-memory files. */
   memoryBytes?: number;
+  /** StoC: peers served at once (StocServerOptions.peers). */
+  peers?: number;
 }
 
 export async function runStoc(o: ComponentCli): Promise<void> {
   const log = logger(`stoc ${o.id}`);
   const stop = stopSignal();
-  const s = await StocServer.start({ dir: o.dir, id: o.id, memoryBytes: o.memoryBytes });
+  const s = await StocServer.start({ dir: o.dir, id: o.id, memoryBytes: o.memoryBytes, peers: o.peers });
   let m: Membership;
   try {
     m = await Membership.join({ coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host, onConfig: (c) => s.setCompactionLimit(c.settings.stocCompactions), onLog: log });
@@ -69,8 +71,8 @@ export async function runLtc(o: ComponentCli): Promise<void> {
   const stop = stopSignal();
   let retire = (): void => undefined;
   const retired = new Promise<string>((resolve) => { retire = () => resolve('removal from the cluster'); });
-  const l = await LtcServer.start({ dir: o.dir, id: o.id, coordinator: o.coordinator, clusterFile: o.clusterFile, host: o.host, port: o.port, onLog: log, onRetired: retire });
-  log(`serving clients at ${o.host}:${l.port}; registered with ${o.coordinator}`);
+  const l = await LtcServer.start({ dir: o.dir, id: o.id, coordinator: o.coordinator, clusterFile: o.clusterFile, host: o.host, advertise: o.advertise, port: o.port, onLog: log, onRetired: retire });
+  log(`serving clients at ${o.host}:${l.port}${o.advertise ? ` (reached at ${o.advertise})` : ''}; registered with ${o.coordinator}`);
   log(`stopping on ${await Promise.race([stop, retired])}: flushing memtables`);
   await l.close(true);
   log('stopped');

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
 import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
+import { isWildcard } from '../net/tcp-rpc-server.js';
 import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type RemoveReport } from '../coordinator/coordinator.js';
 import { configFromWire, type ClusterConfig } from '../cluster/config.js';
 
@@ -41,7 +42,9 @@ export interface UpOptions {
   dir: string;
   ltcs?: number;
   stocs?: number;
+  /** Where components listen, and the host clients reach them at (default: `host`, or loopback for a wildcard). */
   host: string;
+  advertise?: string;
   /** Flags for a new cluster's coordinator (ranges, knobs), as CLI arguments. */
   coordinatorArgs: string[];
   /** Path of bin/nova.js. */
@@ -169,7 +172,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   if (!coordinator) {
     const port = address ? address.slice(address.lastIndexOf(':') + 1) : '0';
     const cdir = componentDir(dir, 'coordinator', 1);
-    const args = ['coordinator', '--dir', cdir, '--host', o.host, '--port', port, '--ltcs', String(ltcs.keep.length), ...o.coordinatorArgs];
+    const args = ['coordinator', '--dir', cdir, '--host', o.host, '--advertise', advertiseOf(o), '--port', port, '--ltcs', String(ltcs.keep.length), ...o.coordinatorArgs];
     let pid = startProcess(opts, 'coordinator', args);
     address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: Error) => {
       if (port === '0') throw err;
@@ -206,7 +209,12 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
 /** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
 function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc', id: number, coordinator: string): number {
   return startProcess(o, `${role}-${id}`, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
-    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host]);
+    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, ...(role === 'ltc' ? ['--advertise', advertiseOf(o)] : [])]);
+}
+
+/** The host a local cluster's components are reached at (UpOptions.advertise). */
+function advertiseOf(o: { host: string; advertise?: string }): string {
+  return o.advertise ?? (isWildcard(o.host) ? '127.0.0.1' : o.host);
 }
 
 /**

@@ -21,7 +21,7 @@ import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { lockDir, replaceFile } from '../common/files.js';
-import { TcpRpcServer } from '../net/tcp-rpc-server.js';
+import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import {
   configFromJson, configToJson, endMove, failOver, makeRanges, memberOf, startMove, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
@@ -60,7 +60,9 @@ export function readConfigFile(dir: string): ClusterConfig | undefined {
 
 export interface CoordinatorOptions {
   dir: string;
+  /** Where to listen; `advertise`: the host components and clients reach it at, if not `host`. */
   host?: string;
+  advertise?: string;
   port?: number;
   /** For a new cluster: LTCs the ranges are spread over, split keys, settings. */
   ltcs?: number;
@@ -168,10 +170,11 @@ export class Coordinator {
   }
 
   static async start(o: CoordinatorOptions): Promise<Coordinator> {
+    const advertise = advertisedHost(o.host, o.advertise);
     const c = new Coordinator(o);
     try {
       c.server = await TcpRpcServer.listen({
-        host: o.host, port: o.port, name: 'coordinator', onLog: o.onLog,
+        host: o.host, advertise, port: o.port, name: 'coordinator', onLog: o.onLog,
         handlers: {
           register: (a) => c.register(a),
           heartbeat: (a) => c.heartbeat(a),
@@ -186,7 +189,7 @@ export class Coordinator {
       c.unlock();
       throw err;
     }
-    replaceFile(o.dir, 'address', `${o.host ?? '127.0.0.1'}:${c.server.port}\n`);
+    replaceFile(o.dir, 'address', `${advertise}:${c.server.port}\n`);
     c.graceUntil = performance.now() + c.config.settings.ltcLeaseMs;
     c.leaseTimer = setInterval(() => c.expireLeases(), LEASE_TICK_MS);
     const every = c.config.settings.autoRebalanceMs;
@@ -195,7 +198,7 @@ export class Coordinator {
   }
 
   get address(): string {
-    return `${this.o.host ?? '127.0.0.1'}:${this.server.port}`;
+    return `${advertisedHost(this.o.host, this.o.advertise)}:${this.server.port}`;
   }
 
   current(): ClusterConfig {

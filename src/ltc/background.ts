@@ -6,7 +6,7 @@
  */
 import { type CompactionJob, jobFor, LEVELS, pickCompactions } from '../compaction/picker.js';
 import { Postponed, runCompaction } from './compaction-job.js';
-import { EngineState, type LiveTable } from './engine-state.js';
+import { Abandoned, EngineState, type LiveTable } from './engine-state.js';
 import { flushGroup } from './flush-job.js';
 import { mergeableDrange, mergeGroup } from './merge-job.js';
 import { retire } from './make-room.js';
@@ -120,7 +120,7 @@ export async function compactionLoop(db: EngineState): Promise<number> {
       db.steps++;
     }, (err: unknown) => {
       if (err instanceof Postponed) postpone(db, err);
-      else db.fail('compaction', err);
+      else if (!(err instanceof Abandoned)) db.fail('compaction', err);
     }).finally(() => {
       for (const f of tables) busy.delete(f);
       running.delete(p);

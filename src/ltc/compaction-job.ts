@@ -98,7 +98,9 @@ export async function offload(db: EngineState, compactor: Compactor, out: number
   const firstFile = db.nextFile;
   db.nextFile += maxFiles;
   await logEdit(db, { ...emptyEdit(), nextFile: db.nextFile });
-  const tables = await compactor.compact({ inputs, smallestSnapshot, deeper, targetBytes, cuts: [...db.memtables.drangeBounds], firstFile, maxFiles });
+  // Given up when the engine stops (a range moving away waits for no StoC's merge): the
+  // outputs, never named by an edit, are orphans the next open deletes.
+  const tables = await db.untilStopped(compactor.compact({ inputs, smallestSnapshot, deeper, targetBytes, cuts: [...db.memtables.drangeBounds], firstFile, maxFiles }));
   if (!tables) return undefined;
   tables.forEach((t, i) => {
     if (t.file < firstFile || t.file >= firstFile + maxFiles || (i > 0 && t.file <= tables[i - 1].file)) {

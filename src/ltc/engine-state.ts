@@ -44,6 +44,13 @@ export interface LiveTable {
   scansAtAdd?: number;
 }
 
+/** Work given up because the engine is stopping (EngineState.untilStopped): nothing of it was installed. */
+export class Abandoned extends NovaError {
+  constructor() {
+    super('CLOSED', 'given up: the engine is closing');
+  }
+}
+
 export class EngineState {
   readonly store: BlockStore;
   readonly options: Settings;
@@ -95,6 +102,8 @@ export class EngineState {
   failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   closed = false;
   stopping = false;
+  /** Work given up when the engine stops (untilStopped). */
+  private readonly onStop = new Set<() => void>();
   unlock: () => void = () => undefined;
   memtableLimit = 2; // δ, raised if the MANIFEST holds more Dranges (recover)
   assigned = 0; // the last sequence number given to a round (applied or in flight)
@@ -138,6 +147,26 @@ export class EngineState {
   fitCache(): void {
     if (!this.cache || this.options.memoryBudgetBytes === 0) return;
     this.cache.resize(this.options.memoryBudgetBytes - this.memtableReserve() - (this.lookup?.bytes ?? 0) - this.tableBytes());
+  }
+
+  /** Stops the background from taking more work, and gives up what waits in untilStopped. */
+  stop(): void {
+    this.stopping = true;
+    for (const give of this.onStop) give();
+    this.onStop.clear();
+  }
+
+  /** `p`, unless the engine stops first: then Abandoned (p's outcome is dropped). */
+  untilStopped<T>(p: Promise<T>): Promise<T> {
+    if (this.stopping) {
+      p.catch(() => undefined);
+      return Promise.reject(new Abandoned());
+    }
+    return new Promise<T>((resolve, reject) => {
+      const give = (): void => reject(new Abandoned());
+      this.onStop.add(give);
+      p.then((v) => { this.onStop.delete(give); resolve(v); }, (err: unknown) => { this.onStop.delete(give); reject(err); });
+    });
   }
 
   warn(message: string): void {

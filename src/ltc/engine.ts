@@ -41,7 +41,7 @@ import { betweenWrites, enqueue } from './commit.js';
 import { EngineIterator } from './engine-iterator.js';
 import type { EngineOptions, ReadOptions, ScanOptions, Snapshot, WriteOptions } from './engine-options.js';
 import { EngineState } from './engine-state.js';
-import { getValue, iterators, scanRows } from './read-path.js';
+import { getValue, iterators, scanRows, warmTables } from './read-path.js';
 import { recover } from './recovery.js';
 import type { SessionStats } from './sessions.js';
 
@@ -138,6 +138,7 @@ export class Engine {
       throw err;
     }
     kick(db); // recovery may leave L0 over its trigger
+    void warmTables(db); // recovery opened tables by their metadata
     db.lastWriteAt = Date.now();
     armIdle(db, db.options.idleCompactionMs); // and below it, with no writes coming
     let last = performance.now();
@@ -222,7 +223,7 @@ export class Engine {
       if (chain === this.db.writeChain && this.db.queued.length === 0) break;
     }
     await this.db.applied;
-    this.db.stopping = true;
+    this.db.stop();
     await background(this.db);
     await this.db.manifestChain;
     try {

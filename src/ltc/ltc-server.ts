@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
-import { TcpRpcServer } from '../net/tcp-rpc-server.js';
+import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { rangeOf, type ClusterConfig, type RangeInfo } from '../cluster/config.js';
 import { Membership } from '../cluster/membership.js';
 import { Fabric } from '../transport/fabric.js';
@@ -58,7 +58,9 @@ export interface LtcOptions {
   coordinator: string;
   /** A cluster.json naming the coordinator, read again if it moves (MembershipOptions). */
   clusterFile?: string;
+  /** Where to listen; `advertise`: the host clients reach it at, if not `host` (a wildcard needs it). */
   host?: string;
+  advertise?: string;
   port?: number;
   onLog?: (line: string) => void;
   /** Called once the coordinator has taken this LTC out of the cluster (`nova ltc remove`): it should stop. */
@@ -124,9 +126,10 @@ export class LtcServer {
   static async start(o: LtcOptions): Promise<LtcServer> {
     const l = new LtcServer(o);
     try {
-      l.server = await TcpRpcServer.listen({ host: o.host, port: o.port, name: `ltc ${o.id}`, onLog: o.onLog, handlers: l.handlers() });
+      const advertise = advertisedHost(o.host, o.advertise);
+      l.server = await TcpRpcServer.listen({ host: o.host, advertise, port: o.port, name: `ltc ${o.id}`, onLog: o.onLog, handlers: l.handlers() });
       l.membership = await Membership.join({
-        coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'ltc', id: o.id, address: `${o.host ?? '127.0.0.1'}:${l.server.port}`, host: o.host,
+        coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'ltc', id: o.id, address: `${advertise}:${l.server.port}`, host: advertise,
         ranges: () => {
           const all = [...l.served.values()];
           return {

@@ -151,14 +151,14 @@ function roomFor(db: EngineState, bytes: number): boolean {
 }
 
 /**
- * Opens table `meta`: whole; or, with a block cache, its metadata and, while the cache has room,
- * its data blocks cached (one read of the whole table), else only its metadata (two reads: the
- * footer, then filter and index).
+ * Opens table `meta`: whole; or, with a block cache, its metadata and, while the cache has room
+ * (and `whole`), its data blocks cached (one read of the whole table), else only its metadata
+ * (two reads: the footer, then filter and index).
  */
-export async function openTable(db: EngineState, meta: TableMeta): Promise<TableReader> {
+export async function openTable(db: EngineState, meta: TableMeta, whole = true): Promise<TableReader> {
   const name = join(db.dir, tableName(meta.file));
   if (!db.cache) return new TableReader(await db.store.readTable(meta.file, meta.fragments), name);
-  if (roomFor(db, meta.size)) {
+  if (whole && roomFor(db, meta.size)) {
     // Tables opened at once (a compaction's outputs) must not all count on the same room.
     db.cacheReserved += meta.size;
     let bytes: Buffer;
@@ -330,5 +330,30 @@ export async function scanRows(db: EngineState, start: Uint8Array, options: Scan
   } finally {
     snapshot?.release();
     for (const [reader, offset] of pins) reader.unpin(offset);
+  }
+}
+
+/**
+ * Caches the tree's tables whole while the cache has room, L0 first (the newest data): what an
+ * open leaves to after it serves (recovery opens tables by their metadata, so a range that
+ * moved serves at once). A table that left the tree meanwhile is skipped; a failed read is
+ * only a colder cache.
+ */
+export async function warmTables(db: EngineState): Promise<void> {
+  if (!db.cache) return;
+  const live = (r: TableReader): boolean => db.levels.some((level) => level.some((t) => t.reader === r));
+  for (const { meta, reader } of db.levels.flat()) {
+    if (db.stopping || db.closed || db.failed) return;
+    if (reader.inMemory || !roomFor(db, meta.size)) continue;
+    db.cacheReserved += meta.size;
+    let bytes: Buffer;
+    try {
+      bytes = await db.store.readTable(meta.file, meta.fragments);
+    } catch {
+      continue;
+    } finally {
+      db.cacheReserved -= meta.size;
+    }
+    if (live(reader) && !reader.inMemory && roomFor(db, bytes.length)) reader.fill(bytes);
   }
 }

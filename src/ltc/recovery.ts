@@ -11,6 +11,7 @@ import { readLog } from '../log/log-format.js';
 import { decodeEdit, emptyEdit, ManifestState } from '../log/version-edit.js';
 import { decodeBatch } from '../log/write-batch.js';
 import { Memtable } from '../memtable/memtable.js';
+import type { TableReader } from '../sstable/table-reader.js';
 import { copiesOf, drangeOf, type Layout, layoutOf } from './dranges.js';
 import { LookupIndex } from './lookup-index.js';
 import { EngineState, type LiveTable } from './engine-state.js';
@@ -20,6 +21,9 @@ import { MemtableSet } from './memtable-set.js';
 import { removeObsoleteFiles } from './obsolete-files.js';
 import { openTable } from './read-path.js';
 import { installTables, logEdit } from './version-set.js';
+
+/** Tables whose metadata an open reads at once. */
+const OPEN_AT_ONCE = 16;
 
 export async function recover(db: EngineState): Promise<void> {
   const state = new ManifestState();
@@ -36,9 +40,18 @@ export async function recover(db: EngineState): Promise<void> {
   db.lastSequence = Math.max(db.lastSequence, state.lastSequence);
   if (state.sessions) db.sessions.load(state.sessions, `${current!.name}: sessions`);
   const { tables, logs, bounds } = state;
-  for (const meta of [...tables.values()].sort((a, b) => a.file - b.file)) {
-    db.levels[meta.level].push({ meta, reader: await openTable(db, meta) });
-  }
+  // By their metadata, several at a time: the range serves sooner (a move waits on this), and
+  // warmTables caches them whole afterwards while there is room.
+  const metas = [...tables.values()].sort((a, b) => a.file - b.file);
+  const readers = new Array<TableReader>(metas.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(OPEN_AT_ONCE, metas.length) }, async () => {
+    while (next < metas.length) {
+      const i = next++;
+      readers[i] = await openTable(db, metas[i], false);
+    }
+  }));
+  metas.forEach((meta, i) => db.levels[meta.level].push({ meta, reader: readers[i] }));
   for (let l = 1; l < LEVELS; l++) db.levels[l].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
   // Replay every bound log into one memtable per Drange (so no one memtable must hold all
   // of them). Sequence numbers order the entries within each, and every entry in a log is

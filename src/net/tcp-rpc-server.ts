@@ -29,13 +29,32 @@ import { Outbox, packr } from './outbox.js';
 export type TcpHandler = (args: unknown[], peer: string) => unknown;
 
 export interface ServerOptions {
+  /** Where to listen (0.0.0.0: every interface). */
   host?: string;
   port?: number;
+  /** The host clients reach it at, when not `host` (which may be a wildcard); names the local socket. */
+  advertise?: string;
   /** Names this server in log lines and errors. */
   name: string;
   handlers: Record<string, TcpHandler>;
   maxFrame?: number;
   onLog?: (line: string) => void;
+}
+
+/** Whether `host` listens on every interface, so it cannot be the address peers use. */
+export function isWildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
+/**
+ * The host peers reach a server at: `advertise`, else `host` (default loopback). BAD_ARGUMENT
+ * for a wildcard `host` without `advertise`.
+ */
+export function advertisedHost(host: string | undefined, advertise: string | undefined): string {
+  if (advertise !== undefined) return advertise;
+  const h = host ?? '127.0.0.1';
+  if (isWildcard(h)) throw new NovaError('BAD_ARGUMENT', `--host ${h} listens on every interface: give --advertise <the address peers reach this machine at>`);
+  return h;
 }
 
 export class TcpRpcServer {
@@ -53,7 +72,7 @@ export class TcpRpcServer {
     server.on('connection', (socket) => s.accept(socket, `${socket.remoteAddress}:${socket.remotePort}`));
     await listening(server, (done) => server.listen(options.port ?? 0, host, done));
     try {
-      await s.listenLocally(`${host}:${s.port}`);
+      await s.listenLocally(`${options.advertise ?? host}:${s.port}`);
     } catch (err) {
       await s.close();
       throw err;

@@ -47,6 +47,11 @@ export class BlockCache {
   }
 
   /** The bytes of a table cached whole (`key`: tableKey), if they are (a hit when they are). */
+  /** Whether table `key` is cached whole, without counting a hit. */
+  hasTable(key: string): boolean {
+    return this.blocks.get(key)?.table !== undefined;
+  }
+
   table(key: string): Buffer | undefined {
     const e = this.blocks.get(key);
     if (!e) return undefined;

@@ -121,6 +121,11 @@ export class TableReader {
     return this.cache === undefined;
   }
 
+  /** Whether the whole table is in memory: held, or cached whole. */
+  get inMemory(): boolean {
+    return this.cache ? this.cache.hasTable(this.tableKey) : true;
+  }
+
   /** The whole table's bytes, if the reader has them (whole, or cached whole). */
   ownBytes(): Buffer | undefined {
     return this.cache ? this.cache.table(this.tableKey) : this.bytes;

@@ -48,7 +48,9 @@ import {
 export interface StocServerOptions {
   dir: string;
   id: number;
-  /** The shared file buffer: one registered region (default 64 MiB). */
+  /** Connections (LTCs, and StoCs that run compactions) served at once, each with a window; more are BUSY (default DEFAULT_PEERS). */
+  peers?: number;
+  /** The shared file buffer: one registered region (default peers × windowBytes). */
   bufferBytes?: number;
   /** Each connection's window in the buffer (default 8 MiB): bufferBytes / windowBytes clients at once. */
   windowBytes?: number;
@@ -98,6 +100,11 @@ export interface StocServerStats extends StocLoad, MemoryFilesStats {
 }
 
 const MiB = 1024 * 1024;
+/**
+ * Peers a StoC serves at once by default: room for 16 LTCs and StoCs and more. Each window is
+ * virtual memory until used.
+ */
+export const DEFAULT_PEERS = 24;
 /** How long a fence waits for the writes to its range already under way. */
 const FENCE_DRAIN_MS = 10_000;
 /** Larger memory regions are refused: one region is one memtable's log. */
@@ -146,8 +153,11 @@ export class StocServer implements CompactionHost, DirectHost {
 
   static async start(opts: StocServerOptions): Promise<StocServer> {
     const id = checkUint('StoC id', opts.id, 0xffffffff);
-    const bufferBytes = checkUint('bufferBytes', opts.bufferBytes ?? 64 * MiB, 2 ** 40);
-    const windowBytes = checkUint('windowBytes', opts.windowBytes ?? 8 * MiB, bufferBytes);
+    const windowBytes = checkUint('windowBytes', opts.windowBytes ?? 8 * MiB, 2 ** 40);
+    const peers = checkUint('peers', opts.peers ?? DEFAULT_PEERS, 4096);
+    if (peers < 1) throw new NovaError('BAD_ARGUMENT', 'peers must be at least 1');
+    const bufferBytes = checkUint('bufferBytes', opts.bufferBytes ?? peers * windowBytes, 2 ** 40);
+    if (windowBytes > bufferBytes) throw new NovaError('BAD_ARGUMENT', `windowBytes ${windowBytes} is larger than bufferBytes ${bufferBytes}`);
     if (windowBytes < 4096) throw new NovaError('BAD_ARGUMENT', `windowBytes must be at least 4096, not ${windowBytes}`);
     const memory = {
       limitBytes: checkUint('memoryBytes', opts.memoryBytes ?? 1024 * MiB),
@@ -259,7 +269,8 @@ export class StocServer implements CompactionHost, DirectHost {
     if (!conn) {
       const window = this.freeWindows.pop();
       if (window === undefined) {
-        throw new NovaError('BUSY', `StoC ${this.id}: all ${this.windowCount} windows of ${this.windowBytes} bytes are in use`);
+        throw new NovaError('BUSY', `StoC ${this.id}: it serves ${this.windowCount} peers at once and all ${this.windowCount} windows of ${this.windowBytes} bytes are in use; ` +
+          'start it with a larger --peers');
       }
       conn = new Connection(window);
       this.conns.set(ep, conn);

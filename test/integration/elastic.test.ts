@@ -6,9 +6,12 @@
  * and `nova up --ltcs N` adds or removes LTCs to reach N. The CLI's answers and refusals.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NovaClient } from '../../src/client/nova-client.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { addComponent, componentDir, fetchStatus, isRunning, readClusterFile, rebalance, removeLtc, up } from '../../src/control/cluster-control.js';
+import { addComponent, componentDir, down, fetchStatus, isRunning, readClusterFile, rebalance, removeLtc, up } from '../../src/control/cluster-control.js';
 import { BIN, missing, olderThanAcked, overwriteAndRead, startCluster, writeKeys, type TestCluster } from '../helpers/cluster.js';
 import { until } from '../helpers/until.js';
 
@@ -95,4 +98,24 @@ describe('elastic cluster', () => {
     expect(unknown.stderr).toContain('there is no LTC 9');
     expect(cli('ltc', '--help').stdout).toMatch(/run \[options\][\s\S]*add \[options\][\s\S]*remove \[options\] <id>/);
   }, 180_000);
+
+  it('listens on every interface with --host 0.0.0.0 and is reached at the advertised address; a wildcard alone is refused', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-wild-'));
+    try {
+      const file = await up({ dir, host: '0.0.0.0', bin: BIN, coordinatorArgs: [], timeoutMs: 60_000 });
+      expect(file.coordinator).toMatch(/^127\.0\.0\.1:\d+$/);
+      const s = await fetchStatus(file.coordinator);
+      expect(s.members.find((m) => m.role === 'ltc')!.address).toMatch(/^127\.0\.0\.1:\d+$/);
+      const c = await NovaClient.connect({ dir });
+      await c.put(Buffer.from('k'), Buffer.from('v'));
+      expect((await c.get(Buffer.from('k')))!.toString()).toBe('v');
+      c.close();
+      const alone = spawnSync(process.execPath, [BIN, 'ltc', 'run', '--id', '9', '--coordinator', file.coordinator, '--host', '0.0.0.0', '--dir', join(dir, 'x')], { encoding: 'utf8', timeout: 30_000 });
+      expect(alone.status).not.toBe(0);
+      expect(alone.stderr).toContain('--host 0.0.0.0 listens on every interface: give --advertise');
+    } finally {
+      await down(dir).catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -338,7 +338,7 @@ describe('StoC persistent files', () => {
     const doomed = await StocClient.connect(fabric, rpc, s.address);
     await connect(s);
     expect(s.stats().windowsInUse).toBe(2);
-    await expect(connect(s)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringContaining('StoC 7') });
+    await expect(connect(s)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/StoC 7: it serves 2 peers at once .* start it with a larger --peers/) });
     const lost = new Promise<string>((resolve) => doomed.onLost(resolve));
     const writing = doomed.write('big', 0, bytes(6 * MiB, 1), true);
     await new Promise((r) => setTimeout(r, 2));
@@ -392,6 +392,19 @@ describe('StoC persistent files', () => {
     await c.close();
     const d = await connect(s);
     await d.append('slow.log', Buffer.from('fine'), false);
+  });
+
+  it('serves as many peers as --peers gives windows, each of windowBytes', async () => {
+    useTls('sm');
+    const s = await StocServer.start({ dir: tempDir(), id: 9, peers: 3, windowBytes: 1 * MiB });
+    servers.push(s);
+    const clients = [await connect(s), await connect(s), await connect(s)];
+    expect(s.stats()).toMatchObject({ windows: 3, windowsInUse: 3 });
+    await expect(connect(s)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/serves 3 peers at once/) });
+    await clients[0].close();
+    await until(() => s.stats().windowsInUse === 2);
+    await connect(s);
+    await expect(StocServer.start({ dir: tempDir(), id: 9, peers: 0 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
   });
 
   it('fences: once a range is claimed under a newer epoch, a connection that claimed it under an older one writes none of its files, also after a restart', async () => {

@@ -15,6 +15,7 @@ import { TRAILER_BYTES, metadataStart, type BlockHandle } from '../../src/sstabl
 import { BlockMiss, TableReader } from '../../src/sstable/table-reader.js';
 import { table } from '../fixtures/tables.js';
 import { tempDirs } from '../helpers/temp.js';
+import { until } from '../helpers/until.js';
 
 const tempDir = tempDirs('nova-cache-');
 
@@ -146,6 +147,13 @@ describe('an engine with a block cache', () => {
     expect(db.stats.blockCacheMisses).toBeGreaterThan(0);
     expect(db.stats.blockCacheBytes).toBeGreaterThan(0);
     expect(() => db.iterator()).toThrow(/block cache/);
+    await db.close();
+    // Reopened with room: it serves as soon as it has the tables' metadata, then caches them whole.
+    db = await Engine.open(dir, { env, blockCacheBytes: 1 << 20, memtableBytes: 64 * 1024, sync: false });
+    await until(() => db.stats.blockCacheBytes > 200_000, 5_000);
+    const misses = db.stats.blockCacheMisses;
+    for (let i = 0; i < 2000; i += 7) expect((await db.get(Buffer.from(`key${i}`)))?.equals(Buffer.alloc(100, i % 256))).toBe(true);
+    expect(db.stats.blockCacheMisses).toBe(misses);
     await db.close();
   });
 });
