@@ -271,14 +271,17 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   const timer = spec.operations === undefined ? setTimeout(() => { stop = true; }, spec.duration * 1000) : undefined;
   const acting = spec.schedule?.length ? act(t, spec.schedule, start, () => stop, (line) => progress?.(`${label} ${line}`, true)) : undefined;
   let events: ScheduleEvent[] | undefined;
+  let ended = start;
   try {
     await Promise.all(Array.from({ length: spec.concurrency }, loop));
   } finally {
+    ended = performance.now(); // before an action still running is waited for
+    stop = true;
     clearInterval(ticker);
     if (timer) clearTimeout(timer);
     events = await acting;
   }
-  const seconds = (performance.now() - start) / 1000;
+  const seconds = (ended - start) / 1000;
   const written = writtenBetween(writtenBefore, storeWrites(t)); // before the verify pass, which only reads
   const storeNote = await watched?.();
 
@@ -316,8 +319,10 @@ async function act(t: Target, schedule: ScheduledAction[], start: number, stoppe
   if (!store.act) throw new Error(`engine ${t.engine} cannot carry out a schedule (only nova can)`);
   const events: ScheduleEvent[] = [];
   for (const a of schedule) {
-    const wait = start + a.atMs - performance.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    // Waits in short steps, so a run that ends first is not held until the action's time.
+    while (!stopped() && performance.now() < start + a.atMs) {
+      await new Promise((r) => setTimeout(r, Math.min(200, start + a.atMs - performance.now())));
+    }
     if (stopped()) break;
     const began = performance.now();
     const e: ScheduleEvent = { ...a, startedMs: began - start, tookMs: 0 };

@@ -430,7 +430,7 @@ export class NovaClient {
       const before = this.links.get(l);
       if (before === undefined) continue; // closed meanwhile
       const now = this.routedTo(l.address);
-      if (now.length < before.length || before.some((r, i) => now[i] !== r)) {
+      if (before.some((r) => !now.includes(r))) {
         l.abandon(`no answer for ${l.silentMs} ms and its ranges went elsewhere: sent again where they are now`);
       }
     }

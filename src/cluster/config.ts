@@ -23,6 +23,8 @@ export interface Member {
   address: string;
   pid: number;
   host: string;
+  /** Which process registered it (random per process): a new one means a restart. */
+  incarnation?: string;
 }
 
 export interface RangeInfo {

@@ -3,6 +3,7 @@
  * If the coordinator restarts or forgets us, the next beat registers again; a beat that
  * reports a newer config id fetches it and hands it to `onConfig`.
  */
+import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { configFromWire, type ClusterConfig, type Role } from './config.js';
@@ -45,6 +46,8 @@ export class Membership {
    * its length.
    */
   renewedAt = -Infinity;
+  /** This process among every process that ever registered under our id (pids repeat across machines and containers). */
+  private readonly incarnation = randomBytes(8).toString('hex');
   private beating = false;
   private stopped = false;
   private lastError = '';
@@ -101,7 +104,7 @@ export class Membership {
   private async register(): Promise<void> {
     const link = await this.locator.connection();
     const sent = performance.now();
-    const c = await link.call('register', [this.o.role, this.o.id, this.o.address, process.pid, this.o.host ?? '']);
+    const c = await link.call('register', [this.o.role, this.o.id, this.o.address, process.pid, this.o.host ?? '', this.incarnation]);
     this.renew(sent);
     this.accept(configFromWire(c));
   }
@@ -120,7 +123,7 @@ export class Membership {
       const link = await this.locator.connection();
       const r = this.o.ranges?.();
       const sent = performance.now();
-      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], process.pid]);
+      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], this.incarnation]);
       // Renewed only with the configuration it renews under applied: else a deposed LTC would serve by the old one.
       if (id > this.configId) await this.refresh();
       this.renew(sent);

@@ -35,6 +35,8 @@ import { loadOf, planRebalance, type PlannedMove } from '../cluster/rebalance.js
 const MISSED_BEATS = 6;
 /** The configuration in the coordinator's directory. */
 const CONFIG_FILE = 'config.json';
+/** Removed processes remembered, so that one that did not stop cannot join again unasked. */
+const RETIRED_KEPT = 1_000;
 /** Move reports status keeps. */
 const RECENT_MOVES = 100;
 /** Heartbeats a lease spans at least, so one late beat does not cost an LTC its ranges. */
@@ -152,6 +154,8 @@ export class Coordinator {
   private readonly joined = new Set<number>();
   /** LTCs being removed: no range goes to them. */
   private readonly removing = new Set<number>();
+  /** Incarnations of processes removed from the cluster: they may not register again (RETIRED_KEPT at most). */
+  private readonly retired = new Set<string>();
   private lastTick = performance.now();
   /** No lease expires before this (the coordinator just started, or was paused). */
   private graceUntil = 0;
@@ -219,7 +223,7 @@ export class Coordinator {
         return rate ? [[r.id, rate]] : [];
       })),
       reshaping: this.reshaping,
-      joining: [...this.joined],
+      joining: [...this.joined].filter((id) => this.alive('ltc', id, now)), // one that died joins no more
       moves: this.recentMoves,
     };
   }
@@ -281,6 +285,7 @@ export class Coordinator {
       }
       if (memberOf(this.config, 'ltc', to) && !this.alive('ltc', to)) throw new NovaError('UNAVAILABLE', `LTC ${to} is down: start it first`);
     }
+    if (this.removing.has(to)) throw new NovaError('BUSY', `LTC ${to} is being removed: move the range elsewhere`);
     const next = startMove(this.config, range, to); // the argument errors
     const from = r!.ltc;
     const t0 = performance.now();
@@ -414,24 +419,35 @@ export class Coordinator {
     this.removing.add(id);
     const moves: MoveReport[] = [];
     try {
-      const until = performance.now() + RELEASE_MS + this.config.settings.ltcLeaseMs;
+      const holds = (): RangeInfo | undefined => this.config.ranges.find((x) => x.ltc === id || x.from === id);
+      let stopped = false;
       for (;;) {
-        const r: RangeInfo | undefined = this.config.ranges.find((x) => x.ltc === id || x.from === id);
-        if (!r) break;
-        if (performance.now() > until) throw new NovaError('DEADLINE_EXCEEDED', `range ${r.id} did not leave LTC ${id}; the removal stopped (run it again)`);
-        if (r.ltc === id && r.from === undefined && this.alive('ltc', id)) {
-          const count = (l: number): number => this.config.ranges.filter((x) => x.ltc === l).length;
-          const to = others().sort((a, b) => count(a) - count(b) || a - b)[0];
-          if (to === undefined) throw new NovaError('UNAVAILABLE', `no live LTC to take range ${r.id}`);
-          moves.push(await this.move([r.id, to]));
-        } else {
-          await new Promise((resolve) => setTimeout(resolve, 100)); // a move under way, or failover of a dead LTC
+        // Each range gets its own deadline: many may have to go.
+        let until = performance.now() + RELEASE_MS + this.config.settings.ltcLeaseMs;
+        for (let r = holds(); r; r = holds()) {
+          if (performance.now() > until) throw new NovaError('DEADLINE_EXCEEDED', `range ${r.id} did not leave LTC ${id}; the removal stopped (run it again)`);
+          if (r.ltc === id && r.from === undefined && this.alive('ltc', id)) {
+            const count = (l: number): number => this.config.ranges.filter((x) => x.ltc === l).length;
+            const to = others().sort((a, b) => count(a) - count(b) || a - b)[0];
+            if (to === undefined) throw new NovaError('UNAVAILABLE', `no live LTC to take range ${r.id}`);
+            moves.push(await this.move([r.id, to]));
+            until = performance.now() + RELEASE_MS + this.config.settings.ltcLeaseMs;
+          } else {
+            await new Promise((resolve) => setTimeout(resolve, 100)); // a move under way, or failover of a dead LTC
+          }
         }
+        stopped = await this.callLtc(id, 'retire', [], 10_000).then(() => true, () => false);
+        if (!holds()) break; // else a range came to it meanwhile: move that one too
       }
-      const stopped = await this.callLtc(id, 'retire', [], 10_000).then(() => true, () => false);
+      const member = memberOf(this.config, 'ltc', id);
+      if (member?.incarnation !== undefined) {
+        this.retired.add(member.incarnation);
+        if (this.retired.size > RETIRED_KEPT) this.retired.delete(this.retired.values().next().value!);
+      }
       const members = this.config.members.filter((m) => !(m.role === 'ltc' && m.id === id));
       this.publish({ ...this.config, id: this.config.id + 1, members }, `LTC ${id} removed`);
       this.seen.delete(memberKey('ltc', id));
+      this.joined.delete(id);
       return { ltc: id, moves, stopped };
     } finally {
       this.removing.delete(id);
@@ -463,19 +479,24 @@ export class Coordinator {
   }
 
   private register(args: unknown[]): ClusterConfig {
-    const [role, id, address, pid, host] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id) || typeof address !== 'string' || typeof pid !== 'number') {
-      throw new NovaError('BAD_ARGUMENT', 'register takes [role ("ltc" | "stoc"), id (a positive integer), address, pid, host]');
+    const [role, id, address, pid, host, incarnation] = args;
+    if ((role !== 'ltc' && role !== 'stoc') || !isId(id) || typeof address !== 'string' || typeof pid !== 'number' ||
+      (incarnation !== undefined && (typeof incarnation !== 'string' || incarnation.length > 64))) {
+      throw new NovaError('BAD_ARGUMENT', 'register takes [role ("ltc" | "stoc"), id (a positive integer), address, pid, host, incarnation]');
     }
-    const member: Member = { role, id, address, pid, host: typeof host === 'string' ? host : '' };
+    if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
+      throw new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster; start a new one to join again`);
+    }
+    const member: Member = { role, id, address, pid, host: typeof host === 'string' ? host : '', ...(typeof incarnation === 'string' ? { incarnation } : {}) };
     const old = this.config.members.find((m) => m.role === role && m.id === id);
     if (!old && role === 'ltc') this.joined.add(id);
-    if (!old || old.address !== address || old.pid !== pid) {
+    const another = old !== undefined && (old.pid !== pid || old.incarnation !== member.incarnation);
+    if (!old || old.address !== address || another) {
       const members = this.config.members.filter((m) => m !== old).concat(member)
         .sort((a, b) => a.role.localeCompare(b.role) || a.id - b.id);
       const next = this.config.id + 1;
       // Another process of this LTC: its ranges take a new epoch, so a paused older one is fenced off.
-      const ranges = old && old.pid !== pid && role === 'ltc' ? this.config.ranges.map((r) => (r.ltc === id ? { ...r, epoch: next } : r)) : this.config.ranges;
+      const ranges = another && role === 'ltc' ? this.config.ranges.map((r) => (r.ltc === id ? { ...r, epoch: next } : r)) : this.config.ranges;
       this.publish({ ...this.config, id: next, members, ranges }, `${role} ${id} registered at ${address} (pid ${pid})`);
     }
     this.seen.set(memberKey(role, id), { at: performance.now(), serving: [] });
@@ -483,17 +504,21 @@ export class Coordinator {
   }
 
   /**
-   * `heartbeat [role, id, serving, holding, config id, load, pid]`: an LTC also names the ranges
-   * it holds (open, opening or closing), the configuration it has, and each range's counters. A
-   * process whose id another process has registered since is answered BUSY (it must not renew).
+   * `heartbeat [role, id, serving, holding, config id, load, incarnation]`: an LTC also names the
+   * ranges it holds (open, opening or closing), the configuration it has, and each range's
+   * counters. A process whose id another process has registered since, or that was removed, is
+   * answered BUSY (it must not renew).
    */
   private heartbeat(args: unknown[]): number {
-    const [role, id, serving, holding, configId, load, pid] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, pid]');
+    const [role, id, serving, holding, configId, load, incarnation] = args;
+    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation]');
+    if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
+      throw new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster`);
+    }
     const member = memberOf(this.config, role, id);
     if (!member) throw new NovaError('STALE_CONFIG', `${role} ${id} is not registered: register first`);
-    if (typeof pid === 'number' && pid !== member.pid) {
-      throw new NovaError('BUSY', `${role} ${id} is registered by another process (pid ${member.pid}), not pid ${pid}`);
+    if (typeof incarnation === 'string' && member.incarnation !== undefined && incarnation !== member.incarnation) {
+      throw new NovaError('BUSY', `${role} ${id} is registered by another process (pid ${member.pid}) since`);
     }
     const now = performance.now();
     this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [] });

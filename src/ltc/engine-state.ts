@@ -102,6 +102,9 @@ export class EngineState {
   failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   closed = false;
   stopping = false;
+  /** The file number the MANIFEST had reserved up to when this open recovered (sweepOrphanTables). */
+  recoveredNextFile = 0;
+  sweepTimer: NodeJS.Timeout | undefined;
   /** Work given up when the engine stops (untilStopped). */
   private readonly onStop = new Set<() => void>();
   unlock: () => void = () => undefined;

@@ -40,13 +40,16 @@ import { armIdle, background, compactLevels, flushAll, kick } from './background
 import { betweenWrites, enqueue } from './commit.js';
 import { EngineIterator } from './engine-iterator.js';
 import type { EngineOptions, ReadOptions, ScanOptions, Snapshot, WriteOptions } from './engine-options.js';
-import { EngineState } from './engine-state.js';
+import { Abandoned, EngineState } from './engine-state.js';
+import { sweepOrphanTables } from './obsolete-files.js';
 import { getValue, iterators, scanRows, warmTables } from './read-path.js';
 import { recover } from './recovery.js';
 import type { SessionStats } from './sessions.js';
 
 /** How often the session table's clock moves (and idle sessions expire). */
 const SESSION_TICK_MS = 1_000;
+/** When an open sweeps orphan tables again (a compaction the last owner gave up may finish late). */
+const ORPHAN_SWEEP_MS = 120_000;
 
 export interface EngineStats {
   tablesPerLevel: number[];
@@ -139,6 +142,10 @@ export class Engine {
     }
     kick(db); // recovery may leave L0 over its trigger
     void warmTables(db); // recovery opened tables by their metadata
+    // Outputs of a compaction the last owner gave up may land after recovery swept: sweep again.
+    const below = db.recoveredNextFile;
+    db.sweepTimer = setTimeout(() => void sweepOrphanTables(db, below).catch((err: Error) => db.warn(`sweeping orphan tables failed: ${err.message}`)), ORPHAN_SWEEP_MS);
+    db.sweepTimer.unref();
     db.lastWriteAt = Date.now();
     armIdle(db, db.options.idleCompactionMs); // and below it, with no writes coming
     let last = performance.now();
@@ -216,6 +223,7 @@ export class Engine {
     clearTimeout(this.db.idleTimer);
     clearTimeout(this.db.postponeTimer);
     clearInterval(this.db.sessionTimer);
+    clearTimeout(this.db.sweepTimer);
     // Pending writes may need the background to make room, and a round that hit its size
     // cap chains another behind itself: wait until the chain stops growing.
     for (let chain = this.db.writeChain; ; chain = this.db.writeChain) {
@@ -270,7 +278,7 @@ export class Engine {
     try {
       await manual;
     } catch (err) {
-      if (err instanceof Postponed) throw err; // UNAVAILABLE: the engine goes on; try again later
+      if (err instanceof Postponed || err instanceof Abandoned) throw err; // the engine goes on, or is closing: not a failure
       throw this.db.fail('manual compaction', err);
     } finally {
       this.db.manual = false;

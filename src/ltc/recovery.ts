@@ -3,6 +3,7 @@
  * tables, the session table rebuilt, and a new MANIFEST stating the whole tree installed.
  * Functions over EngineState.
  */
+import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { syncDir } from '../common/files.js';
 import { compareInternalKeys, TRAILER_BYTES } from '../common/internal-key.js';
@@ -26,8 +27,17 @@ import { installTables, logEdit } from './version-set.js';
 const OPEN_AT_ONCE = 16;
 
 export async function recover(db: EngineState): Promise<void> {
+  // How long each step took, in the note an open leaves (a moving range waits on all of it).
+  let mark = performance.now();
+  const took: string[] = [];
+  const step = (what: string): void => {
+    const now = performance.now();
+    took.push(`${what} ${Math.round(now - mark)} ms`);
+    mark = now;
+  };
   const state = new ManifestState();
   const current = await db.env.manifests.readCurrent();
+  step('MANIFEST');
   if (current) {
     const path = current.name;
     const contents = readLog(current.bytes, path);
@@ -37,6 +47,7 @@ export async function recover(db: EngineState): Promise<void> {
     });
   }
   db.nextFile = Math.max(db.nextFile, state.nextFile);
+  db.recoveredNextFile = db.nextFile;
   db.lastSequence = Math.max(db.lastSequence, state.lastSequence);
   if (state.sessions) db.sessions.load(state.sessions, `${current!.name}: sessions`);
   const { tables, logs, bounds } = state;
@@ -52,6 +63,7 @@ export async function recover(db: EngineState): Promise<void> {
     }
   }));
   metas.forEach((meta, i) => db.levels[meta.level].push({ meta, reader: readers[i] }));
+  step(`${metas.length} tables`);
   for (let l = 1; l < LEVELS; l++) db.levels[l].sort((a, b) => compareInternalKeys(a.meta.smallest, b.meta.smallest));
   // Replay every bound log into one memtable per Drange (so no one memtable must hold all
   // of them). Sequence numbers order the entries within each, and every entry in a log is
@@ -75,6 +87,7 @@ export async function recover(db: EngineState): Promise<void> {
       db.lastSequence = Math.max(db.lastSequence, b.firstSequence + b.entries.length - 1);
     });
   }
+  step(`logs (${replays.reduce((n, m) => n + m.entries, 0)} entries)`);
   // A fresh MANIFEST that states the whole tree, and fresh memtables and logs for writes.
   const manifestFile = db.nextFile++;
   db.manifest = await db.env.manifests.create(manifestFile);
@@ -107,6 +120,7 @@ export async function recover(db: EngineState): Promise<void> {
   await logEdit(db, snapshot);
   await db.env.manifests.install(manifestFile);
   db.manifestInstalled = true;
+  step('new MANIFEST and logs');
   db.memtables = new MemtableSet(bounds, fresh);
   db.layout = layout;
   db.trangeWrites = new Array(db.layout.tranges.length + 1).fill(0);
@@ -121,10 +135,13 @@ export async function recover(db: EngineState): Promise<void> {
     const edit = emptyEdit();
     edit.releasedLogs.push(...logs.keys());
     await installTables(db, edit, 0, tables);
+    step('L0 from logs');
   }
   await removeObsoleteFiles(db);
+  step('orphans');
   if (db.options.lookupIndexBytes > 0) db.lookup = buildLookup(db);
   db.fitCache();
+  db.options.onNote?.(`opened: ${took.join(', ')}`);
 }
 
 /** Bytes the lookup index is given per key it may hold (lookup-index.ts counts its use). */

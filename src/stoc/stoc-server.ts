@@ -359,9 +359,9 @@ export class StocServer implements CompactionHost, DirectHost {
 
   /**
    * `fence {range, epoch}`: this connection writes range `range` as its owner under `epoch`
-   * (fences.ts). A newer epoch than any before raises the fence, durably; then the answer waits
-   * for the writes to the range's files already under way (they were let in before the raise)
-   * and closes the direct handles of connections that claimed the range under an older epoch.
+   * (fences.ts). A newer epoch than any before raises the fence, durably; then the direct handles
+   * of connections that claimed the range under an older epoch close, and the answer waits for
+   * the writes to the range's files already under way (they were let in before the raise).
    * An older epoch is STALE_CONFIG, and this connection may then write none of the range's files.
    */
   private async fence(args: unknown, ep: Endpoint): Promise<{ epoch: number }> {
@@ -371,21 +371,28 @@ export class StocServer implements CompactionHost, DirectHost {
     const conn = this.connection(ep, Method.fence);
     if (!conn.epochs.has(range) && conn.epochs.size >= MAX_FENCES) throw new NovaError('BAD_ARGUMENT', `a connection fences at most ${MAX_FENCES} ranges`);
     conn.epochs.set(range, epoch);
-    const raised = this.fences.raise(range, epoch);
+    this.fences.raise(range, epoch);
+    const stale = (): NovaError => new NovaError('STALE_CONFIG', `StoC ${this.id}: range ${range} was opened under epoch ${this.fences.epoch(range)}, newer than this LTC's ${epoch}: it is another LTC's now`);
+    if (epoch < this.fences.epoch(range)) throw stale();
+    // Every time, not only when this raised the fence: an earlier fence that timed out in its
+    // drain must not leave an older owner's direct handles open.
+    this.closeStaleHandles(range);
+    await this.drain(range);
+    if (epoch < this.fences.epoch(range)) throw stale(); // a newer one came while we waited
+    return { epoch };
+  }
+
+  /** Closes the direct handles on range `range`'s files of connections that claimed it under an older epoch than its fence. */
+  private closeStaleHandles(range: number): void {
     const now = this.fences.epoch(range);
-    if (epoch < now) throw new NovaError('STALE_CONFIG', `StoC ${this.id}: range ${range} was opened under epoch ${now}, newer than this LTC's ${epoch}: it is another LTC's now`);
-    if (raised) {
-      await this.drain(range);
-      const prefix = `r${range}-`;
-      for (const other of [...this.conns.values()]) {
-        const e = other.epochs.get(range);
-        if (other === conn || e === undefined || e >= epoch) continue;
-        for (const file of new Set([...other.direct.values()].map((f) => f.name))) {
-          if (file.startsWith(prefix)) this.direct.closeAll(other, file);
-        }
+    const prefix = `r${range}-`;
+    for (const other of [...this.conns.values()]) {
+      const e = other.epochs.get(range);
+      if (e === undefined || e >= now) continue;
+      for (const file of new Set([...other.direct.values()].map((f) => f.name))) {
+        if (file.startsWith(prefix)) this.direct.closeAll(other, file);
       }
     }
-    return { epoch: now };
   }
 
   /**

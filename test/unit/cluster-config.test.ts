@@ -105,21 +105,30 @@ describe('cluster configuration', () => {
     expect(moved.id).toBe(first.id + 1);
     await expect(link.call('register', ['nope', 1, 'a', 1])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     // Another process of LTC 2: its range takes a new epoch (fencing off the old one), whose beats are refused.
-    const l1 = await link.call<ClusterConfig>('register', ['ltc', 2, '127.0.0.1:1', 201, '']);
+    const l1 = await link.call<ClusterConfig>('register', ['ltc', 2, '127.0.0.1:1', 201, '', 'aaaa']);
     expect(l1.ranges[1]).toMatchObject({ ltc: 2, epoch: 1 });
-    const l2 = await link.call<ClusterConfig>('register', ['ltc', 2, '127.0.0.1:1', 202, '']);
+    // The same pid (another machine, a container) is another process all the same: its incarnation differs.
+    const l2 = await link.call<ClusterConfig>('register', ['ltc', 2, '127.0.0.1:1', 201, '', 'bbbb']);
     expect(l2.ranges[1]).toMatchObject({ ltc: 2, epoch: l2.id });
     expect(l2.ranges[0].epoch).toBe(1); // LTC 1's is untouched
-    await expect(link.call('heartbeat', ['ltc', 2, [], [], l2.id, [], 201])).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/registered by another process \(pid 202\)/) });
-    expect(await link.call('heartbeat', ['ltc', 2, [], [], l2.id, [[2, 5, 5], [99, 1, 1], 'junk'], 202])).toBe(l2.id);
-    expect(await link.call('heartbeat', ['ltc', 2, 'junk', null, 'x', 7, 202])).toBe(l2.id);
+    await expect(link.call('heartbeat', ['ltc', 2, [], [], l2.id, [], 'aaaa'])).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/registered by another process \(pid 201\) since/) });
+    expect(await link.call('heartbeat', ['ltc', 2, [], [], l2.id, [[2, 5, 5], [99, 1, 1], 'junk'], 'bbbb'])).toBe(l2.id);
+    expect(await link.call('heartbeat', ['ltc', 2, 'junk', null, 'x', 7, 'bbbb'])).toBe(l2.id);
+    await expect(link.call('register', ['ltc', 3, 'a', 1, '', 'x'.repeat(65)])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    // An LTC that holds no range is removed even when it does not answer; that process may not come back.
+    await link.call('register', ['ltc', 3, '127.0.0.1:9', 301, '', 'cccc']);
+    await link.call('heartbeat', ['ltc', 3, [], [], 0, [], 'cccc']);
+    expect(await link.call('removeLtc', [3])).toMatchObject({ ltc: 3, moves: [], stopped: false });
+    await expect(link.call('register', ['ltc', 3, '127.0.0.1:9', 301, '', 'cccc'])).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/removed from the cluster/) });
+    await expect(link.call('heartbeat', ['ltc', 3, [], [], 0, [], 'cccc'])).rejects.toMatchObject({ code: 'BUSY' });
+    await link.call('register', ['ltc', 3, '127.0.0.1:9', 302, '', 'dddd']); // a new process may
+    await expect(link.call('removeLtc', [9])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/no LTC 9/) });
     await expect(link.call('heartbeat', ['ltc', 9, []])).rejects.toMatchObject({ code: 'STALE_CONFIG' });
     link.close();
     await c.close();
     c = await Coordinator.start({ dir });
-    expect(c.current().id).toBe(l2.id);
     expect(c.current().ranges.map((r) => [r.ltc, r.epoch])).toEqual([[1, 1], [2, l2.id]]);
-    expect(c.current().members).toMatchObject([{ role: 'ltc', id: 2 }, { role: 'stoc', id: 1, address: 'addr-b' }]);
+    expect(c.current().members).toMatchObject([{ role: 'ltc', id: 2 }, { role: 'ltc', id: 3, incarnation: 'dddd' }, { role: 'stoc', id: 1, address: 'addr-b' }]);
     await c.close();
     // A lease shorter than four heartbeats is refused for a new cluster.
     await expect(Coordinator.start({ dir: tempDir(), settings: { ltcLeaseMs: 1000 } })).rejects.toThrow(/--ltc-lease-ms 1000 is too short: a lease must span 4 heartbeats \(2000 ms\)/);
