@@ -53,7 +53,7 @@ export function addRangeCommands(program: Command): void {
         console.log(JSON.stringify(r, null, 2));
         return;
       }
-      console.log(`range ${r.range} moved from LTC ${r.from} to LTC ${r.to} (config ${r.configId}): it refused requests for ${r.unavailableMs} ms ` +
+      console.log(`range ${r.range} moved from LTC ${r.from} to LTC ${r.to} (config ${r.configId}) after a ${r.flushMs} ms flush while it served; it refused requests for ${r.unavailableMs} ms ` +
         `(letting go ${r.releaseMs} ms, of it closing ${r.closeMs} ms; opening ${r.openMs} ms, of it the engine ${r.engineOpenMs} ms)`);
     });
 }

@@ -45,6 +45,8 @@ const MIN_LEASE_BEATS = 4;
 const LEASE_TICK_MS = 100;
 /** How long a move waits for the old LTC to let go, and then for the new one to open the range. */
 const RELEASE_MS = 30_000;
+/** How long a move waits for the old LTC's flush before it moves the range all the same. */
+const FLUSH_MS = 5_000;
 const OPEN_MS = 60_000;
 
 /** The configuration a coordinator keeps in `dir`, if it has one; CORRUPTION naming the file if it does not read. */
@@ -102,6 +104,8 @@ export interface MoveReport {
   to: number;
   /** The configuration that ended the move. */
   configId: number;
+  /** Before the move: the old LTC wrote the range's memtables to L0 while it still served. */
+  flushMs: number;
   /** From the move's start until the old LTC had let go; of it, closing the range's engine there. */
   releaseMs: number;
   closeMs: number;
@@ -286,8 +290,14 @@ export class Coordinator {
       if (memberOf(this.config, 'ltc', to) && !this.alive('ltc', to)) throw new NovaError('UNAVAILABLE', `LTC ${to} is down: start it first`);
     }
     if (this.removing.has(to)) throw new NovaError('BUSY', `LTC ${to} is being removed: move the range elsewhere`);
-    const next = startMove(this.config, range, to); // the argument errors
-    const from = r!.ltc;
+    startMove(this.config, range, to); // the argument errors, before anything is done
+    // While the range still serves, its memtables go to L0: the new LTC then replays little.
+    const flushed = performance.now();
+    await this.callLtc(r!.ltc, 'flushRange', [range], FLUSH_MS).catch((err: Error) => this.o.onLog?.(`range ${range}: flush before the move failed (${err.message}); moving it all the same`));
+    const flushMs = Math.round(performance.now() - flushed);
+    if (this.removing.has(to)) throw new NovaError('BUSY', `LTC ${to} is being removed: move the range elsewhere`);
+    const next = startMove(this.config, range, to); // the configuration may have changed meanwhile
+    const from = next.ranges.find((x) => x.id === range)!.from!;
     const t0 = performance.now();
     const released = new Promise<void>((resolve) => this.letGo.set(range, resolve));
     this.publish(next, `range ${range} moving from LTC ${from} to LTC ${to}`);
@@ -325,7 +335,7 @@ export class Coordinator {
     const opened = await this.callLtc<{ openMs: number }>(to, 'opened', [this.config.id, range, OPEN_MS], OPEN_MS + 5_000);
     const unavailableMs = Math.round(performance.now() - t0);
     this.o.onLog?.(`range ${range} moved from LTC ${from} to LTC ${to}: refused requests for ${unavailableMs} ms`);
-    const report = { range, from, to, configId: this.config.id, releaseMs, closeMs, openMs: unavailableMs - releaseMs, engineOpenMs: opened.openMs, unavailableMs };
+    const report = { range, from, to, configId: this.config.id, flushMs, releaseMs, closeMs, openMs: unavailableMs - releaseMs, engineOpenMs: opened.openMs, unavailableMs };
     this.recentMoves.push(report);
     if (this.recentMoves.length > RECENT_MOVES) this.recentMoves.shift();
     return report;

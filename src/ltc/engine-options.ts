@@ -45,6 +45,13 @@ export interface EngineOptions {
    */
   idleCompactionMs?: number;
   /**
+   * With a block cache: an open reads only its tables' metadata, and this long after it begins
+   * to cache them whole, slowly, while the cache has room (default 10 000). Soon after an open
+   * the LTC may be opening other ranges (a rebalance moves several in a row): whole-table reads
+   * then would slow those opens.
+   */
+  warmAfterMs?: number;
+  /**
    * A client session that has sent this range no write for this long (the range's running
    * time) expires (default 300 000: 5 minutes); the client must start a new one, and is told
    * so (SESSION_EXPIRED). It bounds the session table. Clients must give up on a write well
@@ -163,6 +170,7 @@ export function resolveOptions(options: EngineOptions): Settings {
     l0ScanTrigger: Math.min(options.l0ScanTrigger ?? d.l0ScanTrigger, l0Trigger),
     l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
     idleCompactionMs: options.idleCompactionMs ?? d.idleCompactionMs,
+    warmAfterMs: options.warmAfterMs ?? 10_000,
     sessionTimeoutMs: options.sessionTimeoutMs ?? d.sessionTimeoutMs,
     maxManifestBytes: options.maxManifestBytes ?? 16 * 1024 * 1024,
     l1Bytes: options.l1Bytes ?? 10 * memtableBytes,
@@ -190,6 +198,7 @@ export function resolveOptions(options: EngineOptions): Settings {
   if (!(Number.isInteger(o.l0Trigger) && o.l0Trigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0Trigger must be an integer >= 1, not ${o.l0Trigger}`);
   if (!(Number.isInteger(o.l0ScanTrigger) && o.l0ScanTrigger >= 1)) throw new NovaError('BAD_ARGUMENT', `l0ScanTrigger must be an integer >= 1, not ${o.l0ScanTrigger}`);
   if (!(Number.isInteger(o.idleCompactionMs) && o.idleCompactionMs >= 0)) throw new NovaError('BAD_ARGUMENT', `idleCompactionMs must be an integer >= 0, not ${o.idleCompactionMs}`);
+  if (!(Number.isInteger(o.warmAfterMs) && o.warmAfterMs >= 0)) throw new NovaError('BAD_ARGUMENT', `warmAfterMs must be an integer >= 0, not ${o.warmAfterMs}`);
   if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
   if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
   if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);

@@ -105,6 +105,7 @@ export class EngineState {
   /** The file number the MANIFEST had reserved up to when this open recovered (sweepOrphanTables). */
   recoveredNextFile = 0;
   sweepTimer: NodeJS.Timeout | undefined;
+  warmTimer: NodeJS.Timeout | undefined;
   /** Work given up when the engine stops (untilStopped). */
   private readonly onStop = new Set<() => void>();
   unlock: () => void = () => undefined;

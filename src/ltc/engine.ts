@@ -38,6 +38,7 @@ import { loadReport } from './reorganization.js';
 import { Postponed } from './compaction-job.js';
 import { armIdle, background, compactLevels, flushAll, kick } from './background.js';
 import { betweenWrites, enqueue } from './commit.js';
+import { retire } from './make-room.js';
 import { EngineIterator } from './engine-iterator.js';
 import type { EngineOptions, ReadOptions, ScanOptions, Snapshot, WriteOptions } from './engine-options.js';
 import { Abandoned, EngineState } from './engine-state.js';
@@ -48,6 +49,8 @@ import type { SessionStats } from './sessions.js';
 
 /** How often the session table's clock moves (and idle sessions expire). */
 const SESSION_TICK_MS = 1_000;
+/** How long caching tables whole after an open rests between two (EngineOptions.warmAfterMs). */
+const WARM_PAUSE_MS = 50;
 /** When an open sweeps orphan tables again (a compaction the last owner gave up may finish late). */
 const ORPHAN_SWEEP_MS = 120_000;
 
@@ -141,7 +144,9 @@ export class Engine {
       throw err;
     }
     kick(db); // recovery may leave L0 over its trigger
-    void warmTables(db); // recovery opened tables by their metadata
+    // Recovery opened tables by their metadata: cached whole later, and slowly (warmAfterMs).
+    db.warmTimer = setTimeout(() => void warmTables(db, WARM_PAUSE_MS), db.options.warmAfterMs);
+    db.warmTimer.unref();
     // Outputs of a compaction the last owner gave up may land after recovery swept: sweep again.
     const below = db.recoveredNextFile;
     db.sweepTimer = setTimeout(() => void sweepOrphanTables(db, below).catch((err: Error) => db.warn(`sweeping orphan tables failed: ${err.message}`)), ORPHAN_SWEEP_MS);
@@ -224,6 +229,7 @@ export class Engine {
     clearTimeout(this.db.postponeTimer);
     clearInterval(this.db.sessionTimer);
     clearTimeout(this.db.sweepTimer);
+    clearTimeout(this.db.warmTimer);
     // Pending writes may need the background to make room, and a round that hit its size
     // cap chains another behind itself: wait until the chain stops growing.
     for (let chain = this.db.writeChain; ; chain = this.db.writeChain) {
@@ -250,6 +256,27 @@ export class Engine {
    */
   flush(): Promise<void> {
     return betweenWrites(this.db, () => flushAll(this.db));
+  }
+
+  /**
+   * Retires the active memtables that hold entries (between writes) and waits until the flush
+   * loop has written them, and any waiting before them, to L0; compactions are not waited for,
+   * and writes go on meanwhile into new memtables. What a range moving away does while it still
+   * serves, so the LTC taking it replays little (ltc-server.ts).
+   */
+  async flushMemtables(): Promise<void> {
+    const db = this.db;
+    await betweenWrites(db, async () => {
+      for (let d = 0; d < db.memtables.dranges; d++) {
+        if (db.memtables.actives(d).some((m) => m.entries > 0)) await retire(db, d, false);
+      }
+    });
+    for (;;) {
+      kick(db);
+      const running = db.flushing;
+      if (!running || (await running) === 0) break;
+    }
+    if (db.failed) throw db.failed;
   }
 
   /**

@@ -394,6 +394,13 @@ export class LtcServer {
       },
       stats: () => this.stats(),
       release: (a) => this.release(a),
+      // The coordinator's, before a move: the memtables to L0 while the range still serves.
+      flushRange: async ([range]) => {
+        const s = typeof range === 'number' ? this.served.get(range) : undefined;
+        if (!s?.engine || s.leaving) throw new NovaError('BAD_ARGUMENT', `range ${String(range)} is not open on LTC ${this.o.id}`);
+        await s.engine.flushMemtables();
+        return null;
+      },
       // The coordinator's, once this LTC holds nothing: it leaves the cluster.
       retire: () => {
         const holding = [...this.served.keys()];

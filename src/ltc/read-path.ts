@@ -334,15 +334,16 @@ export async function scanRows(db: EngineState, start: Uint8Array, options: Scan
 }
 
 /**
- * Caches the tree's tables whole while the cache has room, L0 first (the newest data): what an
- * open leaves to after it serves (recovery opens tables by their metadata, so a range that
- * moved serves at once). A table that left the tree meanwhile is skipped; a failed read is
+ * Caches the tree's tables whole while the cache has room, L0 first (the newest data), resting
+ * `pauseMs` before each: what an open leaves to after it serves (recovery opens tables by their
+ * metadata, so a range that moved serves at once). A table that left the tree meanwhile is skipped; a failed read is
  * only a colder cache.
  */
-export async function warmTables(db: EngineState): Promise<void> {
+export async function warmTables(db: EngineState, pauseMs = 0): Promise<void> {
   if (!db.cache) return;
   const live = (r: TableReader): boolean => db.levels.some((level) => level.some((t) => t.reader === r));
   for (const { meta, reader } of db.levels.flat()) {
+    if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
     if (db.stopping || db.closed || db.failed) return;
     if (reader.inMemory || !roomFor(db, meta.size)) continue;
     db.cacheReserved += meta.size;

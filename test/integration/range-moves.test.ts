@@ -52,11 +52,12 @@ describe('range moves', () => {
   }, 240_000);
 
   it('an old LTC killed while it lets go: restarted, it holds nothing, and the move completes', async () => {
-    cluster = await startCluster({ ltcs: 2, stocs: 3, args: SMALL });
+    // A lease longer than the pause: the move, not a failover, must end this.
+    cluster = await startCluster({ ltcs: 2, stocs: 3, args: [...SMALL, '--ltc-lease-ms', '30000'] });
     const coordinator = readClusterFile(cluster.dir)!.coordinator;
     const c = cluster.client;
     const acked = await writeKeys(c, 0, 1000, 16);
-    cluster.pause('ltc', 1, true); // it cannot answer release
+    cluster.pause('ltc', 1, true); // it cannot flush before the move (that times out) nor answer release
     const moving = moveRange(coordinator, 1, 2);
     await until(async () => (await fetchStatus(coordinator)).config.ranges[0].from === 1, 10_000);
     await cluster.kill('ltc', 1);
