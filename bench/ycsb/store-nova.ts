@@ -69,6 +69,8 @@ export const nova: EngineAdapter = {
           const after = await rangeFigures(client);
           return [...after].map(([range, a]) => {
             const b = before.get(range) ?? {};
+            // A range opened again during the run (it moved) counts from zero: no difference to take.
+            if ((a.flushes ?? 0) < (b.flushes ?? 0)) return `range ${range}: opened again during the run (it moved), its figures since: ${a.flushes ?? 0} flushes, ${a.compactions ?? 0} compactions`;
             const d = (k: string): number => (a[k] ?? 0) - (b[k] ?? 0);
             const writes = d('imbalanceWrites');
             return `range ${range}: imbalance ${writes > 0 ? (d('imbalanceTimesWrites') / writes).toFixed(4) : '-'} over ${writes} counted writes, ` +

@@ -259,6 +259,18 @@ export class Engine {
   }
 
   /**
+   * Gives the engine a new memory budget (EngineOptions.memoryBudgetBytes): its LTC has more or
+   * fewer ranges now. The block cache grows or shrinks to fit; an engine opened without a
+   * budget keeps none.
+   */
+  setMemoryBudget(bytes: number): void {
+    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new NovaError('BAD_ARGUMENT', `a memory budget is a positive integer, not ${bytes}`);
+    if (this.db.options.memoryBudgetBytes === 0) return;
+    this.db.options.memoryBudgetBytes = bytes;
+    this.db.fitCache();
+  }
+
+  /**
    * Retires the active memtables that hold entries (between writes) and waits until the flush
    * loop has written them, and any waiting before them, to L0; compactions are not waited for,
    * and writes go on meanwhile into new memtables. What a range moving away does while it still

@@ -226,8 +226,19 @@ export class LtcServer {
       this.pool.unfence(s.info.id);
       this.closeMs.set(s.info.id, Date.now() - t0);
       this.log(`range ${s.info.id} let go in ${Date.now() - t0} ms`);
+      this.rebudget();
       if (!this.closing) this.apply(this.config); // it may have come back meanwhile
     })();
+  }
+
+  /** The LTC's memory, evenly among the ranges it serves now (they come and go with moves). */
+  private rebudget(): void {
+    const bytes = this.config.settings.ltcMemoryBytes;
+    const open = [...this.served.values()].filter((s) => s.engine && !s.leaving);
+    // Ranges still opening count too, as the share they open with does (open()).
+    const n = Math.max(open.length, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
+    if (bytes === 0 || open.length === 0) return;
+    for (const s of open) s.engine!.setMemoryBudget(Math.max(1, Math.floor(bytes / n)));
   }
 
   /** `release [config id, range]` (the coordinator's): resolves once this LTC has let the range go. */
@@ -293,6 +304,7 @@ export class LtcServer {
       s.engine = engine;
       s.openMs = Date.now() - t0;
       this.log(`range ${s.info.id} open in ${s.openMs} ms (config ${this.config.id})`);
+      this.rebudget();
     };
     const loop = async (): Promise<void> => {
       let last = '';

@@ -41,6 +41,10 @@ describe('elastic cluster', () => {
     expect(two.id).toBe(2);
     expect((await on(2)).length).toBeGreaterThan(0);
     expect((await on(1)).length).toBeGreaterThan(0);
+    // Each LTC's memory is shared by the ranges it has now.
+    const budgets = new Map(((await c.stats()) as Array<{ range: number; memoryBudgetBytes: number }>).map((r) => [r.range, r.memoryBudgetBytes]));
+    const total = 2048 * 2 ** 20;
+    for (const ltc of [1, 2]) for (const r of await on(ltc)) expect(budgets.get(r)).toBe(Math.floor(total / (await on(ltc)).length));
     // Each plan moves a range at most once, between live LTCs.
     for (const m of (await rebalance(coordinator, true)).plan) expect([m.from, m.to].sort()).toEqual([1, 2]);
 

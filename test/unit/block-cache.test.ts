@@ -155,6 +155,17 @@ describe('an engine with a block cache', () => {
     const misses = db.stats.blockCacheMisses;
     for (let i = 0; i < 2000; i += 7) expect((await db.get(Buffer.from(`key${i}`)))?.equals(Buffer.alloc(100, i % 256))).toBe(true);
     expect(db.stats.blockCacheMisses).toBe(misses);
+    db.setMemoryBudget(64 * 1024); // opened without a budget: it keeps none
+    expect(db.stats.memoryBudgetBytes).toBe(0);
+    await db.close();
+    // With a budget, a smaller one (its LTC took another range): the cache shrinks into it.
+    db = await Engine.open(dir, { env, memoryBudgetBytes: 8 << 20, memtableBytes: 64 * 1024, sync: false, warmAfterMs: 0 });
+    await until(() => db.stats.blockCacheBytes > 200_000, 5_000);
+    const cached = db.stats.blockCacheBytes;
+    db.setMemoryBudget(192 * 1024); // two 64 KiB memtables and the tables' metadata leave little
+    expect(db.stats.memoryBudgetBytes).toBe(192 * 1024);
+    expect(db.stats.blockCacheBytes).toBeLessThan(cached / 2);
+    expect(() => db.setMemoryBudget(0)).toThrow(/positive integer/);
     await db.close();
   });
 });
