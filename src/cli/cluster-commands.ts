@@ -211,7 +211,7 @@ export function addClusterCommands(program: Command, bin: string): void {
   for (const role of ['stoc', 'ltc'] as const) {
     const name = role === 'stoc' ? 'StoC' : 'LTC';
     const group = program.command(role).description(role === 'stoc'
-      ? 'StoCs: run one in the foreground (the default), add one to a running cluster, or remove one'
+      ? 'StoCs: run one in the foreground (the default) or add one to a running cluster (removing one is not implemented yet)'
       : 'LTCs: run one in the foreground (the default), add one to a running cluster, or remove one');
     group.command('run', { isDefault: true })
       .description(role === 'stoc' ? 'run a StoC (storage component) in the foreground' : 'run an LTC (LSM-tree component) in the foreground')
