@@ -234,10 +234,11 @@ export function addClusterCommands(program: Command, bin: string): void {
         : 'start one more LTC of the local cluster in --dir; it takes ranges by the rebalancing policy (nova rebalance). An LTC started by hand elsewhere (nova ltc run --coordinator …) joins the same way')
       .option('--id <n>', `its id (default: the next free one)`, positiveInt)
       .option('--dir <path>', 'the cluster\'s directory', DEFAULT_DIR)
-      .option('--host <host>', 'address it listens on', '127.0.0.1')
+      .option('--host <host>', 'address it listens on (0.0.0.0: every interface)', '127.0.0.1')
+      .option('--advertise <host>', 'LTC: the address clients reach it at (default: --host, or 127.0.0.1 for 0.0.0.0)')
       .option('--json', 'print JSON', false)
-      .action(async (o: { id?: number; dir: string; host: string; json: boolean }) => {
-        const c = await addComponent({ dir: o.dir, host: o.host, bin, progress: (line) => process.stderr.write(`nova ${role} add: ${line}\n`) }, role, o.id);
+      .action(async (o: { id?: number; dir: string; host: string; advertise?: string; json: boolean }) => {
+        const c = await addComponent({ dir: o.dir, host: o.host, advertise: o.advertise, bin, progress: (line) => process.stderr.write(`nova ${role} add: ${line}\n`) }, role, o.id);
         const s = await fetchStatus(coordinatorOf(o.dir));
         const ranges = s.config.ranges.filter((r) => r.ltc === c.id).map((r) => r.id);
         if (o.json) console.log(JSON.stringify({ role, id: c.id, pid: c.pid, ...(role === 'ltc' ? { ranges } : {}) }, null, 2));
