@@ -199,7 +199,17 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   replaceFile(dir, 'cluster.json', JSON.stringify(file, null, 1) + '\n');
   await waitUntilServing(file, ltcs.keep.length + ltcs.drop.length, stocs.keep.length, o.timeoutMs ?? 60_000, progress, dir);
   for (const id of ltcs.drop.reverse()) {
-    const r = await removeLtc(dir, address!, id);
+    // A rebalance the coordinator runs on its own may hold it for a moment (BUSY): wait for it.
+    let r: RemoveReport;
+    for (let tries = 1; ; tries++) {
+      try {
+        r = await removeLtc(dir, address!, id);
+        break;
+      } catch (err) {
+        if ((err as NovaError).code !== 'BUSY' || tries >= 60) throw err;
+        await sleep(1_000);
+      }
+    }
     progress(`ltc ${id} removed (${r.moves.length} range move(s))`);
     file = readClusterFile(dir)!;
   }
