@@ -125,6 +125,8 @@ export async function fetchStatus(coordinator: string, timeoutMs = 5_000): Promi
   }
 }
 
+/** How long `nova up` waits for a rebalance under way (BUSY) before it removes an LTC: one moves many ranges. */
+const REMOVE_WAIT_MS = 10 * 60_000;
 /** How long `nova range move` waits: the old LTC letting go, then the new one opening (coordinator.ts). */
 const MOVE_TIMEOUT_MS = 120_000;
 
@@ -201,12 +203,13 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   for (const id of ltcs.drop.reverse()) {
     // A rebalance the coordinator runs on its own may hold it for a moment (BUSY): wait for it.
     let r: RemoveReport;
-    for (let tries = 1; ; tries++) {
+    const until = Date.now() + REMOVE_WAIT_MS;
+    for (;;) {
       try {
         r = await removeLtc(dir, address!, id);
         break;
       } catch (err) {
-        if ((err as NovaError).code !== 'BUSY' || tries >= 60) throw err;
+        if ((err as NovaError).code !== 'BUSY' || Date.now() > until) throw err;
         await sleep(1_000);
       }
     }

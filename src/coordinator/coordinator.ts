@@ -281,22 +281,27 @@ export class Coordinator {
   private async move(args: unknown[]): Promise<MoveReport> {
     const [range, to] = args;
     if (!isId(range) || !isId(to)) throw new NovaError('BAD_ARGUMENT', 'move takes [range id, LTC id]');
-    const r = this.config.ranges.find((x) => x.id === range);
-    if (r && r.from === undefined && r.ltc !== to) {
-      if (!this.alive('ltc', r.ltc)) {
-        throw new NovaError('UNAVAILABLE', `LTC ${r.ltc}, which holds range ${range}, is down: a move needs it to let the range go first ` +
-          `(start it again; taking over a dead LTC's ranges is not implemented yet)`);
+    // What a move needs of the two LTCs; checked again after the flush (the cluster may have
+    // changed), but for the old LTC: one that stopped answering meanwhile is what the release's
+    // deadline and failover are for.
+    const check = (first: boolean): ClusterConfig => {
+      const r = this.config.ranges.find((x) => x.id === range);
+      if (r && r.from === undefined && r.ltc !== to) {
+        if (first && !this.alive('ltc', r.ltc)) {
+          throw new NovaError('UNAVAILABLE', `LTC ${r.ltc}, which holds range ${range}, is down: a move needs it to let the range go first ` +
+            `(start it again, or wait: its ranges fail over once its lease expires)`);
+        }
+        if (memberOf(this.config, 'ltc', to) && !this.alive('ltc', to)) throw new NovaError('UNAVAILABLE', `LTC ${to} is down: start it first`);
       }
-      if (memberOf(this.config, 'ltc', to) && !this.alive('ltc', to)) throw new NovaError('UNAVAILABLE', `LTC ${to} is down: start it first`);
-    }
-    if (this.removing.has(to)) throw new NovaError('BUSY', `LTC ${to} is being removed: move the range elsewhere`);
-    startMove(this.config, range, to); // the argument errors, before anything is done
+      if (this.removing.has(to)) throw new NovaError('BUSY', `LTC ${to} is being removed: move the range elsewhere`);
+      return startMove(this.config, range, to); // the argument errors
+    };
+    const holder = check(true).ranges.find((x) => x.id === range)!.from!;
     // While the range still serves, its memtables go to L0: the new LTC then replays little.
     const flushed = performance.now();
-    await this.callLtc(r!.ltc, 'flushRange', [range], FLUSH_MS).catch((err: Error) => this.o.onLog?.(`range ${range}: flush before the move failed (${err.message}); moving it all the same`));
+    await this.callLtc(holder, 'flushRange', [range], FLUSH_MS).catch((err: Error) => this.o.onLog?.(`range ${range}: flush before the move failed (${err.message}); moving it all the same`));
     const flushMs = Math.round(performance.now() - flushed);
-    if (this.removing.has(to)) throw new NovaError('BUSY', `LTC ${to} is being removed: move the range elsewhere`);
-    const next = startMove(this.config, range, to); // the configuration may have changed meanwhile
+    const next = check(false);
     const from = next.ranges.find((x) => x.id === range)!.from!;
     const t0 = performance.now();
     const released = new Promise<void>((resolve) => this.letGo.set(range, resolve));

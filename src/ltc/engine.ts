@@ -39,6 +39,7 @@ import { Postponed } from './compaction-job.js';
 import { armIdle, background, compactLevels, flushAll, kick } from './background.js';
 import { betweenWrites, enqueue } from './commit.js';
 import { retire } from './make-room.js';
+import type { Memtable } from '../memtable/memtable.js';
 import { EngineIterator } from './engine-iterator.js';
 import type { EngineOptions, ReadOptions, ScanOptions, Snapshot, WriteOptions } from './engine-options.js';
 import { Abandoned, EngineState } from './engine-state.js';
@@ -272,21 +273,33 @@ export class Engine {
 
   /**
    * Retires the active memtables that hold entries (between writes) and waits until the flush
-   * loop has written them, and any waiting before them, to L0; compactions are not waited for,
-   * and writes go on meanwhile into new memtables. What a range moving away does while it still
+   * loop has written them, and those waiting before them, to L0 (not the memtables that fill
+   * meanwhile); compactions are not waited for, and writes go on into new memtables. What a range moving away does while it still
    * serves, so the LTC taking it replays little (ltc-server.ts).
    */
   async flushMemtables(): Promise<void> {
     const db = this.db;
+    let targets = new Set<Memtable>();
     await betweenWrites(db, async () => {
+      // What holds entries now: these, not the memtables that fill meanwhile, are waited for.
+      targets = new Set(db.memtables.all().filter((m) => m.entries > 0));
       for (let d = 0; d < db.memtables.dranges; d++) {
         if (db.memtables.actives(d).some((m) => m.entries > 0)) await retire(db, d, false);
       }
     });
-    for (;;) {
-      kick(db);
-      const running = db.flushing;
-      if (!running || (await running) === 0) break;
+    const was = db.flushingAll;
+    db.flushingAll = true; // to L0, none merged instead
+    try {
+      while ([...targets].some((m) => db.memtables.all().includes(m))) {
+        if (db.failed) throw db.failed;
+        if (db.stopping || db.closed) return;
+        kick(db);
+        const running = db.flushing;
+        if (running) await running;
+        else await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    } finally {
+      db.flushingAll = was;
     }
     if (db.failed) throw db.failed;
   }

@@ -206,6 +206,7 @@ export class LtcServer {
         void this.open({ info: r, requests: 0, bytesWritten: 0 });
       }
     }
+    this.rebudget(); // the open ranges make room for those coming
   }
 
   /**
