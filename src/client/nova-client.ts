@@ -28,6 +28,7 @@
  * forgets numbers below it. A range's window (newest number minus floor) is kept under
  * SESSION_WINDOW: a new write to a range whose oldest write is stuck waits for it.
  */
+import { withDeadline } from '../common/deadline.js';
 import { NovaError, type ErrorCode } from '../common/errors.js';
 import { ConnectionCache } from '../common/connection-cache.js';
 import { RpcRemoteError } from '../common/rpc-envelope.js';
@@ -406,15 +407,8 @@ export class NovaClient {
   /** Waits until `w`'s number fits range `range`'s window; DEADLINE_EXCEEDED (nothing sent) past the deadline. */
   private async roomFor(w: WriteState, range: number, deadline: number): Promise<void> {
     const window = w.session.window(range);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', `range ${range}'s oldest write (${window.floor}) is unfinished and ${SESSION_WINDOW} newer ones wait for it`)), Math.max(1, deadline - Date.now()));
-    });
-    try {
-      await Promise.race([window.room(w.seq), late]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withDeadline(window.room(w.seq), Math.max(1, deadline - Date.now()),
+      () => new NovaError('DEADLINE_EXCEEDED', `range ${range}'s oldest write (${window.floor}) is unfinished and ${SESSION_WINDOW} newer ones wait for it`));
   }
 
   private ltc(address: string): Promise<TcpRpcClient> {

@@ -157,8 +157,24 @@ export function startMove(config: ClusterConfig, range: number, to: number): Clu
 export function endMove(config: ClusterConfig, range: number): ClusterConfig | undefined {
   const r = config.ranges.find((x) => x.id === range);
   if (r?.from === undefined) return undefined;
+  return withRange(config, { ...settled(r), epoch: config.id + 1 });
+}
+
+/**
+ * The configuration after a move of `range` away from LTC `from` is given up: the range stays
+ * there, under a new epoch (that LTC reopens what it was closing). Undefined if the range is
+ * not moving away from `from` (the move ended some other way).
+ */
+export function abandonMove(config: ClusterConfig, range: number, from: number): ClusterConfig | undefined {
+  const r = config.ranges.find((x) => x.id === range);
+  if (r?.from !== from) return undefined;
+  return withRange(config, { ...settled(r), ltc: from, epoch: config.id + 1 });
+}
+
+/** `r` with no move in progress. */
+function settled(r: RangeInfo): RangeInfo {
   const { from: _, ...rest } = r;
-  return withRange(config, { ...rest, epoch: config.id + 1 });
+  return rest;
 }
 
 /**
@@ -173,14 +189,9 @@ export function failOver(config: ClusterConfig, dead: ReadonlySet<number>, live:
   let changed = false;
   const ranges = config.ranges.map((r) => {
     let x = r;
-    if (x.from !== undefined && dead.has(x.from)) {
-      const { from: _, ...rest } = x;
-      x = { ...rest, epoch: id };
-    }
+    if (x.from !== undefined && dead.has(x.from)) x = { ...settled(x), epoch: id };
     if (dead.has(x.ltc) && x.from !== undefined && count.has(x.from)) {
-      // Moving into a dead LTC: the LTC it was leaving keeps it.
-      const { from, ...rest } = x;
-      x = { ...rest, ltc: from, epoch: id };
+      x = { ...settled(x), ltc: x.from, epoch: id }; // moving into a dead LTC: the one it was leaving keeps it
     } else if (dead.has(x.ltc) && count.size > 0) {
       const to = [...count].sort((a, b) => a[1] - b[1] || a[0] - b[0])[0][0];
       count.set(to, count.get(to)! + 1);
@@ -210,12 +221,7 @@ export function configFromJson(j: unknown, what: string): ClusterConfig {
     id: c.id,
     members: c.members,
     settings: { ...DEFAULT_SETTINGS, ...c.settings },
-    ranges: c.ranges.map((r) => ({
-      // A configuration from before epochs: every range at its first.
-      id: r.id, ltc: r.ltc, epoch: typeof r.epoch === 'number' ? r.epoch : 1,
-      start: Buffer.from(r.start, 'hex'), end: r.end === undefined || r.end === null ? undefined : Buffer.from(r.end, 'hex'),
-      ...(typeof r.from === 'number' ? { from: r.from } : {}),
-    })),
+    ranges: c.ranges.map((r) => decodedRange(r, Buffer.from(r.start, 'hex'), r.end === undefined || r.end === null ? undefined : Buffer.from(r.end, 'hex'))),
   };
 }
 
@@ -225,9 +231,15 @@ export function configFromWire(w: unknown): ClusterConfig {
   if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges)) throw new NovaError('CORRUPTION', 'configuration from the coordinator is malformed');
   return {
     ...c,
-    ranges: c.ranges.map((r) => ({
-      id: r.id, ltc: r.ltc, epoch: typeof r.epoch === 'number' ? r.epoch : 1, start: Buffer.from(r.start as Uint8Array), end: r.end ? Buffer.from(r.end as Uint8Array) : undefined,
-      ...(typeof r.from === 'number' ? { from: r.from } : {}),
-    })),
+    ranges: c.ranges.map((r) => decodedRange(r, Buffer.from(r.start as Uint8Array), r.end ? Buffer.from(r.end as Uint8Array) : undefined)),
+  };
+}
+
+/** A range read from a file or the wire, with its bounds decoded: only its own fields, typed. */
+function decodedRange(r: { id: number; ltc: number; epoch?: unknown; from?: unknown }, start: Buffer, end: Buffer | undefined): RangeInfo {
+  return {
+    // A configuration from before epochs: every range at its first.
+    id: r.id, ltc: r.ltc, epoch: typeof r.epoch === 'number' ? r.epoch : 1, start, end,
+    ...(typeof r.from === 'number' ? { from: r.from } : {}),
   };
 }

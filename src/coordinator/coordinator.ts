@@ -19,12 +19,13 @@
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
+import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
 import { lockDir, replaceFile } from '../common/files.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import {
-  configFromJson, configToJson, endMove, failOver, makeRanges, memberOf, startMove, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
+  abandonMove, configFromJson, configToJson, endMove, failOver, makeRanges, memberOf, startMove, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
 } from '../cluster/config.js';
 import { HEARTBEAT_MS } from '../cluster/membership.js';
 import { newSettings, refuseConflicts } from '../cluster/knobs.js';
@@ -136,9 +137,6 @@ interface Seen {
   at: number;
   serving: number[];
 }
-
-/** An LTC's report of one range: [range, requests, bytes written], counters since it opened the range. */
-type LoadReport = [number, number, number];
 
 export class Coordinator {
   private config: ClusterConfig;
@@ -317,23 +315,16 @@ export class Coordinator {
         closeMs = a.closeMs;
         if (mine()) this.endMove(range, `LTC ${from} let range ${range} go`);
       }, (err: Error) => this.o.onLog?.(`range ${range}: LTC ${from} did not answer release (${err.message}); waiting for its heartbeats`));
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), RELEASE_MS); });
-    const how = await Promise.race([released, late]);
-    clearTimeout(timer);
     void answer;
-    if (how === 'late') {
+    await withDeadline(released, RELEASE_MS, () => {
       // Abandoned: the range stays on the old LTC, under a new epoch (it reopens it once closed).
-      const now = this.config.ranges.find((x) => x.id === range);
-      if (mine() && now?.from === from) {
-        const { from: _, ...rest } = now;
-        this.publish({ ...this.config, id: this.config.id + 1, ranges: this.config.ranges.map((x) => (x.id === range ? { ...rest, ltc: from, epoch: this.config.id + 1 } : x)) },
-          `range ${range}: LTC ${from} did not let it go within ${RELEASE_MS} ms; the move is abandoned`);
-        this.moves.delete(range);
-        this.letGo.delete(range);
+      const back = mine() ? abandonMove(this.config, range, from) : undefined;
+      if (back) {
+        this.publish(back, `range ${range}: LTC ${from} did not let it go within ${RELEASE_MS} ms; the move is abandoned`);
+        this.settle(range);
       }
-      throw new NovaError('DEADLINE_EXCEEDED', `LTC ${from} did not let range ${range} go within ${RELEASE_MS} ms; the move was abandoned and the range stays on LTC ${from}`);
-    }
+      return new NovaError('DEADLINE_EXCEEDED', `LTC ${from} did not let range ${range} go within ${RELEASE_MS} ms; the move was abandoned and the range stays on LTC ${from}`);
+    });
     const releaseMs = Math.round(performance.now() - t0);
 
     // The new LTC opens it.
@@ -370,11 +361,7 @@ export class Coordinator {
     this.publish(next, `lease of LTC ${[...dead].join(', ')} expired: ${moved.map((r) => `range ${r.id} to LTC ${r.ltc}`).join(', ')}`);
     for (const r of moved) {
       this.loads.forget(r.id);
-      if (r.from === undefined) {
-        this.moves.delete(r.id);
-        this.letGo.get(r.id)?.();
-        this.letGo.delete(r.id);
-      }
+      if (r.from === undefined) this.settle(r.id);
       void this.callLtc(r.ltc, 'opened', [next.id, r.id, OPEN_MS], OPEN_MS + 5_000).catch(() => undefined); // a nudge: it opens at once
     }
   }
@@ -475,8 +462,13 @@ export class Coordinator {
     const next = endMove(this.config, range);
     if (!next) return;
     this.publish(next, why);
-    this.moves.delete(range);
     this.loads.forget(range);
+    this.settle(range);
+  }
+
+  /** The move of `range` is over, one way or another: its waiter (move()) goes on. */
+  private settle(range: number): void {
+    this.moves.delete(range);
     this.letGo.get(range)?.();
     this.letGo.delete(range);
   }

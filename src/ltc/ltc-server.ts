@@ -24,6 +24,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
@@ -260,15 +261,8 @@ export class LtcServer {
     if (id > this.config.id) await this.membership.refresh();
     const s = this.served.get(range);
     if (!s || s.leaving) throw new NovaError('BAD_ARGUMENT', `range ${range} is not to open on LTC ${this.o.id} in config ${this.config.id}`);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', `range ${range} did not open on LTC ${this.o.id} within ${timeoutMs} ms; see its log`)), timeoutMs);
-    });
-    try {
-      await Promise.race([s.opening, late]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withDeadline(s.opening ?? Promise.resolve(), timeoutMs,
+      () => new NovaError('DEADLINE_EXCEEDED', `range ${range} did not open on LTC ${this.o.id} within ${timeoutMs} ms; see its log`));
     if (!s.engine) throw new NovaError('UNAVAILABLE', `range ${range} did not open on LTC ${this.o.id}`);
     return { openMs: s.openMs ?? 0 };
   }

@@ -11,21 +11,20 @@ import { EngineState } from './engine-state.js';
  * alone. (Installing the new MANIFEST removed the old ones.)
  */
 export async function removeObsoleteFiles(db: EngineState): Promise<void> {
-  const liveTables = new Set(db.levels.flat().map((t) => t.meta.file));
-  for (const file of await db.store.listTables()) if (!liveTables.has(file)) await db.store.deleteTable(file);
+  await sweepOrphanTables(db, Infinity);
   for (const file of await db.env.logs.list()) if (!db.logs.has(file)) await db.env.logs.remove(file);
 }
 
 /**
- * Deletes tables numbered below `below` that the tree does not name: an open's second sweep.
- * Numbers below what the MANIFEST had reserved at recovery are never given out again, so such
- * a table is an orphan however late it was written (a compaction its last owner gave up).
+ * Deletes tables numbered below `below` that the tree does not name. An open sweeps every
+ * number (removeObsoleteFiles), and later those below what the MANIFEST had reserved at
+ * recovery: never given out again, so such a table is an orphan however late it was written
+ * (a compaction its last owner gave up).
  */
 export async function sweepOrphanTables(db: EngineState, below: number): Promise<void> {
-  if (db.stopping || db.closed || db.failed) return;
-  const live = new Set(db.levels.flat().map((t) => t.meta.file));
   for (const file of await db.store.listTables()) {
-    if (db.stopping || db.closed) return;
-    if (file < below && !live.has(file) && !db.levels.flat().some((t) => t.meta.file === file)) await db.store.deleteTable(file);
+    if (db.stopping || db.closed || db.failed) return;
+    // The tree may have changed while we awaited: checked against it as it is now.
+    if (file < below && !db.levels.some((level) => level.some((t) => t.meta.file === file))) await db.store.deleteTable(file);
   }
 }

@@ -33,6 +33,7 @@
  *  - Not thread-safe: use it from the thread that owns the Fabric.
  */
 import { constants as bufferConstants } from 'node:buffer';
+import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
 import type { Endpoint } from '../transport/endpoint.js';
 import type { Fabric } from '../transport/fabric.js';
@@ -398,12 +399,7 @@ export class StocClient {
    */
   /** @internal */
   oneSided(op: Op, transfer: Promise<void>): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new NovaError('DEADLINE_EXCEEDED', 'the one-sided transfer did not finish by its deadline')),
-        Math.max(0, op.deadline - Date.now()));
-    });
-    return Promise.race([transfer, late]).finally(() => clearTimeout(timer));
+    return withDeadline(transfer, op.deadline - Date.now(), () => new NovaError('DEADLINE_EXCEEDED', 'the one-sided transfer did not finish by its deadline'));
   }
 
   /** @internal */

@@ -27,6 +27,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { BufferPool } from '../common/buffer-pool.js';
+import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { Fabric, type FabricOptions } from '../transport/fabric.js';
@@ -435,17 +436,8 @@ export class StocServer implements CompactionHost, DirectHost {
   private async drain(range: number): Promise<void> {
     const w = this.rangeWrites.get(range);
     if (!w) return;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        new Promise<void>((resolve) => w.idle.push(resolve)),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new NovaError('UNAVAILABLE', `StoC ${this.id}: writes to range ${range}'s files still under way after ${FENCE_DRAIN_MS} ms; retry`)), FENCE_DRAIN_MS);
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withDeadline(new Promise<void>((resolve) => w.idle.push(resolve)), FENCE_DRAIN_MS,
+      () => new NovaError('UNAVAILABLE', `StoC ${this.id}: writes to range ${range}'s files still under way after ${FENCE_DRAIN_MS} ms; retry`));
   }
 
   private persist(args: unknown, ep: Endpoint): Promise<null> {

@@ -109,7 +109,7 @@ export async function missing(c: NovaClient, acked: Iterable<number>): Promise<n
  * A read must see at least the version acknowledged before it began: those that did not are
  * returned as `stale`, with the version acknowledged last per key.
  */
-export async function overwriteAndRead(c: NovaClient, keys: string[], depth: number, stop: () => boolean): Promise<{ stale: string[]; acked: Map<string, number> }> {
+async function overwriteAndRead(c: NovaClient, keys: string[], depth: number, stop: () => boolean): Promise<{ stale: string[]; acked: Map<string, number> }> {
   const acked = new Map(keys.map((k) => [k, 0]));
   const next = new Map(keys.map((k) => [k, 1]));
   const stale: string[] = [];
@@ -135,11 +135,39 @@ export async function overwriteAndRead(c: NovaClient, keys: string[], depth: num
 }
 
 /** Keys of `acked` (overwriteAndRead) that now read older than their last acknowledged version. */
-export async function olderThanAcked(c: NovaClient, acked: Map<string, number>): Promise<string[]> {
+async function olderThanAcked(c: NovaClient, acked: Map<string, number>): Promise<string[]> {
   const bad: string[] = [];
   for (const [k, v] of acked) {
     const got = Number((await c.get(Buffer.from(k)))?.toString() ?? 0);
     if (got < v) bad.push(`${k}: ${got} < ${v}`);
   }
   return bad;
+}
+
+/** What a verified workload found (verifiedWorkload): all empty when nothing was lost or read stale. */
+export interface WorkloadCheck {
+  /** Keys written after the start, acknowledged. */
+  written: number;
+  /** Acknowledged keys missing or wrong at the end. */
+  lost: number[];
+  /** Reads older than a write acknowledged before them, and keys older at the end than their last write. */
+  stale: string[];
+}
+
+/**
+ * Writes new keys from `from` (16 at a time) and overwrites and reads `overwrite` (8 at a time)
+ * until `finish()`, which checks every acknowledged write (those of `before` too) and every read.
+ */
+export function verifiedWorkload(c: NovaClient, from: number, before: Iterable<number>, overwrite: string[]): { finish: () => Promise<WorkloadCheck> } {
+  let stop = false;
+  const writing = writeKeys(c, from, 1_000_000, 16, () => stop);
+  const checking = overwriteAndRead(c, overwrite, 8, () => stop);
+  return {
+    finish: async () => {
+      stop = true;
+      const later = await writing;
+      const { stale, acked } = await checking;
+      return { written: later.size, lost: await missing(c, [...before, ...later]), stale: [...stale, ...await olderThanAcked(c, acked)] };
+    },
+  };
 }

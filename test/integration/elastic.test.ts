@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { NovaClient } from '../../src/client/nova-client.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addComponent, componentDir, down, fetchStatus, isRunning, readClusterFile, rebalance, removeLtc, up } from '../../src/control/cluster-control.js';
-import { BIN, missing, olderThanAcked, overwriteAndRead, startCluster, writeKeys, type TestCluster } from '../helpers/cluster.js';
+import { BIN, startCluster, verifiedWorkload, writeKeys, type TestCluster } from '../helpers/cluster.js';
 import { until } from '../helpers/until.js';
 
 let cluster: TestCluster | undefined;
@@ -29,10 +29,7 @@ describe('elastic cluster', () => {
     const dir = cluster.dir;
     const coordinator = readClusterFile(dir)!.coordinator;
     const c = cluster.client;
-    const first = await writeKeys(c, 0, 3000, 16);
-    let stop = false;
-    const writing = writeKeys(c, 3000, 1_000_000, 16, () => stop);
-    const checking = overwriteAndRead(c, Array.from({ length: 20 }, (_, i) => `over-${i}`), 8, () => stop);
+    const load = verifiedWorkload(c, 3000, await writeKeys(c, 0, 3000, 16), Array.from({ length: 20 }, (_, i) => `over-${i}`));
     const on = async (ltc: number): Promise<number[]> => (await fetchStatus(coordinator)).config.ranges.filter((r) => r.ltc === ltc).map((r) => r.id);
     const base = { dir, host: '127.0.0.1', bin: BIN, timeoutMs: 60_000 };
 
@@ -71,13 +68,9 @@ describe('elastic cluster', () => {
     expect(await on(3)).toEqual([]);
     expect(readClusterFile(dir)!.components.filter((x) => x.role === 'ltc').map((x) => x.id)).toEqual([1, 2]);
 
-    stop = true;
-    const later = await writing;
-    const { stale, acked } = await checking;
-    expect(stale).toEqual([]);
-    expect(later.size).toBeGreaterThan(500);
-    expect(await missing(c, [...first, ...later])).toEqual([]);
-    expect(await olderThanAcked(c, acked)).toEqual([]);
+    const check = await load.finish();
+    expect(check).toMatchObject({ lost: [], stale: [] });
+    expect(check.written).toBeGreaterThan(500);
   }, 240_000);
 
   it('the CLI adds, rebalances and removes, and refuses what it cannot do with a reason', async () => {

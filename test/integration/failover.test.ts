@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fetchStatus, readClusterFile } from '../../src/control/cluster-control.js';
-import { missing, olderThanAcked, overwriteAndRead, startCluster, writeKeys, type TestCluster } from '../helpers/cluster.js';
+import { startCluster, verifiedWorkload, writeKeys, type TestCluster } from '../helpers/cluster.js';
 import { until } from '../helpers/until.js';
 
 let cluster: TestCluster | undefined;
@@ -24,38 +24,22 @@ const ARGS = ['--memtable-bytes', String(64 * 1024), '--l0-trigger', '2', '--ltc
 /** Keys in both ranges: "over-…" sorts before the split key (user000000002000), "user9…" after it. */
 const KEYS = [...Array.from({ length: 20 }, (_, i) => `over-${i}`), ...Array.from({ length: 20 }, (_, i) => `user9-${i}`)];
 
-/** Writes new keys and overwrites and reads KEYS until the returned `finish` is called; it checks all of it. */
-function workload(c: TestCluster['client'], first: Set<number>): { finish: () => Promise<void> } {
-  let stop = false;
-  const writing = writeKeys(c, 3000, 1_000_000, 16, () => stop);
-  const checking = overwriteAndRead(c, KEYS, 8, () => stop);
-  return {
-    finish: async () => {
-      stop = true;
-      const later = await writing;
-      const { stale, acked } = await checking;
-      expect(stale).toEqual([]);
-      expect(later.size).toBeGreaterThan(100);
-      expect(await missing(c, [...first, ...later])).toEqual([]);
-      expect(await olderThanAcked(c, acked)).toEqual([]);
-    },
-  };
-}
-
 describe('LTC failover', () => {
   it('an LTC of two killed for good: the other serves its range within the lease and recovery, and nothing acknowledged is lost', async () => {
     cluster = await startCluster({ ltcs: 2, stocs: 3, args: ARGS });
     const coordinator = readClusterFile(cluster.dir)!.coordinator;
     expect((await fetchStatus(coordinator)).config.ranges.map((r) => r.ltc)).toEqual([1, 2]);
     const c = cluster.client;
-    const load = workload(c, await writeKeys(c, 0, 3000, 16));
+    const load = verifiedWorkload(c, 3000, await writeKeys(c, 0, 3000, 16), KEYS);
     await new Promise((r) => setTimeout(r, 500));
     const killedAt = Date.now();
     await cluster.kill('ltc', 1);
     await until(async () => (await fetchStatus(coordinator)).members.find((m) => m.role === 'ltc' && m.id === 2)!.serving.length === 2, 30_000);
     const servedAfterMs = Date.now() - killedAt;
     await new Promise((r) => setTimeout(r, 1_000));
-    await load.finish();
+    const check = await load.finish();
+    expect(check).toMatchObject({ lost: [], stale: [] });
+    expect(check.written).toBeGreaterThan(100);
     const status = await fetchStatus(coordinator);
     expect(status.config.ranges.map((r) => r.ltc)).toEqual([2, 2]);
     expect(status.config.ranges[0].epoch).toBeGreaterThan(1); // a new epoch fences the old LTC off
@@ -66,7 +50,7 @@ describe('LTC failover', () => {
     cluster = await startCluster({ ltcs: 2, stocs: 3, args: ARGS });
     const coordinator = readClusterFile(cluster.dir)!.coordinator;
     const c = cluster.client;
-    const load = workload(c, await writeKeys(c, 0, 3000, 16));
+    const load = verifiedWorkload(c, 3000, await writeKeys(c, 0, 3000, 16), KEYS);
     await new Promise((r) => setTimeout(r, 500));
     cluster.pause('ltc', 1, true);
     try {
@@ -82,7 +66,9 @@ describe('LTC failover', () => {
       return m.alive && m.serving.length === 0;
     }, 30_000);
     await new Promise((r) => setTimeout(r, 1_000));
-    await load.finish();
+    const check = await load.finish();
+    expect(check).toMatchObject({ lost: [], stale: [] });
+    expect(check.written).toBeGreaterThan(100);
     const log = readFileSync(join(cluster.dir, 'logs', 'ltc-1.log'), 'utf8');
     expect(log).toMatch(/range 1: the configuration moved it away; letting it go/);
     expect((await fetchStatus(coordinator)).config.ranges.map((r) => r.ltc)).toEqual([2, 2]);

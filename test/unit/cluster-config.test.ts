@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
-import { configFromJson, configFromWire, configToJson, endMove, failOver, makeRanges, rangeOf, startMove, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
+import { abandonMove, configFromJson, configFromWire, configToJson, endMove, failOver, makeRanges, rangeOf, startMove, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
 import { LOAD_WINDOW_MS, RangeLoad } from '../../src/coordinator/range-load.js';
 import { Packr } from 'msgpackr';
 import { benchSplits } from '../../bench/ycsb/generators.js';
@@ -54,6 +54,13 @@ describe('cluster configuration', () => {
     expect(moving.ranges[0].epoch).toBe(c.ranges[0].epoch); // the old LTC still holds it under its own
     expect('from' in done.ranges[0]).toBe(false);
     expect(endMove(done, 1)).toBeUndefined();
+    // Given up: the range stays on the LTC it was leaving, under a new epoch; only while that move lasts.
+    const back = abandonMove(moving, 1, 1)!;
+    expect(back.id).toBe(moving.id + 1);
+    expect(back.ranges[0]).toEqual({ ...c.ranges[0], ltc: 1, epoch: back.id });
+    expect('from' in back.ranges[0]).toBe(false);
+    expect(abandonMove(moving, 1, 2)).toBeUndefined(); // not moving away from LTC 2
+    expect(abandonMove(done, 1, 1)).toBeUndefined(); // already over
     expect(configFromWire(packr.unpack(packr.pack(done))).ranges[0]).not.toHaveProperty('from');
   });
 
