@@ -14,7 +14,9 @@
  *   recovery, and its client retries it: the history that made writes apply twice);
  * - range-move (with two LTCs or more): `nova range move` of the keys' range to another LTC;
  * - ltc-failover (with two LTCs or more): SIGSTOP the LTC past its lease, so the coordinator
- *   gives the range to another, then SIGCONT (a paused LTC that must be fenced off).
+ *   gives the range to another, then SIGCONT (a paused LTC that must be fenced off);
+ * - range-split: `nova range split` of the keys' range at their middle key, or, once split,
+ *   `nova range merge` of the two halves (after moving one to the other's LTC if need be).
  * The LTC faults hit the LTC that holds the keys' range.
  * At the end every key is read once more, the cluster is stopped, and each key's history is
  * checked. The seed fixes the schedule of faults and the clients' choices; the processes'
@@ -26,10 +28,10 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { NovaClient } from '../../src/client/nova-client.js';
 import { NovaError } from '../../src/common/errors.js';
-import { NOVA_BIN, componentDir, down, fetchStatus, isRunning, moveRange, readClusterFile, up, type ComponentRole } from '../../src/control/cluster-control.js';
+import { NOVA_BIN, componentDir, down, fetchStatus, isRunning, mergeRanges, moveRange, readClusterFile, splitRange, up, type ComponentRole } from '../../src/control/cluster-control.js';
 import { History, type HistoryCheck } from './history.js';
 
-export const FAULT_KINDS = ['ltc-kill', 'ltc-stop', 'stoc-kill', 'stoc-stop', 'coordinator-kill', 'coordinator-stop', 'log-split', 'range-move', 'ltc-failover'] as const;
+export const FAULT_KINDS = ['ltc-kill', 'ltc-stop', 'stoc-kill', 'stoc-stop', 'coordinator-kill', 'coordinator-stop', 'log-split', 'range-move', 'ltc-failover', 'range-split'] as const;
 /** Fault kinds that need two LTCs or more. */
 export const MULTI_LTC_FAULTS: readonly FaultKind[] = ['range-move', 'ltc-failover'];
 export type FaultKind = typeof FAULT_KINDS[number];
@@ -293,6 +295,18 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
             targets.push(to);
             const r = await moveRange(readClusterFile(dir)!.coordinator, 1, to);
             moves.push(r.unavailableMs);
+            break;
+          }
+          case 'range-split': {
+            const coordinator = readClusterFile(dir)!.coordinator;
+            const ranges = (await fetchStatus(coordinator)).config.ranges;
+            targets.push(ranges[0].ltc);
+            if (ranges.length === 1) {
+              await splitRange(coordinator, 1, keyOf(keys >> 1));
+            } else {
+              if (ranges[1].ltc !== ranges[0].ltc) await moveRange(coordinator, ranges[1].id, ranges[0].ltc);
+              await mergeRanges(coordinator, 1, ranges[1].id);
+            }
             break;
           }
         }

@@ -1,6 +1,6 @@
 /**
  * `nova bench run --schedule`: cluster actions at given times of a run (the elasticity trace,
- * the paper's Figure 4.16), e.g. "20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove".
+ * the paper's Figure 4.16), e.g. "20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove, 100s stoc remove".
  * Parsing is pure; the nova engine carries the actions out (store-nova.ts, KvStore.act).
  */
 
@@ -11,7 +11,7 @@ export interface ScheduledAction {
   /** When, from the run's start. */
   atMs: number;
   name: ActionName;
-  /** ltc remove [ID], ltc kill [ID], range move R LTC. */
+  /** ltc remove [ID], ltc kill [ID], stoc remove [ID], range move R LTC. */
   args: number[];
 }
 
@@ -42,15 +42,14 @@ export function parseSchedule(text: string): ScheduledAction[] {
     const words = m[2].trim().split(/\s+/);
     const name = ACTIONS.find((a) => words.slice(0, a.split(' ').length).join(' ') === a);
     if (!name) throw new Error(`schedule: unknown action "${m[2]}": use ${ACTIONS.join(', ')}`);
-    if (name === 'stoc remove') throw new Error('schedule: stoc remove is not implemented yet (a StoC\'s fragments and replicas cannot be moved elsewhere yet)');
     const args = words.slice(name.split(' ').length).map((w) => {
       const n = Number(w);
       if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`schedule: "${part}": "${w}" is not an id`);
       return n;
     });
-    const max = name === 'range move' ? 2 : name === 'ltc remove' || name === 'ltc kill' ? 1 : 0;
+    const max = name === 'range move' ? 2 : name === 'ltc remove' || name === 'ltc kill' || name === 'stoc remove' ? 1 : 0;
     if (args.length > max || (name === 'range move' && args.length !== 2)) {
-      throw new Error(`schedule: "${part}": ${name === 'range move' ? 'range move takes a range and an LTC' : max === 1 ? `${name} takes at most an LTC id` : `${name} takes no arguments`}`);
+      throw new Error(`schedule: "${part}": ${name === 'range move' ? 'range move takes a range and an LTC' : max === 1 ? `${name} takes at most ${name === 'stoc remove' ? 'a StoC' : 'an LTC'} id` : `${name} takes no arguments`}`);
     }
     const atMs = Number(m[1]) * 1000;
     if (out.length > 0 && atMs < out[out.length - 1].atMs) throw new Error(`schedule: "${part}" comes before the action listed ahead of it: list them in time order`);

@@ -1,6 +1,6 @@
 /** `nova`: a Nova cluster through NovaClient, started in the run's directory or given. */
 import { NovaClient } from '../../src/client/nova-client.js';
-import { NOVA_BIN, addComponent, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, up } from '../../src/control/cluster-control.js';
+import { NOVA_BIN, addComponent, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, up } from '../../src/control/cluster-control.js';
 import type { ActionOutcome, ScheduledAction } from './schedule.js';
 import { rangeOf } from '../../src/cluster/config.js';
 import { KNOBS } from '../../src/cluster/knobs.js';
@@ -153,7 +153,14 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
       const failoverMs = Date.now() - t0;
       return { detail: `ltc ${id} killed; its ranges served elsewhere after ${failoverMs} ms`, moves: [], failoverMs };
     }
-    case 'stoc remove':
-      throw new Error('stoc remove is not implemented yet');
+    case 'stoc remove': {
+      // By default the newest StoC (drained: nothing is lost).
+      const stocs = (await fetchStatus(coordinator)).config.members.filter((m) => m.role === 'stoc').map((m) => m.id);
+      const id = a.args[0] ?? Math.max(...stocs);
+      const r = await removeStocFrom(dir, coordinator, id, false);
+      const copied = r.ltcs.reduce((n, l) => n + l.tablesCopied, 0);
+      const merged = r.ltcs.reduce((n, l) => n + l.l0Merged, 0);
+      return { detail: `stoc ${id} drained and removed: ${copied} table(s) copied, ${merged} L0 table(s) merged off it`, moves: [] };
+    }
   }
 }

@@ -10,9 +10,8 @@ import { NovaClient, coordinatorOf } from '../client/nova-client.js';
 import type { Settings } from '../cluster/config.js';
 import { KNOBS, defaultText, refuseConflicts } from '../cluster/knobs.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
-import { printable } from '../tools/inspect.js';
-import { addComponent, down, fetchStatus, readClusterFile, rebalance, removeLtc, storedConfig, up } from '../control/cluster-control.js';
-import { NovaError } from '../common/errors.js';
+import { printable } from '../common/printable.js';
+import { addComponent, down, fetchStatus, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
 import { DEFAULT_PEERS } from '../stoc/stoc-server.js';
 import { runCoordinator, runLtc, runStoc } from './components.js';
 
@@ -143,7 +142,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .description('start a local cluster in the background (or what is missing of it) and wait until it serves')
     .option('--dir <path>', 'the cluster\'s directory', DEFAULT_DIR)
     .option('--ltcs <n>', 'η: LTCs (default 1, or as many as the cluster had); on a running cluster, LTCs are added or removed to reach it', positiveInt)
-    .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had); on a running cluster, StoCs are added to reach it', positiveInt)
+    .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had); on a running cluster, StoCs are added or removed (drained) to reach it', positiveInt)
     .option('--host <host>', 'address components listen on (0.0.0.0: every interface)', '127.0.0.1')
     .option('--advertise <host>', 'the address clients reach the coordinator and LTCs at (default: --host, or 127.0.0.1 for 0.0.0.0)'))
     .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string; advertise?: string }) => {
@@ -211,7 +210,7 @@ export function addClusterCommands(program: Command, bin: string): void {
   for (const role of ['stoc', 'ltc'] as const) {
     const name = role === 'stoc' ? 'StoC' : 'LTC';
     const group = program.command(role).description(role === 'stoc'
-      ? 'StoCs: run one in the foreground (the default) or add one to a running cluster (removing one is not implemented yet)'
+      ? 'StoCs: run one in the foreground (the default), add one to a running cluster, or remove one'
       : 'LTCs: run one in the foreground (the default), add one to a running cluster, or remove one');
     group.command('run', { isDefault: true })
       .description(role === 'stoc' ? 'run a StoC (storage component) in the foreground' : 'run an LTC (LSM-tree component) in the foreground')
@@ -244,15 +243,32 @@ export function addClusterCommands(program: Command, bin: string): void {
         if (o.json) console.log(JSON.stringify({ role, id: c.id, pid: c.pid, ...(role === 'ltc' ? { ranges } : {}) }, null, 2));
         else console.log(`${role} ${c.id} up (pid ${c.pid})${role === 'ltc' ? `; ranges ${ranges.join(', ') || 'none'}` : ''}`);
       });
-    group.command('remove <id>')
+    const remove = group.command('remove <id>')
       .description(role === 'stoc'
-        ? 'remove a StoC (not implemented yet: its fragments and replicas must be copied elsewhere first)'
+        ? 'remove a StoC: it takes no new files, every LTC copies its ranges\' tables, logs and MANIFESTs off it, then it stops and leaves the configuration. ' +
+          'With --dead, for a StoC gone for good: it leaves at once, and each range drops the tables that had a fragment on it, listed by name'
         : 'remove an LTC: its ranges move to the other LTCs first, then it stops and leaves the configuration')
       .option('--coordinator <host:port>', 'the cluster\'s coordinator (a cluster on other machines: its process is not waited for)')
       .option('--dir <path>', 'or the directory of `nova up`', DEFAULT_DIR)
-      .option('--json', 'print JSON', false)
-      .action(async (id: string, o: { coordinator?: string; dir: string; json: boolean }) => {
-        if (role === 'stoc') throw new NovaError('BAD_ARGUMENT', 'nova stoc remove is not implemented yet: a StoC\'s table fragments and log and MANIFEST replicas cannot be copied elsewhere yet');
+      .option('--json', 'print JSON', false);
+    if (role === 'stoc') remove.option('--dead', 'the StoC is gone for good (refused while it is alive): recovery stops waiting for it; what only it held is lost and listed', false);
+    remove
+      .action(async (id: string, o: { coordinator?: string; dir: string; json: boolean; dead?: boolean }) => {
+        if (role === 'stoc') {
+          const r = await removeStocFrom(o.coordinator ? undefined : o.dir, o.coordinator ?? coordinatorOf(o.dir), positiveInt(id), o.dead === true);
+          const lost = r.ltcs.flatMap((l) => l.lost.map((t) => `LTC ${l.ltc} ${t}`));
+          if (lost.length > 0) process.exitCode = 1; // data is gone: scripts must notice
+          if (o.json) {
+            console.log(JSON.stringify(r, null, 2));
+            return;
+          }
+          const copied = r.ltcs.reduce((n, l) => n + l.tablesCopied, 0);
+          const merged = r.ltcs.reduce((n, l) => n + l.l0Merged, 0);
+          console.log(`stoc ${r.stoc} removed${r.dead ? ' as dead' : ' (drained)'}: ${copied} table(s) copied and ${merged} L0 table(s) merged off it by ${r.ltcs.length} LTC(s); ${lost.length} table(s) lost`);
+          for (const t of lost) console.log(`  lost: ${t}`);
+          if (r.silent.length > 0) console.log(`  LTC ${r.silent.join(', ')} did not answer: their ranges drop what was lost when they open (see their logs)`);
+          return;
+        }
         const r = await removeLtc(o.coordinator ? undefined : o.dir, o.coordinator ?? coordinatorOf(o.dir), positiveInt(id));
         if (o.json) console.log(JSON.stringify(r, null, 2));
         else console.log(`ltc ${r.ltc} removed${r.stopped ? ' and stopped' : ' (it did not answer: stop it by hand if it runs)'}; ${r.moves.map((m) => `range ${m.range} to LTC ${m.to} (${m.unavailableMs} ms)`).join(', ') || 'it held no range'}`);

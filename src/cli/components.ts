@@ -52,16 +52,21 @@ export interface ComponentCli {
 export async function runStoc(o: ComponentCli): Promise<void> {
   const log = logger(`stoc ${o.id}`);
   const stop = stopSignal();
+  let remove = (): void => undefined;
+  const removed = new Promise<string>((resolve) => { remove = () => resolve('removal from the cluster'); });
   const s = await StocServer.start({ dir: o.dir, id: o.id, memoryBytes: o.memoryBytes, peers: o.peers });
   let m: Membership;
   try {
-    m = await Membership.join({ coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host, onConfig: (c) => s.setCompactionLimit(c.settings.stocCompactions), onLog: log });
+    m = await Membership.join({
+      coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host,
+      onConfig: (c) => s.setCompactionLimit(c.settings.stocCompactions), onLog: log, onRemoved: remove,
+    });
   } catch (err) {
     await s.close();
     throw err;
   }
   log(`serving files in ${o.dir}; registered with ${o.coordinator}`);
-  log(`stopping on ${await stop}`);
+  log(`stopping on ${await Promise.race([stop, removed])}`);
   m.stop();
   await s.close();
 }

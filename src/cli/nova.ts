@@ -16,7 +16,8 @@ import { compareTable, runTable, scheduleLines, sessionHtml } from '../../bench/
 import { ACTIONS, parseSchedule, type ScheduledAction } from '../../bench/ycsb/schedule.js';
 import { compareRows, runSession } from '../../bench/ycsb/session.js';
 import { WORKLOADS, parseWorkload } from '../../bench/ycsb/workload.js';
-import { checkFile, dumpFile, printable, type FileKind } from '../tools/inspect.js';
+import { checkFile, dumpFile, type FileKind } from '../tools/inspect.js';
+import { printable } from '../common/printable.js';
 import { FAULT_KINDS, MULTI_LTC_FAULTS, runFaults, type FaultKind } from '../../bench/faults/runner.js';
 import { faultHtml, faultSummary } from '../../bench/faults/report.js';
 import { addClusterCommands } from './cluster-commands.js';

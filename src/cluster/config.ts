@@ -25,6 +25,8 @@ export interface Member {
   host: string;
   /** Which process registered it (random per process): a new one means a restart. */
   incarnation?: string;
+  /** StoC: being drained (`nova stoc remove`): its files are read and copied away, and no new one goes to it. */
+  draining?: boolean;
 }
 
 export interface RangeInfo {
@@ -45,6 +47,18 @@ export interface RangeInfo {
    * has cleared the field (doc/decisions/range-moves.md).
    */
   from?: number;
+  /**
+   * A split or merge in progress: keys [start, end) of this range are still being copied in from
+   * range `from`'s engine, on the same LTC. Until the coordinator clears the field they are read
+   * there and their writes refused (doc/decisions/range-splits.md).
+   */
+  fill?: Fill;
+}
+
+export interface Fill {
+  from: number;
+  start: Buffer;
+  end?: Buffer;
 }
 
 /** The cluster's knobs: what each means, its flag and default are in knobs.ts. */
@@ -99,6 +113,13 @@ export interface Settings {
 export interface ClusterConfig {
   id: number;
   ranges: RangeInfo[];
+  /** The largest range id ever given: ids are never used twice (a range's files carry its id). */
+  lastRange: number;
+  /**
+   * StoCs removed from the cluster (`nova stoc remove`); their ids are never used again. A table
+   * with a fragment on one removed as dead is lost (the others were drained first).
+   */
+  removedStocs?: number[];
   members: Member[];
   settings: Settings;
 }
@@ -142,10 +163,10 @@ export function memberOf(config: ClusterConfig, role: Role, id: number): Member 
  * configuration does not have; BUSY for a range already moving.
  */
 export function startMove(config: ClusterConfig, range: number, to: number): ClusterConfig {
-  const r = config.ranges.find((x) => x.id === range);
-  if (!r) throw new NovaError('BAD_ARGUMENT', `there is no range ${range} (ranges: ${config.ranges.map((x) => x.id).join(', ')})`);
+  const r = rangeById(config, range);
   if (!memberOf(config, 'ltc', to)) throw new NovaError('BAD_ARGUMENT', `there is no LTC ${to} (LTCs: ${config.members.filter((m) => m.role === 'ltc').map((m) => m.id).join(', ') || 'none'})`);
   if (r.from !== undefined) throw new NovaError('BUSY', `range ${range} is moving from LTC ${r.from} to LTC ${r.ltc}; wait until it is done`);
+  refuseFilling(config, r);
   if (r.ltc === to) throw new NovaError('BAD_ARGUMENT', `range ${range} is on LTC ${to} already`);
   return withRange(config, { ...r, ltc: to, from: r.ltc });
 }
@@ -169,6 +190,97 @@ export function abandonMove(config: ClusterConfig, range: number, from: number):
   const r = config.ranges.find((x) => x.id === range);
   if (r?.from !== from) return undefined;
   return withRange(config, { ...settled(r), ltc: from, epoch: config.id + 1 });
+}
+
+/** BUSY if `r` is being filled, or is what another range is filled from (the two stay on one LTC until it is done). */
+function refuseFilling(config: ClusterConfig, r: RangeInfo): void {
+  if (r.fill) throw new NovaError('BUSY', `range ${r.id} is taking in keys from range ${r.fill.from} (a split or merge); wait until it is done`);
+  const into = config.ranges.find((x) => x.fill?.from === r.id);
+  if (into) throw new NovaError('BUSY', `range ${into.id} is taking in keys from range ${r.id} (a split or merge); wait until it is done`);
+}
+
+/**
+ * The configuration after range `range` starts splitting at `at`: it keeps [start, at), and a
+ * new range (the next id) takes [at, end) on the same LTC, filled from it. BAD_ARGUMENT for a
+ * range the configuration does not have or a key not strictly inside it; BUSY while it moves
+ * or fills.
+ */
+export function startSplit(config: ClusterConfig, range: number, at: Buffer): ClusterConfig {
+  const r = rangeById(config, range);
+  if (r.from !== undefined) throw new NovaError('BUSY', `range ${range} is moving from LTC ${r.from} to LTC ${r.ltc}; wait until it is done`);
+  refuseFilling(config, r);
+  const inside = compareBytes(r.start, 0, r.start.length, at, 0, at.length) < 0 &&
+    (r.end === undefined || compareBytes(at, 0, at.length, r.end, 0, r.end.length) < 0);
+  if (!inside) throw new NovaError('BAD_ARGUMENT', `a split key must lie strictly inside range ${range}'s interval, after its first key`);
+  const id = config.lastRange + 1;
+  const next = config.id + 1;
+  const right: RangeInfo = { id, start: at, end: r.end, ltc: r.ltc, epoch: next, fill: { from: range, start: at, end: r.end } };
+  const ranges = config.ranges.flatMap((x) => (x.id === range ? [{ ...x, end: at }, right] : [x]));
+  return { ...config, id: next, lastRange: id, ranges };
+}
+
+/**
+ * The configuration after range `into` starts taking in the adjacent range `from` on its LTC:
+ * `into` covers both intervals and is filled from `from`, which leaves the configuration (its
+ * LTC keeps its engine open for the fill). BAD_ARGUMENT unless both exist, are adjacent and on
+ * one LTC; BUSY while either moves or fills.
+ */
+export function startMerge(config: ClusterConfig, into: number, from: number): ClusterConfig {
+  const a = rangeById(config, into);
+  const b = rangeById(config, from);
+  if (into === from) throw new NovaError('BAD_ARGUMENT', 'a range cannot be merged with itself');
+  for (const r of [a, b]) {
+    if (r.from !== undefined) throw new NovaError('BUSY', `range ${r.id} is moving from LTC ${r.from} to LTC ${r.ltc}; wait until it is done`);
+    refuseFilling(config, r);
+  }
+  if (a.ltc !== b.ltc) throw new NovaError('BAD_ARGUMENT', `ranges ${into} and ${from} are on LTCs ${a.ltc} and ${b.ltc}: move one first (nova range move ${from} --to ${a.ltc})`);
+  const same = (x: Buffer | undefined, y: Buffer): boolean => x !== undefined && x.equals(y);
+  const before = same(b.end, a.start);
+  if (!before && !same(a.end, b.start)) throw new NovaError('BAD_ARGUMENT', `ranges ${into} and ${from} are not adjacent`);
+  const merged: RangeInfo = { ...a, start: before ? b.start : a.start, end: before ? a.end : b.end, fill: { from, start: b.start, end: b.end } };
+  return { ...config, id: config.id + 1, ranges: config.ranges.filter((x) => x.id !== from).map((x) => (x.id === into ? merged : x)) };
+}
+
+/**
+ * The configuration with StoC `stoc` draining: no new file goes to it, and the LTCs copy what
+ * it holds elsewhere. BAD_ARGUMENT for a StoC the configuration does not have, or the last one.
+ */
+export function startDrain(config: ClusterConfig, stoc: number): ClusterConfig {
+  refuseStocRemoval(config, stoc);
+  return { ...config, id: config.id + 1, members: config.members.map((m) => (m.role === 'stoc' && m.id === stoc ? { ...m, draining: true } : m)) };
+}
+
+/** The configuration without StoC `stoc`, whose id is never used again. BAD_ARGUMENT as startDrain. */
+export function removeStoc(config: ClusterConfig, stoc: number): ClusterConfig {
+  refuseStocRemoval(config, stoc);
+  return {
+    ...config, id: config.id + 1,
+    members: config.members.filter((m) => !(m.role === 'stoc' && m.id === stoc)),
+    removedStocs: [...new Set([...(config.removedStocs ?? []), stoc])].sort((a, b) => a - b),
+  };
+}
+
+function refuseStocRemoval(config: ClusterConfig, stoc: number): void {
+  const stocs = config.members.filter((m) => m.role === 'stoc');
+  if (!stocs.some((m) => m.id === stoc)) {
+    const gone = config.removedStocs?.includes(stoc) ? ' (it was removed already)' : '';
+    throw new NovaError('BAD_ARGUMENT', `there is no StoC ${stoc}${gone} (StoCs: ${stocs.map((m) => m.id).join(', ') || 'none'})`);
+  }
+  if (stocs.length === 1) throw new NovaError('BAD_ARGUMENT', `StoC ${stoc} is the only StoC: its files would have nowhere to go (add a StoC first)`);
+}
+
+/** The configuration after range `range`'s fill is done: it serves all its interval. Undefined if it was not filling. */
+export function endFill(config: ClusterConfig, range: number): ClusterConfig | undefined {
+  const r = config.ranges.find((x) => x.id === range);
+  if (!r?.fill) return undefined;
+  const { fill: _, ...rest } = r;
+  return withRange(config, rest);
+}
+
+function rangeById(config: ClusterConfig, range: number): RangeInfo {
+  const r = config.ranges.find((x) => x.id === range);
+  if (!r) throw new NovaError('BAD_ARGUMENT', `there is no range ${range} (ranges: ${config.ranges.map((x) => x.id).join(', ')})`);
+  return r;
 }
 
 /** `r` with no move in progress. */
@@ -200,7 +312,12 @@ export function failOver(config: ClusterConfig, dead: ReadonlySet<number>, live:
     changed ||= x !== r;
     return x;
   });
-  return changed ? { ...config, id, ranges } : undefined;
+  // A range being filled stays with the range it is filled from.
+  const together = ranges.map((x) => {
+    const src = x.fill ? ranges.find((y) => y.id === x.fill!.from) : undefined;
+    return src && src.ltc !== x.ltc ? { ...x, ltc: src.ltc, epoch: id } : x;
+  });
+  return changed ? { ...config, id, ranges: together } : undefined;
 }
 
 function withRange(config: ClusterConfig, r: RangeInfo): ClusterConfig {
@@ -209,19 +326,20 @@ function withRange(config: ClusterConfig, r: RangeInfo): ClusterConfig {
 
 /** JSON form: keys as hex. */
 export function configToJson(c: ClusterConfig): unknown {
-  return { ...c, ranges: c.ranges.map((r) => ({ ...r, start: r.start.toString('hex'), end: r.end?.toString('hex') })) };
+  const hex = (b: Buffer | undefined): string | undefined => b?.toString('hex');
+  return { ...c, ranges: c.ranges.map((r) => ({ ...r, start: hex(r.start), end: hex(r.end), ...(r.fill ? { fill: { ...r.fill, start: hex(r.fill.start), end: hex(r.fill.end) } } : {}) })) };
 }
 
 export function configFromJson(j: unknown, what: string): ClusterConfig {
-  const c = j as Omit<ClusterConfig, 'ranges'> & { ranges: Array<{ id: number; start: string; end?: string | null; ltc: number; epoch?: number; from?: number }> };
+  const c = j as Omit<ClusterConfig, 'ranges'> & { ranges: Array<{ id: number; start: string; end?: string | null; ltc: number; epoch?: number; from?: number; fill?: unknown }> };
   if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges) || !Array.isArray(c.members) || typeof c.settings !== 'object') {
     throw new NovaError('CORRUPTION', `${what}: not a cluster configuration`);
   }
+  const hex = (x: unknown): Buffer | undefined => (typeof x === 'string' ? Buffer.from(x, 'hex') : undefined);
+  const ranges = c.ranges.map((r) => decodedRange(r, hex(r.start) ?? Buffer.alloc(0), hex(r.end), hex));
   return {
-    id: c.id,
-    members: c.members,
-    settings: { ...DEFAULT_SETTINGS, ...c.settings },
-    ranges: c.ranges.map((r) => decodedRange(r, Buffer.from(r.start, 'hex'), r.end === undefined || r.end === null ? undefined : Buffer.from(r.end, 'hex'))),
+    id: c.id, members: c.members, settings: { ...DEFAULT_SETTINGS, ...c.settings }, ranges, lastRange: lastRangeOf(c.lastRange, ranges),
+    ...removedOf(c.removedStocs),
   };
 }
 
@@ -229,17 +347,28 @@ export function configFromJson(j: unknown, what: string): ClusterConfig {
 export function configFromWire(w: unknown): ClusterConfig {
   const c = w as ClusterConfig;
   if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges)) throw new NovaError('CORRUPTION', 'configuration from the coordinator is malformed');
-  return {
-    ...c,
-    ranges: c.ranges.map((r) => decodedRange(r, Buffer.from(r.start as Uint8Array), r.end ? Buffer.from(r.end as Uint8Array) : undefined)),
-  };
+  const bytes = (x: unknown): Buffer | undefined => (x instanceof Uint8Array ? Buffer.from(x) : undefined);
+  const ranges = c.ranges.map((r) => decodedRange(r, bytes(r.start) ?? Buffer.alloc(0), bytes(r.end), bytes));
+  return { ...c, ranges, lastRange: lastRangeOf(c.lastRange, ranges), ...removedOf(c.removedStocs) };
+}
+
+function removedOf(x: unknown): { removedStocs?: number[] } {
+  return Array.isArray(x) ? { removedStocs: x.filter((n): n is number => typeof n === 'number') } : {};
+}
+
+/** A configuration from before `lastRange`: its largest range id. */
+function lastRangeOf(stored: unknown, ranges: RangeInfo[]): number {
+  return Math.max(typeof stored === 'number' ? stored : 0, ...ranges.map((r) => r.id));
 }
 
 /** A range read from a file or the wire, with its bounds decoded: only its own fields, typed. */
-function decodedRange(r: { id: number; ltc: number; epoch?: unknown; from?: unknown }, start: Buffer, end: Buffer | undefined): RangeInfo {
+function decodedRange(r: { id: number; ltc: number; epoch?: unknown; from?: unknown; fill?: unknown }, start: Buffer, end: Buffer | undefined,
+  key: (x: unknown) => Buffer | undefined): RangeInfo {
+  const f = r.fill as { from?: unknown; start?: unknown; end?: unknown } | undefined | null;
   return {
     // A configuration from before epochs: every range at its first.
     id: r.id, ltc: r.ltc, epoch: typeof r.epoch === 'number' ? r.epoch : 1, start, end,
     ...(typeof r.from === 'number' ? { from: r.from } : {}),
+    ...(f && typeof f.from === 'number' ? { fill: { from: f.from, start: key(f.start) ?? Buffer.alloc(0), end: key(f.end) } } : {}),
   };
 }

@@ -26,6 +26,8 @@ export interface MembershipOptions {
   onRenewed?: (at: number) => void;
   onConfig: (config: ClusterConfig) => void;
   onLog?: (line: string) => void;
+  /** Called once the coordinator says this process was removed from the cluster: it should stop. */
+  onRemoved?: () => void;
 }
 
 export interface RangeReport {
@@ -35,6 +37,8 @@ export interface RangeReport {
   holding: number[];
   /** [range, requests, bytes written] since this process opened each range. */
   load: Array<[number, number, number]>;
+  /** Ranges whose fill (a split or merge) is done here, under the configuration it reports. */
+  filled: number[];
 }
 
 export class Membership {
@@ -109,6 +113,14 @@ export class Membership {
     this.accept(configFromWire(c));
   }
 
+  /** Stops, and says so, if `err` is the coordinator saying this process was removed from the cluster. */
+  private removedIf(err: NovaError): void {
+    if ((err as { detail?: unknown }).detail !== 'removed' || this.stopped) return;
+    this.o.onLog?.(`removed from the cluster: ${err.message}`);
+    this.stop();
+    this.o.onRemoved?.();
+  }
+
   private accept(c: ClusterConfig): void {
     if (c.id <= this.configId) return;
     this.configId = c.id;
@@ -123,7 +135,7 @@ export class Membership {
       const link = await this.locator.connection();
       const r = this.o.ranges?.();
       const sent = performance.now();
-      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], this.incarnation]);
+      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], this.incarnation, r?.filled ?? []]);
       // Renewed only with the configuration it renews under applied: else a deposed LTC would serve by the old one.
       if (id > this.configId) await this.refresh();
       this.renew(sent);
@@ -131,13 +143,15 @@ export class Membership {
     } catch (err) {
       const e = err as NovaError;
       if (e.code === 'STALE_CONFIG') {
-        if (!this.stopped) await this.register().catch(() => undefined); // the coordinator forgot us (new directory)
+        // The coordinator forgot us (a new directory), or removed us (then we stop).
+        if (!this.stopped) await this.register().catch((x: NovaError) => this.removedIf(x));
         return;
       }
       if (e.code === 'BUSY') {
-        // Another process registered under our id: ours lapses, and we do not take the id back.
+        // Another process registered under our id, or we were removed: ours lapses, and we do not take the id back.
         if (e.message !== this.lastError) this.o.onLog?.(`heartbeat refused: ${e.message}; this process serves nothing more`);
         this.lastError = e.message;
+        this.removedIf(e);
         return;
       }
       this.followMove();

@@ -18,7 +18,7 @@ import { NovaError } from '../common/errors.js';
 import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import { isWildcard } from '../net/tcp-rpc-server.js';
-import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type RemoveReport } from '../coordinator/coordinator.js';
+import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type ReshapeReport, type StocRemoveReport, type RemoveReport } from '../coordinator/coordinator.js';
 import { configFromWire, type ClusterConfig } from '../cluster/config.js';
 
 const HERE = fileURLToPath(import.meta.url);
@@ -125,7 +125,7 @@ export async function fetchStatus(coordinator: string, timeoutMs = 5_000): Promi
   }
 }
 
-/** How long `nova up` waits for a rebalance under way (BUSY) before it removes an LTC: one moves many ranges. */
+/** How long `nova up` waits for a rebalance under way (BUSY) before it removes an LTC or StoC: one moves many ranges. */
 const REMOVE_WAIT_MS = 10 * 60_000;
 /** How long `nova range move` waits: the old LTC letting go, then the new one opening (coordinator.ts). */
 const MOVE_TIMEOUT_MS = 120_000;
@@ -133,6 +133,20 @@ const MOVE_TIMEOUT_MS = 120_000;
 /** Moves range `range` to LTC `to` through the coordinator; resolves once it serves there. */
 export function moveRange(coordinator: string, range: number, to: number): Promise<MoveReport> {
   return coordinatorCall<MoveReport>(coordinator, 'move', [range, to], MOVE_TIMEOUT_MS);
+}
+
+/** How long `nova range split|merge` waits for the LTC to copy the keys (coordinator.ts FILL_MS). */
+const FILL_TIMEOUT_MS = 610_000;
+
+/** Splits range `range` at `at` (by default where its load divides); resolves once the new range serves. */
+export async function splitRange(coordinator: string, range: number, at: Buffer | undefined): Promise<ReshapeReport> {
+  const r = await coordinatorCall<ReshapeReport>(coordinator, 'split', [range, at ?? null], FILL_TIMEOUT_MS);
+  return { ...r, ...(r.at ? { at: Buffer.from(r.at) } : {}) };
+}
+
+/** Merges range `from` into the adjacent range `into` on the same LTC; resolves once `into` serves both. */
+export function mergeRanges(coordinator: string, into: number, from: number): Promise<ReshapeReport> {
+  return coordinatorCall<ReshapeReport>(coordinator, 'merge', [into, from], FILL_TIMEOUT_MS);
 }
 
 /** The configuration the coordinator of the cluster in `dir` keeps, if it has one yet. */
@@ -143,8 +157,9 @@ export function storedConfig(dir: string): ClusterConfig | undefined {
 /**
  * Starts what is missing of the cluster in `o.dir` and waits until every range is served. The
  * components are those of cluster.json (a new cluster: 1 LTC and 3 StoCs); `ltcs` and `stocs`
- * grow or shrink them: new ones take the next ids, and the LTCs with the highest ids are
- * removed (their ranges moved first: removeLtc).
+ * grow or shrink them: new ones take the next ids (never those of StoCs removed before), and
+ * the LTCs and StoCs with the highest ids are removed (an LTC's ranges moved first: removeLtc;
+ * a StoC drained first: removeStocFrom).
  */
 export async function up(o: UpOptions): Promise<ClusterFile> {
   const dir = resolve(o.dir);
@@ -153,18 +168,17 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   const old = readClusterFile(dir);
   const running = (role: ComponentRole, id: number): Component | undefined =>
     old?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid, componentDir(dir, role, id)));
+  // Ids of StoCs removed from the cluster are not used again.
+  const removed = storedConfig(dir)?.removedStocs ?? [];
   const want = (role: 'ltc' | 'stoc', given: number | undefined, fresh: number): { keep: number[]; drop: number[] } => {
     const have = old ? [...new Set(old.components.filter((c) => c.role === role).map((c) => c.id))].sort((a, b) => a - b) : [];
     const n = given ?? (have.length > 0 ? have.length : fresh);
     const keep = have.slice(0, n);
-    for (let id = Math.max(0, ...have) + 1; keep.length < n; id++) keep.push(id);
+    for (let id = Math.max(0, ...have, ...(role === 'stoc' ? removed : [])) + 1; keep.length < n; id++) keep.push(id);
     return { keep, drop: have.slice(n) };
   };
   const ltcs = want('ltc', o.ltcs, 1);
   const stocs = want('stoc', o.stocs, 3);
-  if (stocs.drop.length > 0) {
-    throw new NovaError('BAD_ARGUMENT', `the cluster has ${stocs.keep.length + stocs.drop.length} StoCs: removing StoCs is not implemented yet`);
-  }
   const components: Component[] = [];
   const opts = { ...o, dir };
 
@@ -187,7 +201,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     progress(`coordinator started at ${address} (pid ${pid})`);
   }
   components.push(coordinator);
-  for (const [role, ids] of [['stoc', stocs.keep], ['ltc', [...ltcs.keep, ...ltcs.drop]]] as const) {
+  for (const [role, ids] of [['stoc', [...stocs.keep, ...stocs.drop]], ['ltc', [...ltcs.keep, ...ltcs.drop]]] as const) {
     for (const id of ids) {
       let c = running(role, id);
       if (!c) {
@@ -199,24 +213,31 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   }
   let file: ClusterFile = { coordinator: address!, components };
   replaceFile(dir, 'cluster.json', JSON.stringify(file, null, 1) + '\n');
-  await waitUntilServing(file, ltcs.keep.length + ltcs.drop.length, stocs.keep.length, o.timeoutMs ?? 60_000, progress, dir);
+  await waitUntilServing(file, ltcs.keep.length + ltcs.drop.length, stocs.keep.length + stocs.drop.length, o.timeoutMs ?? 60_000, progress, dir);
   for (const id of ltcs.drop.reverse()) {
-    // A rebalance the coordinator runs on its own may hold it for a moment (BUSY): wait for it.
-    let r: RemoveReport;
-    const until = Date.now() + REMOVE_WAIT_MS;
-    for (;;) {
-      try {
-        r = await removeLtc(dir, address!, id);
-        break;
-      } catch (err) {
-        if ((err as NovaError).code !== 'BUSY' || Date.now() > until) throw err;
-        await sleep(1_000);
-      }
-    }
+    const r = await whenNotBusy(() => removeLtc(dir, address!, id));
     progress(`ltc ${id} removed (${r.moves.length} range move(s))`);
     file = readClusterFile(dir)!;
   }
+  for (const id of stocs.drop.reverse()) {
+    const r = await whenNotBusy(() => removeStocFrom(dir, address!, id, false));
+    progress(`stoc ${id} drained and removed (${r.ltcs.reduce((n, l) => n + l.tablesCopied + l.l0Merged, 0)} table(s) moved off it)`);
+    file = readClusterFile(dir)!;
+  }
   return file;
+}
+
+/** `op`, tried again while the coordinator is BUSY with a rebalance it runs on its own (up to REMOVE_WAIT_MS). */
+async function whenNotBusy<T>(op: () => Promise<T>): Promise<T> {
+  const until = Date.now() + REMOVE_WAIT_MS;
+  for (;;) {
+    try {
+      return await op();
+    } catch (err) {
+      if ((err as NovaError).code !== 'BUSY' || Date.now() > until) throw err;
+      await sleep(1_000);
+    }
+  }
 }
 
 /** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
@@ -240,7 +261,9 @@ export async function addComponent(o: Omit<UpOptions, 'ltcs' | 'stocs' | 'coordi
   const file = readClusterFile(dir);
   if (!file) throw new NovaError('UNAVAILABLE', `no cluster in ${o.dir} (no cluster.json): start one with nova up`);
   const taken = file.components.filter((c) => c.role === role).map((c) => c.id);
-  const n = id ?? Math.max(0, ...taken) + 1;
+  const removed = role === 'stoc' ? storedConfig(dir)?.removedStocs ?? [] : [];
+  if (id !== undefined && removed.includes(id)) throw new NovaError('BAD_ARGUMENT', `StoC ${id} was removed from the cluster and its id is not used again: give another --id`);
+  const n = id ?? Math.max(0, ...taken, ...removed) + 1;
   if (taken.includes(n)) throw new NovaError('BAD_ARGUMENT', `${role} ${n} is in the cluster already`);
   const pid = startComponent({ ...o, dir, coordinatorArgs: [] }, role, n, file.coordinator);
   const c: Component = { role, id: n, pid };
@@ -262,14 +285,35 @@ export async function addComponent(o: Omit<UpOptions, 'ltcs' | 'stocs' | 'coordi
  */
 export async function removeLtc(dir: string | undefined, coordinator: string, id: number): Promise<RemoveReport> {
   const r = await coordinatorCall<RemoveReport>(coordinator, 'removeLtc', [id], MOVE_TIMEOUT_MS * 4);
-  if (dir === undefined) return r;
+  if (dir !== undefined) await forgetComponent(dir, 'ltc', id, 60_000); // it flushes its memtables first
+  return r;
+}
+
+/**
+ * A component of the local cluster in `dir` that the coordinator removed: waits up to `waitMs`
+ * for it to stop on its own (SIGTERM after), and drops it from cluster.json.
+ */
+async function forgetComponent(dir: string, role: 'ltc' | 'stoc', id: number, waitMs: number): Promise<void> {
   const home = resolve(dir);
   const file = readClusterFile(home);
-  const c = file?.components.find((x) => x.role === 'ltc' && x.id === id);
-  if (!file || !c) return r;
-  for (let i = 0; i < 600 && isRunning(c.pid, componentDir(home, 'ltc', id)); i++) await sleep(100);
-  if (isRunning(c.pid, componentDir(home, 'ltc', id))) process.kill(c.pid, 'SIGTERM');
+  const c = file?.components.find((x) => x.role === role && x.id === id);
+  if (!file || !c) return;
+  for (const until = Date.now() + waitMs; Date.now() < until && isRunning(c.pid, componentDir(home, role, id));) await sleep(100);
+  if (isRunning(c.pid, componentDir(home, role, id))) process.kill(c.pid, 'SIGTERM');
   replaceFile(home, 'cluster.json', JSON.stringify({ ...file, components: file.components.filter((x) => x !== c) }, null, 1) + '\n');
+}
+
+/** How long `nova stoc remove` waits: every LTC copying its ranges' files off the StoC (coordinator.ts EVACUATE_MS). */
+const EVACUATE_TIMEOUT_MS = 610_000;
+
+/**
+ * `nova stoc remove`: the coordinator drains StoC `id` (or, `dead`, drops it and what only it
+ * held); on a local cluster (`dir`), this waits until its process has exited (it stops on its
+ * own once removed) and drops it from cluster.json.
+ */
+export async function removeStocFrom(dir: string | undefined, coordinator: string, id: number, dead: boolean): Promise<StocRemoveReport> {
+  const r = await coordinatorCall<StocRemoveReport>(coordinator, 'removeStoc', [id, dead], EVACUATE_TIMEOUT_MS);
+  if (dir !== undefined) await forgetComponent(dir, 'stoc', id, 10_000); // it stops at its next heartbeat
   return r;
 }
 

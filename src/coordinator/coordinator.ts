@@ -25,7 +25,7 @@ import { lockDir, replaceFile } from '../common/files.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import {
-  abandonMove, configFromJson, configToJson, endMove, failOver, makeRanges, memberOf, startMove, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
+  abandonMove, configFromJson, configToJson, endFill, endMove, failOver, makeRanges, memberOf, removeStoc, startDrain, startMerge, startMove, startSplit, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
 } from '../cluster/config.js';
 import { HEARTBEAT_MS } from '../cluster/membership.js';
 import { newSettings, refuseConflicts } from '../cluster/knobs.js';
@@ -49,6 +49,10 @@ const RELEASE_MS = 30_000;
 /** How long a move waits for the old LTC's flush before it moves the range all the same. */
 const FLUSH_MS = 5_000;
 const OPEN_MS = 60_000;
+/** How long removing a StoC waits for each LTC to take its ranges' files off it. */
+const EVACUATE_MS = 600_000;
+/** How long a split or merge waits for its LTC to copy the keys (it goes on after). */
+const FILL_MS = 600_000;
 
 /** The configuration a coordinator keeps in `dir`, if it has one; CORRUPTION naming the file if it does not read. */
 export function readConfigFile(dir: string): ClusterConfig | undefined {
@@ -115,6 +119,31 @@ export interface MoveReport {
   engineOpenMs: number;
   /** From the move's start until the range served again: the time it refused requests. */
   unavailableMs: number;
+}
+
+/** What removing a StoC did: per LTC, what its ranges copied off it, and the tables lost with it. */
+export interface StocRemoveReport {
+  stoc: number;
+  dead: boolean;
+  ltcs: Array<{ ltc: number; ranges: number; tablesCopied: number; bytesCopied: number; l0Merged: number; lost: string[] }>;
+  /** LTCs that did not answer (down): their ranges drop tables on a dead StoC when they open. */
+  silent: number[];
+}
+
+/** What a split or merge did: the ranges, where the split was, and what the LTC copied. */
+export interface ReshapeReport {
+  /** The range that keeps serving, and the one made (a split) or merged into it (a merge). */
+  range: number;
+  other: number;
+  ltc: number;
+  /** A split's key. */
+  at?: Buffer;
+  /** Keys and bytes copied, and how long their writes were refused. */
+  keys: number;
+  bytes: number;
+  fillMs: number;
+  unavailableMs: number;
+  configId: number;
 }
 
 /** What a rebalance planned and what its moves did (with `dryRun`, only the plan). */
@@ -189,6 +218,9 @@ export class Coordinator {
           move: (a) => c.move(a),
           rebalance: (a) => c.rebalance(a),
           removeLtc: (a) => c.removeLtc(a),
+          removeStoc: (a) => c.removeStoc(a),
+          split: (a) => c.split(a),
+          merge: (a) => c.merge(a),
         },
       });
     } catch (err) {
@@ -243,9 +275,11 @@ export class Coordinator {
       refuseConflicts(stored, this.o.settings ?? {}, this.o.splits, join(this.o.dir, CONFIG_FILE));
       return stored;
     }
+    const ranges = makeRanges(this.o.splits ?? [], this.o.ltcs ?? 1);
     const c: ClusterConfig = {
       id: 1,
-      ranges: makeRanges(this.o.splits ?? [], this.o.ltcs ?? 1),
+      ranges,
+      lastRange: ranges.length,
       members: [],
       settings: newSettings(this.o.settings ?? {}),
     };
@@ -337,6 +371,121 @@ export class Coordinator {
     return report;
   }
 
+  /**
+   * `removeStoc [id, dead]`: takes a StoC out of the cluster. Drained (not `dead`): it takes no
+   * new file, every LTC copies its ranges' files off it (evacuate), and only then does it leave
+   * the configuration. `dead` (gone for good): it leaves at once, so recovery stops waiting for
+   * it, and each range drops the tables that had a fragment there, named in the report.
+   */
+  private async removeStoc(args: unknown[]): Promise<StocRemoveReport> {
+    const [id, dead] = args;
+    if (!isId(id) || typeof dead !== 'boolean') throw new NovaError('BAD_ARGUMENT', 'removeStoc takes [StoC id, dead]');
+    removeStoc(this.config, id); // the argument errors
+    if (!dead && !this.alive('stoc', id)) {
+      throw new NovaError('UNAVAILABLE', `StoC ${id} is down: draining it copies what it holds, so start it again; if it is gone for good, remove it with --dead`);
+    }
+    if (dead && this.alive('stoc', id)) {
+      throw new NovaError('BAD_ARGUMENT', `StoC ${id} is alive: drain it (remove it without --dead), which loses nothing; --dead is for a StoC that is gone for good`);
+    }
+    if (this.reshaping) throw new NovaError('BUSY', 'a rebalance or a removal is running; try again when it is done');
+    this.reshaping = true;
+    try {
+      if (!dead) {
+        if (!memberOf(this.config, 'stoc', id)?.draining) this.publish(startDrain(this.config, id), `StoC ${id} draining`);
+        const drained = await this.evacuateAll(id);
+        if (drained.silent.length > 0) {
+          throw new NovaError('UNAVAILABLE', `LTC ${drained.silent.join(', ')} did not take its ranges' files off StoC ${id}; StoC ${id} stays (draining): run the removal again once they are up`);
+        }
+        this.retireMember('stoc', id);
+        this.publish(removeStoc(this.config, id), `StoC ${id} drained and removed`);
+        return { stoc: id, dead, ...drained };
+      }
+      this.retireMember('stoc', id);
+      this.publish(removeStoc(this.config, id), `StoC ${id} removed as dead: tables with a fragment on it are lost`);
+      return { stoc: id, dead, ...await this.evacuateAll(id) };
+    } finally {
+      this.reshaping = false;
+    }
+  }
+
+  /** Asks every LTC to take its ranges' files off StoC `stoc` (LtcServer evacuate). */
+  private async evacuateAll(stoc: number): Promise<Pick<StocRemoveReport, 'ltcs' | 'silent'>> {
+    const ltcs = this.config.members.filter((m) => m.role === 'ltc').map((m) => m.id);
+    const answers = await Promise.all(ltcs.map((l) => this.callLtc<StocRemoveReport['ltcs'][number]>(l, 'evacuate', [this.config.id, stoc, EVACUATE_MS], EVACUATE_MS + 5_000)
+      .then((r) => ({ ...r, ltc: l }), (err: Error) => {
+        this.o.onLog?.(`LTC ${l} did not take its files off StoC ${stoc}: ${err.message}`);
+        return l;
+      })));
+    return { ltcs: answers.filter((a): a is StocRemoveReport['ltcs'][number] => typeof a !== 'number'), silent: answers.filter((a): a is number => typeof a === 'number') };
+  }
+
+  /** Remembers the process of member `role` `id` as removed: it may not register or heartbeat again. */
+  private retireMember(role: Role, id: number): void {
+    const member = memberOf(this.config, role, id);
+    if (member?.incarnation !== undefined) {
+      this.retired.add(member.incarnation);
+      if (this.retired.size > RETIRED_KEPT) this.retired.delete(this.retired.values().next().value!);
+    }
+    this.seen.delete(memberKey(role, id));
+  }
+
+  /**
+   * `split [range, at | null]`: cuts a range in two at `at` (by default where its LTC says its
+   * load divides): the keys from `at` on go to a new range on the same LTC, which copies them in
+   * (doc/decisions/range-splits.md). Answers once the new range serves them.
+   */
+  private async split(args: unknown[]): Promise<ReshapeReport> {
+    const [range, at] = args;
+    if (!isId(range) || (at !== null && at !== undefined && !(at instanceof Uint8Array))) throw new NovaError('BAD_ARGUMENT', 'split takes [range id, key or null]');
+    const r = this.config.ranges.find((x) => x.id === range);
+    if (!r) throw new NovaError('BAD_ARGUMENT', `there is no range ${range} (ranges: ${this.config.ranges.map((x) => x.id).join(', ')})`);
+    let key = at instanceof Uint8Array ? Buffer.from(at) : undefined;
+    if (key === undefined) {
+      const k = await this.callLtc<Uint8Array | null>(r.ltc, 'splitKey', [range], 10_000);
+      if (!k) throw new NovaError('BAD_ARGUMENT', `range ${range} holds no key to split at: give one (--at KEY)`);
+      key = Buffer.from(k);
+    }
+    const next = startSplit(this.config, range, key);
+    this.publish(next, `range ${range} splitting at ${key.toString('hex')}: range ${next.lastRange} takes the keys from there`);
+    return this.awaitFill(range, next.lastRange, r.ltc, key);
+  }
+
+  /** `merge [into, from]`: range `from` (adjacent, on the same LTC) is copied into `into` and leaves the configuration. */
+  private async merge(args: unknown[]): Promise<ReshapeReport> {
+    const [into, from] = args;
+    if (!isId(into) || !isId(from)) throw new NovaError('BAD_ARGUMENT', 'merge takes [range id, range id]');
+    const next = startMerge(this.config, into, from);
+    this.publish(next, `range ${from} merging into range ${into}`);
+    return this.awaitFill(into, from, next.ranges.find((x) => x.id === into)!.ltc);
+  }
+
+  /** Waits for the LTC to fill the range that takes in keys (`range` or `other`), then ends the fill. */
+  private async awaitFill(range: number, other: number, ltc: number, at?: Buffer): Promise<ReshapeReport> {
+    const t0 = performance.now();
+    const filling = at ? other : range;
+    const started = this.config.id;
+    const rep = await this.callLtc<{ keys: number; bytes: number; fillMs: number }>(ltc, 'filled', [started, filling, FILL_MS], FILL_MS + 5_000).catch((err: Error) => {
+      throw new NovaError((err as NovaError).code ?? 'UNAVAILABLE', `range ${filling} is taking in its keys on LTC ${ltc}, which did not say it is done (${err.message}); ` +
+        'it goes on, and its LTC (or the one it fails over to) ends it: see nova range list');
+    });
+    this.endFill(filling, `range ${filling} took in its keys on LTC ${ltc}`);
+    return { range, other, ltc, ...(at ? { at } : {}), ...rep, unavailableMs: Math.round(performance.now() - t0), configId: this.config.id };
+  }
+
+  /** Ends the fill of `range`, if it is still filling. */
+  private endFill(range: number, why: string): void {
+    const next = endFill(this.config, range);
+    if (next) this.publish(next, why);
+  }
+
+  /**
+   * Whether which LTCs are alive is known: the grace after a start or pause is over, or every
+   * LTC has been heard from since (silence means nothing until then).
+   */
+  private knowsLiveness(now: number): boolean {
+    return now >= this.graceUntil || this.config.members.every((m) => m.role !== 'ltc' || this.alive('ltc', m.id, now));
+  }
+
   /** Gives the ranges of LTCs whose leases expired to live LTCs (the class comment). */
   private expireLeases(): void {
     const now = performance.now();
@@ -344,13 +493,13 @@ export class Coordinator {
     // A tick this late: we were paused (or starved), and the silence we saw was ours.
     if (now - this.lastTick > Math.min(1_000, lease / 4)) this.graceUntil = Math.max(this.graceUntil, now + lease);
     this.lastTick = now;
-    if (now < this.graceUntil) return;
     // LTCs that joined and sent a heartbeat: a rebalance gives them ranges.
     const joined = [...this.joined].filter((id) => this.alive('ltc', id, now));
-    if (joined.length > 0 && !this.reshaping) {
+    if (joined.length > 0 && !this.reshaping && this.knowsLiveness(now)) {
       for (const id of joined) this.joined.delete(id);
       this.autoRebalance(`LTC ${joined.join(', ')} joined`);
     }
+    if (now < this.graceUntil) return;
     const ltcs = this.config.members.filter((m) => m.role === 'ltc').map((m) => m.id);
     const silent = (id: number): boolean => now - (this.seen.get(memberKey('ltc', id))?.at ?? 0) >= lease;
     const dead = new Set(ltcs.filter(silent));
@@ -370,7 +519,8 @@ export class Coordinator {
   private plan(): PlannedMove[] {
     const now = performance.now();
     const live = this.config.members.filter((m) => m.role === 'ltc' && this.alive('ltc', m.id, now) && !this.removing.has(m.id)).map((m) => m.id);
-    const ranges = this.config.ranges.filter((r) => r.from === undefined).map((r) => {
+    const reshaping = (r: RangeInfo): boolean => r.fill !== undefined || this.config.ranges.some((x) => x.fill?.from === r.id);
+    const ranges = this.config.ranges.filter((r) => r.from === undefined && !reshaping(r)).map((r) => {
       const rate = this.loads.rate(r.id, now);
       return { range: r.id, ltc: r.ltc, load: rate ? loadOf(rate.requestsPerSec, rate.bytesWrittenPerSec) : 0 };
     });
@@ -397,7 +547,7 @@ export class Coordinator {
 
   /** A rebalance the coordinator starts on its own; one already running is enough. */
   private autoRebalance(why: string): void {
-    if (this.reshaping || performance.now() < this.graceUntil) return;
+    if (this.reshaping || !this.knowsLiveness(performance.now())) return;
     void this.rebalance([false]).then((r) => {
       if (r.moves.length > 0 || r.error) this.o.onLog?.(`${why}: rebalanced, ${r.moves.length} of ${r.plan.length} move(s)${r.error ? `; stopped: ${r.error}` : ''}`);
     }, () => undefined);
@@ -441,14 +591,9 @@ export class Coordinator {
         stopped = await this.callLtc(id, 'retire', [], 10_000).then(() => true, () => false);
         if (!holds()) break; // else a range came to it meanwhile: move that one too
       }
-      const member = memberOf(this.config, 'ltc', id);
-      if (member?.incarnation !== undefined) {
-        this.retired.add(member.incarnation);
-        if (this.retired.size > RETIRED_KEPT) this.retired.delete(this.retired.values().next().value!);
-      }
+      this.retireMember('ltc', id);
       const members = this.config.members.filter((m) => !(m.role === 'ltc' && m.id === id));
       this.publish({ ...this.config, id: this.config.id + 1, members }, `LTC ${id} removed`);
-      this.seen.delete(memberKey('ltc', id));
       this.joined.delete(id);
       return { ltc: id, moves, stopped };
     } finally {
@@ -492,7 +637,10 @@ export class Coordinator {
       throw new NovaError('BAD_ARGUMENT', 'register takes [role ("ltc" | "stoc"), id (a positive integer), address, pid, host, incarnation]');
     }
     if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
-      throw new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster; start a new one to join again`);
+      throw Object.assign(new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster; start a new one to join again`), { detail: 'removed' });
+    }
+    if (role === 'stoc' && this.config.removedStocs?.includes(id)) {
+      throw Object.assign(new NovaError('BUSY', `StoC ${id} was removed from the cluster and its id is not used again: start the StoC with a new id`), { detail: 'removed' });
     }
     const member: Member = { role, id, address, pid, host: typeof host === 'string' ? host : '', ...(typeof incarnation === 'string' ? { incarnation } : {}) };
     const old = this.config.members.find((m) => m.role === role && m.id === id);
@@ -511,16 +659,16 @@ export class Coordinator {
   }
 
   /**
-   * `heartbeat [role, id, serving, holding, config id, load, incarnation]`: an LTC also names the
-   * ranges it holds (open, opening or closing), the configuration it has, and each range's
-   * counters. A process whose id another process has registered since, or that was removed, is
+   * `heartbeat [role, id, serving, holding, config id, load, incarnation, filled]`: an LTC also
+   * names the ranges it holds (open, opening or closing), the configuration it has, each range's
+   * counters, and the ranges it has filled (a split or merge). A process whose id another process has registered since, or that was removed, is
    * answered BUSY (it must not renew).
    */
   private heartbeat(args: unknown[]): number {
-    const [role, id, serving, holding, configId, load, incarnation] = args;
+    const [role, id, serving, holding, configId, load, incarnation, filled] = args;
     if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation]');
     if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
-      throw new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster`);
+      throw Object.assign(new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster`), { detail: 'removed' });
     }
     const member = memberOf(this.config, role, id);
     if (!member) throw new NovaError('STALE_CONFIG', `${role} ${id} is not registered: register first`);
@@ -542,6 +690,10 @@ export class Coordinator {
         for (const r of this.config.ranges.filter((x: RangeInfo) => x.from === id && !held.has(x.id))) {
           this.endMove(r.id, `LTC ${id} no longer holds range ${r.id}`);
         }
+      }
+      // An LTC with the newest configuration that has filled a range it holds (the split's or merge's caller may be gone).
+      if (configId === this.config.id && Array.isArray(filled)) {
+        for (const r of this.config.ranges.filter((x) => x.fill && x.ltc === id && filled.includes(x.id))) this.endFill(r.id, `LTC ${id} filled range ${r.id}`);
       }
     }
     return this.config.id;

@@ -88,7 +88,7 @@ export async function compactionLoop(db: EngineState): Promise<number> {
   const busy = new Set<number>(); // tables of the jobs running and waiting
   let n = 0;
   for (;;) {
-    if (db.stopping || db.failed) {
+    if (db.stopping || db.failed || db.held) {
       waiting.length = 0;
     } else {
       const room = db.options.compactionJobs - running.size;

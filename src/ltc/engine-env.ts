@@ -21,6 +21,11 @@ export interface EngineEnv {
    * range may already be another LTC's). Asked once per commit round, after its log append.
    */
   mayAcknowledge?: () => Error | undefined;
+  /**
+   * Whether a place of table fragments is gone for good (a StoC removed as dead): a table with
+   * a fragment there cannot be read again, and leaves the tree with a warning naming it.
+   */
+  isLost?: (stoc: number) => boolean;
 }
 
 /** Where a range's SSTables live. */

@@ -11,6 +11,8 @@
  * `manifestChain` order the asynchronous work that must not interleave.
  */
 import { NovaError } from '../common/errors.js';
+import { userKeyOf } from '../common/internal-key.js';
+import { printable } from '../common/printable.js';
 import { LEVELS } from '../compaction/picker.js';
 import { ManifestState, type TableMeta } from '../log/version-edit.js';
 import type { WriteBatch } from '../log/write-batch.js';
@@ -24,6 +26,9 @@ import type { Layout } from './dranges.js';
 import type { LookupIndex } from './lookup-index.js';
 import { MemtableSet } from './memtable-set.js';
 import { MAX_ENTRIES, MAX_RING_BYTES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type Ticket } from './sessions.js';
+
+/** Lost tables an engine names in its report (each is also a warning in the log). */
+const MAX_LOST_NAMED = 1_000;
 
 export interface PendingWrite {
   batch: WriteBatch;
@@ -91,6 +96,7 @@ export class EngineState {
   compacting: Promise<number> | undefined; // the compaction loop, or a manual compaction, while it runs
   pokeCompactions: (() => void) | undefined; // wakes the compaction loop to pick again (a flush added to L0)
   manual = false; // `compacting` is a manual compaction (compactAll)
+  held = false; // the compaction loop starts no job: something waits to take its place (evacuate)
   steps = 0; // flushes and compactions the background has finished
   scans = 0; // scans served, for L0 tables' scan allowances
   flushNeedsActives = false; // the next flush must take active memtables along
@@ -171,6 +177,16 @@ export class EngineState {
       this.onStop.add(give);
       p.then((v) => { this.onStop.delete(give); resolve(v); }, (err: unknown) => { this.onStop.delete(give); reject(err); });
     });
+  }
+
+  /** Tables dropped since the open because a StoC holding a fragment was removed as dead (loseTable). */
+  readonly lostTables: string[] = [];
+
+  /** Records that table `t` is lost with a dead StoC (it leaves the tree), with a warning naming it. */
+  loseTable(t: TableMeta): void {
+    const name = `table ${t.file} of level ${t.level} (${t.entries} entries, ${t.size} bytes, user keys ${printable(userKeyOf(t.smallest), 40)} to ${printable(userKeyOf(t.largest), 40)})`;
+    if (this.lostTables.length < MAX_LOST_NAMED) this.lostTables.push(name);
+    this.warn(`${name} is lost: StoC ${t.fragments.filter((f) => this.env.isLost?.(f.stoc)).map((f) => f.stoc).join(', ')} held a fragment of it and was removed as dead; its keys may read older values or none`);
   }
 
   warn(message: string): void {

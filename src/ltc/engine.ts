@@ -47,6 +47,11 @@ import { sweepOrphanTables } from './obsolete-files.js';
 import { getValue, iterators, scanRows, warmTables } from './read-path.js';
 import { recover } from './recovery.js';
 import type { SessionStats } from './sessions.js';
+import { splitKey } from './split-key.js';
+import { evacuateStep, moveManifest, type EvacuationReport } from './evacuation.js';
+import { logEdit } from './version-set.js';
+import { emptyEdit } from '../log/version-edit.js';
+import { userKeyOf } from '../common/internal-key.js';
 
 /** How often the session table's clock moves (and idle sessions expire). */
 const SESSION_TICK_MS = 1_000;
@@ -54,6 +59,8 @@ const SESSION_TICK_MS = 1_000;
 const WARM_PAUSE_MS = 50;
 /** When an open sweeps orphan tables again (a compaction the last owner gave up may finish late). */
 const ORPHAN_SWEEP_MS = 120_000;
+/** Memtable keys sampled to choose a split key. */
+const SPLIT_SAMPLES = 4_096;
 
 export interface EngineStats {
   tablesPerLevel: number[];
@@ -272,19 +279,21 @@ export class Engine {
   }
 
   /**
-   * Retires the active memtables that hold entries (between writes) and waits until the flush
+   * Retires the active memtables that hold entries (every one, with `everyLog`), between
+   * writes, and waits until the flush
    * loop has written them, and those waiting before them, to L0 (not the memtables that fill
    * meanwhile); compactions are not waited for, and writes go on into new memtables. What a range moving away does while it still
    * serves, so the LTC taking it replays little (ltc-server.ts).
    */
-  async flushMemtables(): Promise<void> {
+  async flushMemtables(everyLog = false): Promise<void> {
     const db = this.db;
     let targets = new Set<Memtable>();
     await betweenWrites(db, async () => {
       // What holds entries now: these, not the memtables that fill meanwhile, are waited for.
-      targets = new Set(db.memtables.all().filter((m) => m.entries > 0));
+      // With `everyLog`, empty ones too: every log that exists now is then released.
+      targets = new Set(db.memtables.all().filter((m) => everyLog || m.entries > 0));
       for (let d = 0; d < db.memtables.dranges; d++) {
-        if (db.memtables.actives(d).some((m) => m.entries > 0)) await retire(db, d, false);
+        if (everyLog || db.memtables.actives(d).some((m) => m.entries > 0)) await retire(db, d, false);
       }
     });
     const was = db.flushingAll;
@@ -337,6 +346,84 @@ export class Engine {
       this.db.compacting = undefined;
       kick(this.db); // levels left over their targets, and L0 tables flushed meanwhile
     }
+  }
+
+  /**
+   * Takes the range's files off the StoCs of `from`, which are leaving the cluster
+   * (evacuation.ts): every memtable gets a new log (the old ones go once flushed), tables with
+   * a fragment there are stored again elsewhere, or leave the tree if their StoC was removed
+   * as dead, and the MANIFEST moves to a new file. New files must already avoid `from` (the
+   * store's placement). Holds the compaction loop's place meanwhile, as compactAll does.
+   */
+  async evacuate(from: ReadonlySet<number>): Promise<EvacuationReport> {
+    await this.flushMemtables(true);
+    const report: EvacuationReport = { tablesCopied: 0, bytesCopied: 0, l0Merged: 0, lost: [] };
+    // A table at a time, in the compaction loop's place: compactions run between tables, so
+    // writes do not stall on L0 for the whole evacuation.
+    for (let more = true; more;) {
+      // Under steady writes the loop always has a job due: it starts no more, and ends.
+      this.db.held = true;
+      this.db.pokeCompactions?.();
+      try {
+        while (this.db.compacting) await this.db.compacting;
+        if (this.db.closed) throw new NovaError('CLOSED', 'engine is closed');
+        this.db.manual = true;
+        const step = evacuateStep(this.db, from, report);
+        this.db.compacting = step.then(() => 0, () => 0);
+        more = await step;
+      } finally {
+        this.db.held = false;
+        if (this.db.manual) {
+          this.db.manual = false;
+          this.db.compacting = undefined;
+        }
+        kick(this.db);
+      }
+    }
+    await moveManifest(this.db);
+    report.lost = [...this.db.lostTables];
+    return report;
+  }
+
+  /**
+   * Where to split the range by default (split-key.ts): the median of a sample of the
+   * memtables' keys, or of the tables' bytes. Undefined for a range with no key after `start`.
+   */
+  splitKey(start: Buffer): Buffer | undefined {
+    this.db.assertOpen();
+    const writes: Buffer[] = [];
+    const mems = this.db.memtables.all();
+    const entries = mems.reduce((n, m) => n + m.entries, 0);
+    const stride = Math.max(1, Math.ceil(entries / SPLIT_SAMPLES));
+    for (const m of mems) {
+      const it = m.iterator();
+      let i = 0;
+      for (it.first(); it.valid; it.next()) if (i++ % stride === 0) writes.push(userKeyOf(it.key));
+    }
+    const tables = this.db.levels.flat().map((t) => ({ smallest: userKeyOf(t.meta.smallest), size: t.meta.size }));
+    return splitKey(writes, tables, start);
+  }
+
+  /** Tables dropped since the open because a StoC holding a fragment was removed as dead, by name. */
+  get lostTables(): readonly string[] {
+    return this.db.lostTables;
+  }
+
+  /** The range's client sessions as bytes (SessionTable.encode): what a range taking over some of its keys adopts. */
+  sessions(): Buffer {
+    this.db.assertOpen();
+    return this.db.sessions.encode();
+  }
+
+  /**
+   * Adds the sessions of another range (its `sessions()`), and records them in the MANIFEST:
+   * writes applied there are then answered as applied here too, so a client retrying one after
+   * its key came here (a split or merge) does not apply it twice.
+   */
+  async adoptSessions(bytes: Buffer, where: string): Promise<void> {
+    this.db.assertOpen();
+    this.db.sessions.adopt(bytes, where);
+    await logEdit(this.db, { ...emptyEdit(), sessions: this.db.sessions.encode() });
   }
 
   /** Why the engine refuses work (an append, flush or compaction failed), if it does. */

@@ -21,20 +21,21 @@
  * answers every request UNAVAILABLE and acknowledges no write until it hears from the
  * coordinator again.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
-import { rangeOf, type ClusterConfig, type RangeInfo } from '../cluster/config.js';
+import { rangeOf, type ClusterConfig, type Fill, type RangeInfo } from '../cluster/config.js';
 import { Membership } from '../cluster/membership.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
 import type { SessionRef } from '../common/write-id.js';
 import { rangeEnv } from './range-env.js';
+import type { EvacuationReport } from './evacuation.js';
 import type { StocBlockStore } from './stoc-block-store.js';
 import type { StocCompactor } from './stoc-compactor.js';
 import { StocPool } from '../stoc/stoc-pool.js';
@@ -50,6 +51,9 @@ const LEASE_MARGIN = 0.9;
 const RETIRE_MS = 200;
 /** How long a range waits for as many StoCs as it wants log replicas before opening with fewer. */
 const STOC_WAIT_MS = 10_000;
+/** A fill or trim copies or deletes this many keys, or this many bytes, per write. */
+const FILL_ROWS = 1_024;
+const FILL_BYTES = 1024 * 1024;
 /** How long recovery waits for every StoC to answer before replaying the best log replica it has. */
 const STRICT_LOG_READ_MS = 30_000;
 
@@ -81,6 +85,29 @@ interface Served {
   /** Requests routed to the range and bytes of keys and values written, since it was opened here. */
   requests: number;
   bytesWritten: number;
+  /** Writes sent to its engine and not yet answered: a fill waits for them (fill()). */
+  pending: Set<Promise<unknown>>;
+  /** Fills and trims of its engine, one after another (they must not interleave). */
+  work: Promise<void>;
+  /** The fill (fillKey) under way or done here, and when done, what it copied. */
+  fillKey?: string;
+  filling?: Promise<FillReport>;
+  filled?: FillReport;
+  /** The report of the last fill, once the configuration no longer has it (filled may be asked late). */
+  lastFilled?: FillReport;
+  /** The interval (intervalKey) whose outside was last trimmed, or is being trimmed. */
+  trimmedFor?: string;
+  /** StoCs leaving the cluster whose files this engine no longer uses, the one it is taking files off, and what that did (evacuate). */
+  evacuated?: Set<number>;
+  evacuating?: Promise<void>;
+  evacuation?: EvacuationReport;
+}
+
+/** What a fill (a split's or merge's copy) did. */
+export interface FillReport {
+  keys: number;
+  bytes: number;
+  fillMs: number;
 }
 
 export interface RangeStats extends EngineStats {
@@ -137,6 +164,7 @@ export class LtcServer {
             serving: all.filter((s) => s.engine && !s.leaving).map((s) => s.info.id),
             holding: all.map((s) => s.info.id),
             load: all.map((s) => [s.info.id, s.requests, s.bytesWritten] as [number, number, number]),
+            filled: all.filter((s) => s.filled && s.fillKey === fillKeyOf(l.config, s.info.id)).map((s) => s.info.id),
           };
         },
         onConfig: (c) => l.apply(c), onLog: o.onLog, onRenewed: (at) => { l.renewedAt = at; },
@@ -194,9 +222,12 @@ export class LtcServer {
     for (const s of this.served.values()) {
       const r = config.ranges.find((x) => x.id === s.info.id);
       if (s.leaving) continue;
-      if (!r || r.ltc !== this.o.id) this.letGo(s, 'the configuration moved it away');
+      // A range merged away stays open while one of ours is filled from it.
+      const feeds = config.ranges.some((x) => x.ltc === this.o.id && x.fill?.from === s.info.id);
+      if (!r && !feeds) this.letGo(s, 'it was merged into another range', true);
+      else if (r && r.ltc !== this.o.id) this.letGo(s, 'the configuration moved it away');
       // Given back under a new epoch (it was another LTC's meanwhile): what we hold is old.
-      else if (r.epoch !== s.info.epoch) this.letGo(s, `it is ours again under epoch ${r.epoch}; reopening it from the StoCs`);
+      else if (r && r.epoch !== s.info.epoch) this.letGo(s, `it is ours again under epoch ${r.epoch}; reopening it from the StoCs`);
     }
     for (const r of config.ranges) {
       if (r.ltc !== this.o.id) continue;
@@ -204,10 +235,17 @@ export class LtcServer {
       if (s) {
         if (!s.leaving) s.info = r;
       } else if (r.from === undefined) {
-        void this.open({ info: r, requests: 0, bytesWritten: 0 });
+        void this.open(newServed(r));
+      }
+      // What a fill reads from, if the configuration no longer has it (a merge).
+      const f = r.fill;
+      if (f && r.from === undefined && !this.served.get(f.from) && !config.ranges.some((x) => x.id === f.from)) {
+        // Fenced under this configuration's id: newer than any epoch the range had.
+        void this.open(newServed({ id: f.from, start: f.start, end: f.end, ltc: this.o.id, epoch: config.id }));
       }
     }
     this.rebudget(); // the open ranges make room for those coming
+    for (const s of this.served.values()) this.tend(s);
   }
 
   /**
@@ -215,15 +253,17 @@ export class LtcServer {
    * background step running ends (no flush: the logs carry the memtables). The range is then
    * no longer held.
    */
-  private letGo(s: Served, why: string): void {
+  private letGo(s: Served, why: string, drop = false): void {
     const t0 = Date.now();
     this.log(`range ${s.info.id}: ${why}; letting it go`);
     s.leaving = (async () => {
       await s.opening?.catch(() => undefined);
+      await s.work;
       // Without logs, the memtables are only here: they go to L0 first.
       if (this.config.settings.logMode === 'none') await s.engine?.flush().catch((err: Error) => this.log(`range ${s.info.id}: flush failed: ${err.message}`));
       await s.engine?.close().catch((err: Error) => this.log(`range ${s.info.id}: close failed: ${err.message}`));
       s.engine = undefined;
+      if (drop) await this.drop(s.info.id);
       this.served.delete(s.info.id);
       this.pool.unfence(s.info.id);
       this.closeMs.set(s.info.id, Date.now() - t0);
@@ -231,6 +271,158 @@ export class LtcServer {
       this.rebudget();
       if (!this.closing) this.apply(this.config); // it may have come back meanwhile
     })();
+  }
+
+  /**
+   * What an open range's engine needs after a configuration: the fill of the keys it takes in
+   * from another range (a split or merge), or the trim of keys outside its interval (left by a
+   * split, or by an earlier attempt). Neither runs while another range is filled from it.
+   */
+  private tend(s: Served): void {
+    if (!s.engine || s.leaving || this.closing) return;
+    this.evacuate(s);
+    const r = this.config.ranges.find((x) => x.id === s.info.id && x.ltc === this.o.id && x.from === undefined);
+    if (!r) return;
+    const key = fillKeyOf(this.config, r.id);
+    if (key !== s.fillKey) {
+      s.fillKey = key;
+      if (s.filled) s.lastFilled = s.filled;
+      s.filled = undefined;
+      s.filling = undefined;
+    }
+    if (r.fill) {
+      const src = this.served.get(r.fill.from);
+      if (s.filling || !src?.engine || src.leaving) return; // the source's open calls tend again
+      const f = r.fill;
+      const filling = this.serially(s, () => this.fill(s, src, f, key!));
+      s.filling = filling;
+      filling.then((rep) => {
+        if (s.filling === filling) s.filled = rep;
+      }, (err: Error) => {
+        if (s.filling !== filling) return;
+        s.filling = undefined; // tried again at the next configuration or open
+        this.log(`range ${r.id}: filling from range ${f.from} failed: ${err.message}; retrying in ${REOPEN_MS} ms`);
+        setTimeout(() => this.tend(s), REOPEN_MS).unref();
+      });
+      return;
+    }
+    if (this.config.ranges.some((x) => x.fill?.from === r.id)) return;
+    const interval = intervalKey(r);
+    if (s.trimmedFor === interval) return;
+    s.trimmedFor = interval;
+    const still = (): boolean => s.trimmedFor === interval && !s.leaving && !this.config.ranges.some((x) => x.fill?.from === r.id);
+    void this.serially(s, async () => {
+      let n = 0;
+      if (r.start.length > 0) n += await deleteKeys(s, Buffer.alloc(0), r.start, still);
+      if (r.end) n += await deleteKeys(s, r.end, undefined, still);
+      if (n > 0) this.log(`range ${r.id}: deleted ${n} key(s) outside its interval (left by a split or merge)`);
+    }).catch((err: Error) => {
+      if (s.trimmedFor === interval) s.trimmedFor = undefined;
+      this.log(`range ${r.id}: deleting keys outside its interval failed: ${err.message}; trying again at the next configuration`);
+    });
+  }
+
+  /**
+   * Takes `s`'s files off the StoCs that are leaving the cluster (draining, or removed as dead)
+   * and that it has not yet left (Engine.evacuate), one evacuation at a time.
+   */
+  private evacuate(s: Served): void {
+    if (s.evacuating || !s.engine || !s.evacuated) return;
+    const away = [...this.config.members.filter((m) => m.role === 'stoc' && m.draining).map((m) => m.id), ...this.config.removedStocs ?? []];
+    const todo = new Set(away.filter((id) => !s.evacuated!.has(id)));
+    if (todo.size === 0) return;
+    const engine = s.engine;
+    const evacuating = this.serially(s, () => engine.evacuate(todo)).then((rep) => {
+      for (const id of todo) s.evacuated!.add(id);
+      const total = s.evacuation!;
+      total.tablesCopied += rep.tablesCopied;
+      total.bytesCopied += rep.bytesCopied;
+      total.l0Merged += rep.l0Merged;
+      total.lost = rep.lost;
+      this.log(`range ${s.info.id}: off StoC ${[...todo].join(', ')}: ${rep.tablesCopied} table(s) (${rep.bytesCopied} bytes) copied, ${rep.l0Merged} L0 table(s) merged, ${rep.lost.length} lost`);
+    }, (err: Error) => {
+      this.log(`range ${s.info.id}: taking its files off StoC ${[...todo].join(', ')} failed: ${err.message}; retrying in ${REOPEN_MS} ms`);
+      setTimeout(() => this.tend(s), REOPEN_MS).unref();
+    }).finally(() => {
+      if (s.evacuating === evacuating) s.evacuating = undefined;
+    });
+    s.evacuating = evacuating;
+  }
+
+  /**
+   * `evacuate [config id, stoc, timeout ms]` (the coordinator's, removing a StoC): resolves once
+   * every range this LTC serves has taken its files off StoC `stoc`, with what that did.
+   */
+  private async awaitEvacuation(args: unknown[]): Promise<{ ranges: number } & EvacuationReport> {
+    const [id, stoc, timeoutMs] = args;
+    if (typeof id !== 'number' || typeof stoc !== 'number' || typeof timeoutMs !== 'number') throw new NovaError('BAD_ARGUMENT', 'evacuate takes [config id, StoC id, timeout ms]');
+    if (id > this.config.id) await this.membership.refresh();
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const mine = this.config.ranges.filter((r) => r.ltc === this.o.id).map((r) => this.served.get(r.id));
+      const open = [...this.served.values()].filter((s) => s.engine && !s.leaving);
+      if (mine.every((s) => s?.engine && !s.leaving && s.evacuated?.has(stoc)) && open.every((s) => s.evacuated?.has(stoc))) {
+        const lost = open.flatMap((s) => s.evacuation!.lost.map((t) => `range ${s.info.id}: ${t}`));
+        const sum = (f: (e: EvacuationReport) => number): number => open.reduce((n, s) => n + f(s.evacuation!), 0);
+        return { ranges: open.length, tablesCopied: sum((e) => e.tablesCopied), bytesCopied: sum((e) => e.bytesCopied), l0Merged: sum((e) => e.l0Merged), lost };
+      }
+      if (Date.now() > deadline) {
+        throw new NovaError('DEADLINE_EXCEEDED', `LTC ${this.o.id}: its ranges did not all take their files off StoC ${stoc} within ${timeoutMs} ms (opening, or failing: see its log)`);
+      }
+      for (const s of open) this.tend(s);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** Runs `task` on `s`'s engine after the fills and trims before it. */
+  private serially<T>(s: Served, task: () => Promise<T>): Promise<T> {
+    const run = s.work.then(task);
+    s.work = run.then(() => undefined, () => undefined);
+    return run;
+  }
+
+  /**
+   * Copies keys [f.start, f.end) of range `src` into `s` (doc/decisions/range-splits.md): their
+   * writes are refused now, so once those already sent to `src` are answered, its keys there
+   * are final. What an earlier attempt copied is deleted first, and `src`'s sessions adopted,
+   * so a write applied there is not applied again here when a client retries it.
+   */
+  private async fill(s: Served, src: Served, f: Fill, key: string): Promise<FillReport> {
+    const t0 = Date.now();
+    await Promise.allSettled([...src.pending]);
+    const stale = (): boolean => s.fillKey !== key || !!s.leaving || !!src.leaving || !s.engine || !src.engine;
+    const gone = (): Error => new NovaError('UNAVAILABLE', `range ${s.info.id}: the fill from range ${f.from} was overtaken by a new configuration`);
+    if (stale()) throw gone();
+    await deleteKeys(s, f.start, f.end, () => !stale());
+    await s.engine!.adoptSessions(src.engine!.sessions(), `range ${f.from}'s sessions`);
+    let keys = 0;
+    let bytes = 0;
+    for (let from = f.start; ;) {
+      if (stale()) throw gone();
+      const rows = await src.engine!.scan(from, { end: f.end, limit: FILL_ROWS, maxBytes: FILL_BYTES });
+      if (rows.length === 0) break;
+      if (stale()) throw gone();
+      const b = s.engine!.newBatch();
+      for (const [k, v] of rows) {
+        b.put(k, v);
+        bytes += k.length + v.length;
+      }
+      keys += rows.length;
+      await s.engine!.write(b);
+      from = Buffer.concat([rows[rows.length - 1][0], Buffer.alloc(1)]);
+    }
+    const rep = { keys, bytes, fillMs: Date.now() - t0 };
+    this.log(`range ${s.info.id}: filled from range ${f.from}: ${keys} key(s), ${bytes} bytes in ${rep.fillMs} ms`);
+    return rep;
+  }
+
+  /** Removes a range merged away from the StoCs that answer, and its directory here. */
+  private async drop(range: number): Promise<void> {
+    const stocs = this.pool.healthy();
+    const names = await Promise.all(stocs.map((id) => this.pool.on(id, async (c) => (await c.list(`r${range}-`)).map((x) => x.name)).catch(() => [] as string[])));
+    await Promise.all(stocs.flatMap((id, i) => names[i].map((n) => this.pool.on(id, (c) => c.remove(n)).catch((err: Error) => this.log(`range ${range}: removing ${n} from StoC ${id} failed: ${err.message}`)))));
+    rmSync(join(this.o.dir, `range-${range}`), { recursive: true, force: true });
+    this.log(`range ${range}: merged away; removed its ${names.flat().length} file(s) from ${stocs.length} StoC(s)`);
   }
 
   /** The LTC's memory, evenly among the ranges it serves now (they come and go with moves). */
@@ -276,7 +468,7 @@ export class LtcServer {
       const lapsed = this.leaseLapsed();
       if (lapsed) throw lapsed;
       const settings = this.config.settings;
-      const stocs = this.pool.healthy().length;
+      const stocs = this.pool.placeable().length;
       const want = Math.max(settings.logReplicas, settings.scatter);
       if (stocs === 0 || (stocs < want && Date.now() - since < STOC_WAIT_MS)) {
         throw new NovaError('UNAVAILABLE', `waiting for StoCs: ${stocs} registered, ${want} wanted`);
@@ -285,7 +477,9 @@ export class LtcServer {
       // The LTC's memory, evenly among the ranges the configuration gives it now.
       const ranges = Math.max(1, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
       const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS,
-        Math.floor(settings.ltcMemoryBytes / ranges), () => this.leaseLapsed());
+        Math.floor(settings.ltcMemoryBytes / ranges), () => this.leaseLapsed(), (stoc) => this.config.removedStocs?.includes(stoc) ?? false);
+      // What was removed before this open holds none of its files (recovery drops tables lost with a dead StoC).
+      const removed = this.config.removedStocs ?? [];
       const t0 = Date.now();
       // Fenced first: no write of an LTC that had the range before lands after we read it.
       await this.pool.fence(s.info.id, s.info.epoch);
@@ -297,9 +491,12 @@ export class LtcServer {
       s.store = store;
       s.compactor = compactor;
       s.engine = engine;
+      s.evacuated = new Set(removed);
+      s.evacuation = { tablesCopied: 0, bytesCopied: 0, l0Merged: 0, lost: [...engine.lostTables] };
       s.openMs = Date.now() - t0;
       this.log(`range ${s.info.id} open in ${s.openMs} ms (config ${this.config.id})`);
       this.rebudget();
+      for (const x of this.served.values()) this.tend(x); // this one, and one filled from it
     };
     const loop = async (): Promise<void> => {
       let last = '';
@@ -321,11 +518,19 @@ export class LtcServer {
     return s.opening;
   }
 
-  /** The engine serving `key` for a request routed by config `id`, or the reason why not. */
-  private engineFor(id: unknown, key: unknown): { engine: Engine; key: Buffer; served: Served } {
+  /**
+   * The engine serving `key` for a request routed by config `id`, or the reason why not. Keys
+   * a range is still taking in from another (a split or merge) are read there; writes to them
+   * wait until the fill is done.
+   */
+  private engineFor(id: unknown, key: unknown, write: boolean): { engine: Engine; key: Buffer; served: Served } {
     const k = asKey(key);
     const range = this.route(id, k);
-    const s = this.served.get(range.id);
+    let s = this.served.get(range.id);
+    if (range.fill && inFill(range.fill, k)) {
+      if (write) throw new NovaError('UNAVAILABLE', `range ${range.id} is taking in keys from range ${range.fill.from} (a split or merge); retry`);
+      s = this.served.get(range.fill.from);
+    }
     if (s?.engine?.failure && !s.leaving) this.reopen(s);
     if (!s?.engine) {
       const why = range.from !== undefined ? `is moving here from LTC ${range.from}` : `is recovering on LTC ${this.o.id}`;
@@ -373,24 +578,24 @@ export class LtcServer {
   private handlers(): Record<string, (a: unknown[]) => unknown> {
     return {
       get: ([id, key]) => {
-        const t = this.engineFor(id, key);
+        const t = this.engineFor(id, key, false);
         return t.engine.get(t.key);
       },
       put: (a) => {
-        const t = this.engineFor(a[0], a[1]);
+        const t = this.engineFor(a[0], a[1], true);
         const v = asValue(a[2]);
         t.served.bytesWritten += t.key.length + v.length;
-        return t.engine.put(t.key, v, { session: sessionAt(a, 3) });
+        return tracked(t.served, t.engine.put(t.key, v, { session: sessionAt(a, 3) }));
       },
       del: (a) => {
-        const t = this.engineFor(a[0], a[1]);
-        return t.engine.delete(t.key, { session: sessionAt(a, 2) });
+        const t = this.engineFor(a[0], a[1], true);
+        return tracked(t.served, t.engine.delete(t.key, { session: sessionAt(a, 2) }));
       },
       write: (a) => this.write(a[0], a[1], sessionAt(a, 2)),
       scan: ([id, start, end, limit]) => {
-        const t = this.engineFor(id, start);
+        const t = this.engineFor(id, start, false);
         const n = typeof limit === 'number' && limit > 0 ? Math.min(limit, MAX_SCAN) : MAX_SCAN;
-        const range = rangeOf(this.config, t.key);
+        const range = spanOf(rangeOf(this.config, t.key), t.key);
         const stop = end === null || end === undefined ? range.end : minKey(asKey(end), range.end);
         // A full page (by rows or bytes) continues just after its last key; a short one at
         // the next range.
@@ -417,6 +622,14 @@ export class LtcServer {
         return null;
       },
       opened: (a) => this.opened(a),
+      filled: (a) => this.awaitFill(a),
+      evacuate: (a) => this.awaitEvacuation(a),
+      // The coordinator's, for a split without a key: where the range's load divides.
+      splitKey: ([range]) => {
+        const s = typeof range === 'number' ? this.served.get(range) : undefined;
+        if (!s?.engine || s.leaving) throw new NovaError('BAD_ARGUMENT', `range ${String(range)} is not open on LTC ${this.o.id}`);
+        return s.engine.splitKey(s.info.start) ?? null;
+      },
       // Every memtable to an SSTable, then the compactions due.
       flush: async () => {
         for (const s of this.served.values()) await s.engine?.flush();
@@ -437,7 +650,9 @@ export class LtcServer {
     const first = rangeOf(this.config, keys[0]).id;
     const other = keys.find((k) => rangeOf(this.config, k).id !== first);
     if (other) throw new NovaError('BAD_ARGUMENT', `a batch spans ranges ${first} and ${rangeOf(this.config, other).id}: batches are atomic within one range only`);
-    const { engine, served } = this.engineFor(id, keys[0]);
+    const { engine, served } = this.engineFor(id, keys[0], true);
+    const fill = rangeOf(this.config, keys[0]).fill;
+    if (fill && keys.some((k) => inFill(fill, k))) throw new NovaError('UNAVAILABLE', `range ${first} is taking in keys from range ${fill.from} (a split or merge); retry`);
     const b = engine.newBatch();
     (ops as unknown[][]).forEach((op, i) => {
       served.bytesWritten += keys[i].length;
@@ -451,7 +666,84 @@ export class LtcServer {
         throw new NovaError('BAD_ARGUMENT', `unknown write op ${String(op[0])}`);
       }
     });
-    return engine.write(b, { session });
+    return tracked(served, engine.write(b, { session }));
+  }
+
+  /** `filled [config id, range, timeout ms]` (the coordinator's): resolves with the fill's report once the range has taken in its keys. */
+  private async awaitFill(args: unknown[]): Promise<FillReport> {
+    const [id, range, timeoutMs] = args;
+    if (typeof id !== 'number' || typeof range !== 'number' || typeof timeoutMs !== 'number') throw new NovaError('BAD_ARGUMENT', 'filled takes [config id, range id, timeout ms]');
+    if (id > this.config.id) await this.membership.refresh();
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const s = this.served.get(range);
+      const key = fillKeyOf(this.config, range);
+      // Ended already (a heartbeat told the coordinator first).
+      if (s && key === undefined && s.lastFilled && this.config.id > id) return s.lastFilled;
+      if (!s || s.leaving || key === undefined) throw new NovaError('BAD_ARGUMENT', `range ${range} is not being filled on LTC ${this.o.id} in config ${this.config.id}`);
+      if (s.filled && s.fillKey === key) return s.filled;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new NovaError('DEADLINE_EXCEEDED', `range ${range} did not take in its keys on LTC ${this.o.id} within ${timeoutMs} ms; it goes on (see its log)`);
+      // Opening, or a failed attempt waiting to try again: poll.
+      await withDeadline((s.filling ?? new Promise((r) => setTimeout(r, 100))).catch(() => undefined), left, () => new NovaError('DEADLINE_EXCEEDED', `range ${range} did not take in its keys on LTC ${this.o.id} within ${timeoutMs} ms; it goes on (see its log)`));
+    }
+  }
+}
+
+/** A range's bookkeeping here as it starts opening. */
+function newServed(info: RangeInfo): Served {
+  return { info, requests: 0, bytesWritten: 0, pending: new Set(), work: Promise.resolve() };
+}
+
+/** `p`, counted among `s`'s writes in flight until it settles. */
+function tracked<T>(s: Served, p: Promise<T>): Promise<T> {
+  s.pending.add(p);
+  const done = (): void => void s.pending.delete(p);
+  p.then(done, done);
+  return p;
+}
+
+/** Whether `key` is among those a fill still takes in. */
+function inFill(f: Fill, key: Buffer): boolean {
+  return Buffer.compare(key, f.start) >= 0 && (f.end === undefined || Buffer.compare(key, f.end) < 0);
+}
+
+/**
+ * The part of `r` holding `key` that one engine serves: with a fill, the fill's keys (read
+ * from its source) or the part before or after them.
+ */
+function spanOf(r: RangeInfo, key: Buffer): { end?: Buffer } {
+  const f = r.fill;
+  if (!f) return r;
+  if (inFill(f, key)) return { end: f.end ?? r.end };
+  return Buffer.compare(key, f.start) < 0 ? { end: f.start } : r;
+}
+
+/** Names range `range`'s fill in `config` (undefined: none), so a fill done under another is not taken for it. */
+function fillKeyOf(config: ClusterConfig, range: number): string | undefined {
+  const f = config.ranges.find((x) => x.id === range)?.fill;
+  return f ? `${f.from}:${f.start.toString('hex')}:${f.end?.toString('hex') ?? ''}` : undefined;
+}
+
+function intervalKey(r: RangeInfo): string {
+  return `${r.start.toString('hex')}:${r.end?.toString('hex') ?? ''}`;
+}
+
+/**
+ * Deletes `s`'s keys in [start, end) a page at a time, while `still()` holds (checked before
+ * each page's write); resolves with how many it deleted.
+ */
+async function deleteKeys(s: Served, start: Buffer, end: Buffer | undefined, still: () => boolean): Promise<number> {
+  let n = 0;
+  for (let from = start; ;) {
+    if (!s.engine || !still()) return n;
+    const rows = await s.engine.scan(from, { end, limit: FILL_ROWS, maxBytes: FILL_BYTES });
+    if (rows.length === 0 || !s.engine || !still()) return n;
+    const b = s.engine.newBatch();
+    for (const [k] of rows) b.delete(k);
+    await tracked(s, s.engine.write(b));
+    n += rows.length;
+    from = Buffer.concat([rows[rows.length - 1][0], Buffer.alloc(1)]);
   }
 }
 

@@ -85,6 +85,12 @@ export async function makeRoom(db: EngineState): Promise<void> {
       if (step.onL0) db.counts.l0Stalls++;
       stallCause = step.cause;
     }
+    if (db.held && !db.stopping && !db.failed) {
+      // The compaction loop stepped aside for an evacuation step, which kicks it when done;
+      // kicking it now would only start a loop that ends at once, and wake us: a busy loop.
+      await new Promise<void>((resolve) => db.waiters.push(resolve));
+      continue;
+    }
     kick(db);
     if (!background(db) && db.postponeTimer && !db.failed && !db.stopping) {
       // Compactions wait for a StoC to come back (background.ts postpone): so does the write.

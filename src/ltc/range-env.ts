@@ -28,10 +28,11 @@ export interface RangeEnv {
  * The environment and options of range `range`, whose local directory is `dir`.
  * `strictUntil`: until then, a log is read only once every configured StoC answered.
  * `memoryBytes`: the range's share of its LTC's memory (EngineOptions.memoryBudgetBytes).
- * `mayAcknowledge`: EngineEnv.mayAcknowledge (the LTC's lease).
+ * `mayAcknowledge`: EngineEnv.mayAcknowledge (the LTC's lease); `isLost`: EngineEnv.isLost
+ * (StoCs removed as dead).
  */
 export function rangeEnv(pool: StocPool, settings: Settings, range: number, dir: string, onLog: (line: string) => void,
-  strictUntil: number, memoryBytes: number, mayAcknowledge?: () => Error | undefined): RangeEnv {
+  strictUntil: number, memoryBytes: number, mayAcknowledge?: () => Error | undefined, isLost?: (stoc: number) => boolean): RangeEnv {
   const store = new StocBlockStore(pool, range, settings.scatter, settings.placement);
   const compactor = settings.compaction === 'stoc' ? new StocCompactor(pool, range, settings.scatter, settings.placement, onLog) : undefined;
   const options: EngineOptions = {
@@ -43,6 +44,7 @@ export function rangeEnv(pool: StocPool, settings: Settings, range: number, dir:
       manifests: new StocManifestStore(pool, range, settings.logReplicas, onLog, new LocalManifestStore(dir)),
       compactor,
       mayAcknowledge,
+      isLost,
     },
     onWarning: (m) => onLog(`range ${range}: ${m}`),
     onNote: (m) => onLog(`range ${range}: ${m}`),

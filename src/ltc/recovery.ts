@@ -9,7 +9,7 @@ import { syncDir } from '../common/files.js';
 import { compareInternalKeys, TRAILER_BYTES } from '../common/internal-key.js';
 import { LEVELS } from '../compaction/picker.js';
 import { readLog } from '../log/log-format.js';
-import { decodeEdit, emptyEdit, ManifestState } from '../log/version-edit.js';
+import { decodeEdit, emptyEdit, ManifestState, type TableMeta } from '../log/version-edit.js';
 import { decodeBatch } from '../log/write-batch.js';
 import { Memtable } from '../memtable/memtable.js';
 import type { TableReader } from '../sstable/table-reader.js';
@@ -53,7 +53,10 @@ export async function recover(db: EngineState): Promise<void> {
   const { tables, logs, bounds } = state;
   // By their metadata, several at a time: the range serves sooner (a move waits on this), and
   // warmTables caches them whole afterwards while there is room.
-  const metas = [...tables.values()].sort((a, b) => a.file - b.file);
+  const lost = (t: TableMeta): boolean => !!db.env.isLost && t.fragments.some((f) => db.env.isLost!(f.stoc));
+  const metas = [...tables.values()].filter((t) => !lost(t)).sort((a, b) => a.file - b.file);
+  // Tables on a StoC removed as dead: named, and left out of the new MANIFEST below.
+  for (const t of tables.values()) if (lost(t)) db.loseTable(t);
   const readers = new Array<TableReader>(metas.length);
   let next = 0;
   await Promise.all(Array.from({ length: Math.min(OPEN_AT_ONCE, metas.length) }, async () => {

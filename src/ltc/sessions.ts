@@ -281,6 +281,32 @@ export class SessionTable {
   }
 
   /**
+   * Adds the sessions of another range (its encode()) whose keys this range takes over (a split
+   * or merge): applied numbers join, and a floor may go down to the other's, since the numbers
+   * between the two were finished for this range and may still be retried there. Throws
+   * CORRUPTION naming `where` and the offset on bad bytes.
+   */
+  adopt(bytes: Buffer, where: string): void {
+    for (const d of decodeSessions(bytes, where)) {
+      let s = this.sessions.get(d);
+      if (!s) s = this.create(d, this.clock - d.idleMs);
+      else if (d.floor < s.floor) this.lowerFloor(s, d.floor);
+      for (const q of d.applied) this.add(s, q);
+    }
+  }
+
+  /** Moves the floor down (no lower than the window allows); the numbers it uncovers are unknown. */
+  private lowerFloor(s: Session, floor: number): void {
+    let highest = s.floor - 1;
+    for (let q = s.floor; q < s.floor + s.states.length; q++) if (stateOf(s, q) !== 0) highest = q;
+    const to = Math.max(floor, highest - this.limits.maxWindow + 1);
+    if (to >= s.floor) return;
+    // Each number's slot is its value modulo the ring: the ring must span the new floor to the highest.
+    if (highest - to >= s.states.length) this.grow(s, ringFor(highest - to));
+    s.floor = to;
+  }
+
+  /**
    * Records `seq` as applied in `s` (a write from a log or a snapshot) unless it is below the
    * floor. One further ahead than maxWindow raises the floor instead of the ring's size: the
    * numbers it passes are then refused if they come again, never applied twice.

@@ -37,7 +37,7 @@ export class StocBlockStore implements BlockStore {
     const name = tableFileName(this.range, file);
     const failed = new Set<number>(); // StoCs a late write of an earlier attempt may still reach
     for (let attempt = 1; ; attempt++) {
-      const healthy = this.pool.healthy().filter((id) => !failed.has(id));
+      const healthy = this.pool.placeable().filter((id) => !failed.has(id));
       const stocs = await place(this.policy, healthy, placementWidth(healthy.length, this.scatter), this.state,
         (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
       const fragments = cutTable(bytes, stocs, this.scatter, name);

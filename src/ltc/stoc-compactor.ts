@@ -36,7 +36,7 @@ export class StocCompactor implements Compactor {
     private readonly policy: Placement, private readonly log: (line: string) => void) {}
 
   async compact(job: CompactionRequest): Promise<CompactedTable[] | undefined> {
-    const up = this.pool.healthy().filter((s) => this.pool.address(s));
+    const up = this.pool.placeable().filter((s) => this.pool.address(s));
     if (up.length === 0) return this.decline('no StoC is up');
     if (up.length < this.scatter) return this.decline(`scatter ${this.scatter} needs ${this.scatter} StoCs and ${up.length} are up`);
     const loads = await this.loads(up);

@@ -58,13 +58,14 @@ export async function logEdit(db: EngineState, edit: VersionEdit): Promise<void>
 /**
  * Moves the MANIFEST to a new file stating the whole tree, on StoCs that answer: when the
  * current one lost replicas (a StoC died; otherwise the next StoC lost could take the
- * range's last MANIFEST with it), or grew past maxManifestBytes. Runs in the MANIFEST
+ * range's last MANIFEST with it), grew past maxManifestBytes, or may be on StoCs leaving
+ * the cluster (evacuation.ts). Runs in the MANIFEST
  * chain, so the state it states is exactly what the edits so far say. If the new file
  * cannot be made, the current one goes on; once its first edit may be whole, the new file
  * may be chosen at recovery (it is the highest-numbered), so from there only the new one is
  * written, or nothing more.
  */
-export async function rollManifest(db: EngineState, why: 'replicas' | 'size'): Promise<void> {
+export async function rollManifest(db: EngineState, why: 'replicas' | 'size' | 'drain'): Promise<void> {
   db.lastManifestRoll = Date.now();
   const file = db.nextFile++;
   let next: LogWriter;
@@ -75,7 +76,7 @@ export async function rollManifest(db: EngineState, why: 'replicas' | 'size'): P
     return;
   }
   const [now, then] = [next.replicaCount ?? 0, db.manifest.replicaCount ?? 0];
-  if (why === 'replicas' ? now <= then : now < then) {
+  if (why === 'replicas' ? now <= then : why === 'size' ? now < then : now === 0) {
     // No more StoCs answered than before (a dead one still looks healthy for a while), or
     // fewer than the current one has: keep the current one. The new file holds no record,
     // so no recovery ever chooses it.
@@ -93,6 +94,7 @@ export async function rollManifest(db: EngineState, why: 'replicas' | 'size'): P
   await old.close();
   db.counts.manifestRolls++;
   if (why === 'replicas') db.warn(`MANIFEST moved to ${file}: the previous one had lost replicas`);
-  else db.options.onNote?.(`MANIFEST moved to ${file}: the previous one passed ${db.options.maxManifestBytes} bytes`);
+  else if (why === 'size') db.options.onNote?.(`MANIFEST moved to ${file}: the previous one passed ${db.options.maxManifestBytes} bytes`);
+  else db.options.onNote?.(`MANIFEST moved to ${file}: off StoCs leaving the cluster`);
   await db.env.manifests.install(file).catch((err: Error) => db.warn(`older MANIFESTs not all removed: ${err.message}`));
 }

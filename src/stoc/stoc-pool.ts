@@ -37,6 +37,8 @@ export class StocPool {
   }, (c, lost) => c.onLost(lost));
   /** The ranges this LTC opened, with the epoch of each (fence). */
   private readonly epochs = new Map<number, number>();
+  /** StoCs being drained (`nova stoc remove`): read, but given no new files. */
+  private draining = new Set<number>();
   /** StoCs that failed recently: not offered for new files until this time. */
   private readonly shunned = new Map<number, number>();
 
@@ -44,7 +46,9 @@ export class StocPool {
 
   /** Takes the StoC set and addresses from a new configuration. */
   update(config: ClusterConfig): void {
-    const next = new Map(config.members.filter((m) => m.role === 'stoc').map((m) => [m.id, m.address]));
+    const stocs = config.members.filter((m) => m.role === 'stoc');
+    this.draining = new Set(stocs.filter((m) => m.draining).map((m) => m.id));
+    const next = new Map(stocs.map((m) => [m.id, m.address]));
     for (const [id, address] of this.addresses) {
       if (next.get(id) !== address) this.forget(id); // moved or removed
     }
@@ -62,10 +66,15 @@ export class StocPool {
     return a === undefined ? undefined : Buffer.from(a, 'base64');
   }
 
-  /** StoC ids to place new files on: configured and not failed in the last few seconds. */
+  /** StoC ids that answer: configured and not failed in the last few seconds. */
   healthy(): number[] {
     const now = Date.now();
     return this.ids().filter((id) => (this.shunned.get(id) ?? 0) <= now);
+  }
+
+  /** StoC ids to place new files on (tables, logs, MANIFESTs, compactions): healthy and not leaving the cluster. */
+  placeable(): number[] {
+    return this.healthy().filter((id) => !this.draining.has(id));
   }
 
   /** Marks a StoC as failing; it is not chosen for new files for a while. */

@@ -12,16 +12,10 @@ import { idName } from '../common/write-id.js';
 import { decodeEdit } from '../log/version-edit.js';
 import { decodeBatch } from '../log/write-batch.js';
 import { TableReader } from '../sstable/table-reader.js';
+import { printable } from '../common/printable.js';
 
 export type FileKind = 'sst' | 'log' | 'manifest';
 
-/** Printable form of a key or value: text if it is plain ASCII, else hex. */
-export function printable(b: Buffer, max = 48): string {
-  const shown = b.subarray(0, max);
-  const text = [...shown].every((c) => c >= 0x20 && c < 0x7f);
-  const body = text ? JSON.stringify(shown.toString('latin1')) : `0x${shown.toString('hex')}`;
-  return b.length > max ? `${body}…(${b.length} bytes)` : body;
-}
 
 function internal(k: Buffer): string {
   const type = typeOf(k) === 1 ? 'put' : typeOf(k) === 0 ? 'del' : `type${typeOf(k)}`;

@@ -56,7 +56,7 @@ export function stocHarness(prefix: string): StocHarness {
     },
     config(stocs) {
       return {
-        id: 1, ranges: [], settings: DEFAULT_SETTINGS,
+        id: 1, ranges: [], lastRange: 0, settings: DEFAULT_SETTINGS,
         members: stocs.map((s) => ({ role: 'stoc' as const, id: s.id, address: s.address.toString('base64'), pid: 0, host: 'local' })),
       };
     },

@@ -3,7 +3,7 @@
  * workload through all of it (no acknowledged write lost, no read older than a write
  * acknowledged before it began): `nova ltc add` takes ranges by the rebalancing policy, a new
  * StoC takes new files at once, `nova ltc remove` moves the LTC's ranges away before it stops,
- * and `nova up --ltcs N` adds or removes LTCs to reach N. The CLI's answers and refusals.
+ * and `nova up --ltcs N --stocs M` adds or removes LTCs and StoCs (drained) to reach N and M. The CLI's answers and refusals.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -67,6 +67,10 @@ describe('elastic cluster', () => {
     await up({ ...base, ltcs: 2, coordinatorArgs: [] });
     expect(await on(3)).toEqual([]);
     expect(readClusterFile(dir)!.components.filter((x) => x.role === 'ltc').map((x) => x.id)).toEqual([1, 2]);
+    // nova up --stocs 3 drains the newest StoC and removes it.
+    await up({ ...base, stocs: 3, coordinatorArgs: [] });
+    expect(readClusterFile(dir)!.components.filter((x) => x.role === 'stoc').map((x) => x.id)).toEqual([1, 2, 3]);
+    expect((await fetchStatus(coordinator)).config.removedStocs).toEqual([4]);
 
     const check = await load.finish();
     expect(check).toMatchObject({ lost: [], stale: [] });
@@ -85,9 +89,9 @@ describe('elastic cluster', () => {
     expect(JSON.parse(added.stdout)).toMatchObject({ role: 'ltc', id: 2, ranges: [expect.any(Number), expect.any(Number)] });
     const plan = cli('rebalance', '--dry-run', '--json');
     expect(JSON.parse(plan.stdout)).toEqual({ plan: [], moves: [] });
-    const stoc = cli('stoc', 'remove', '1');
+    const stoc = cli('stoc', 'remove', '7');
     expect(stoc.status).not.toBe(0);
-    expect(stoc.stderr).toContain('not implemented yet');
+    expect(stoc.stderr).toContain('there is no StoC 7 (StoCs: 1, 2, 3)');
     const removed = cli('ltc', 'remove', '2');
     expect(removed.status, removed.stderr).toBe(0);
     expect(removed.stdout).toMatch(/^ltc 2 removed and stopped; range \d+ to LTC 1 \(\d+ ms\), range \d+ to LTC 1 \(\d+ ms\)/);

@@ -35,11 +35,11 @@ describe('linearizable under faults', () => {
     });
   }, 240_000);
 
-  it('two LTCs, the keys\' range moved between them, failed over from a paused LTC, killed and stopped where it is: every key\'s history is linearizable', async () => {
+  it('two LTCs, the keys\' range moved between them, split and merged, failed over from a paused LTC, killed and stopped where it is: every key\'s history is linearizable', async () => {
     const seed = Number(process.env.NOVA_SEED ?? 20261127);
     await run({
       seed, durationMs: 40_000, clients: 8, keys: 20, depth: 64, ltcs: 2,
-      faults: ['range-move', 'ltc-failover', 'ltc-kill', 'ltc-stop', 'log-split'], faultEveryMs: [1000, 2000], stopMs: [500, 1500],
+      faults: ['range-move', 'range-split', 'ltc-failover', 'ltc-kill', 'ltc-stop', 'log-split'], faultEveryMs: [1000, 2000], stopMs: [500, 1500],
     });
   }, 240_000);
 

@@ -3,7 +3,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
-import { abandonMove, configFromJson, configFromWire, configToJson, endMove, failOver, makeRanges, rangeOf, startMove, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
+import { abandonMove, configFromJson, configFromWire, configToJson, endFill, endMove, failOver, makeRanges, rangeOf, removeStoc, startDrain, startMerge, startMove, startSplit, DEFAULT_SETTINGS, type ClusterConfig } from '../../src/cluster/config.js';
+import { splitKey, MIN_WRITE_SAMPLES } from '../../src/ltc/split-key.js';
 import { LOAD_WINDOW_MS, RangeLoad } from '../../src/coordinator/range-load.js';
 import { Packr } from 'msgpackr';
 import { benchSplits } from '../../bench/ycsb/generators.js';
@@ -14,7 +15,7 @@ const tempDir = tempDirs('nova-coord-');
 
 describe('cluster configuration', () => {
   const config = (splits: string[], ltcs: number): ClusterConfig => ({
-    id: 1, members: [], settings: DEFAULT_SETTINGS, ranges: makeRanges(splits.map((s) => Buffer.from(s)), ltcs),
+    id: 1, members: [], settings: DEFAULT_SETTINGS, ranges: makeRanges(splits.map((s) => Buffer.from(s)), ltcs), lastRange: splits.length + 1,
   });
 
   it('routes every key to the range holding it', () => {
@@ -81,6 +82,71 @@ describe('cluster configuration', () => {
     expect(after.ranges[0].from).toBeUndefined();
     expect(after.ranges[1]).toMatchObject({ id: 2, ltc: 2, epoch: after.id });
     expect(after.ranges[1].from).toBeUndefined();
+  });
+
+  it('a split is two configurations: a new range filled from the old one, then filled; a merge the same the other way', () => {
+    const ltc = (id: number) => ({ role: 'ltc' as const, id, address: `127.0.0.1:${7000 + id}`, pid: id, host: '' });
+    const c: ClusterConfig = { ...config(['m'], 2), members: [ltc(1), ltc(2)] }; // [,m) on 1, [m,) on 2
+    const b = (x: string): Buffer => Buffer.from(x);
+    const split = startSplit(c, 2, b('t'));
+    expect(split).toMatchObject({ id: c.id + 1, lastRange: 3 });
+    expect(split.ranges).toEqual([c.ranges[0], { ...c.ranges[1], end: b('t') }, { id: 3, start: b('t'), end: undefined, ltc: 2, epoch: split.id, fill: { from: 2, start: b('t'), end: undefined } }]);
+    expect(rangeOf(split, b('u')).id).toBe(3);
+    // While it fills, neither range moves, splits or merges again; failover keeps them together.
+    expect(() => startMove(split, 3, 1)).toThrow(/range 3 is taking in keys from range 2/);
+    expect(() => startMove(split, 2, 1)).toThrow(/range 3 is taking in keys from range 2/);
+    expect(() => startSplit(split, 2, b('p'))).toThrow(/BUSY|taking in keys/);
+    const failed = failOver(split, new Set([2]), [1])!;
+    expect(failed.ranges.map((r) => [r.id, r.ltc])).toEqual([[1, 1], [2, 1], [3, 1]]);
+    // JSON and the wire carry the fill.
+    expect(configFromJson(JSON.parse(JSON.stringify(configToJson(split))), 'test')).toEqual(split);
+    const wire = new Packr({ useRecords: false, moreTypes: false });
+    expect(configFromWire(wire.unpack(wire.pack(split)))).toEqual(split);
+    const done = endFill(split, 3)!;
+    expect(done.ranges[2]).not.toHaveProperty('fill');
+    expect(endFill(done, 3)).toBeUndefined();
+    // Range ids are never used again, even once merged away.
+    const merged = endFill(startMerge(done, 2, 3), 2)!;
+    expect(merged.ranges.map((r) => [r.id, r.start.toString(), r.end])).toEqual([[1, '', b('m')], [2, 'm', undefined]]);
+    expect(startSplit(merged, 2, b('x')).ranges[2].id).toBe(4);
+    const before = startMerge(done, 3, 2); // the later range takes in the earlier
+    expect(before.ranges[1]).toMatchObject({ id: 3, start: b('m'), end: undefined, fill: { from: 2, start: b('m'), end: b('t') } });
+    // What it refuses.
+    expect(() => startSplit(c, 2, b('m'))).toThrow(/strictly inside range 2/);
+    expect(() => startSplit(c, 1, b('z'))).toThrow(/strictly inside range 1/);
+    expect(() => startSplit(c, 9, b('z'))).toThrow(/no range 9/);
+    expect(() => startMerge(c, 1, 2)).toThrow(/on LTCs 1 and 2: move one first/);
+    expect(() => startMerge(done, 1, 3)).toThrow(/on LTCs|not adjacent/);
+    expect(() => startMerge(startMove(c, 2, 1), 1, 2)).toThrow(/moving/);
+    // A configuration from before range ids were kept takes its largest id.
+    const { lastRange: _, ...old } = configToJson(done) as Record<string, unknown>;
+    expect(configFromJson(old, 'test').lastRange).toBe(3);
+  });
+
+  it('a StoC drains, then leaves the configuration for good; the last one cannot', () => {
+    const stoc = (id: number) => ({ role: 'stoc' as const, id, address: `a${id}`, pid: id, host: '' });
+    const c: ClusterConfig = { ...config([], 1), members: [stoc(1), stoc(2)] };
+    const draining = startDrain(c, 2);
+    expect(draining.id).toBe(c.id + 1);
+    expect(draining.members).toEqual([stoc(1), { ...stoc(2), draining: true }]);
+    const removed = removeStoc(draining, 2);
+    expect(removed.members).toEqual([stoc(1)]);
+    expect(removed.removedStocs).toEqual([2]);
+    expect(configFromJson(JSON.parse(JSON.stringify(configToJson(removed))), 'test').removedStocs).toEqual([2]);
+    expect(() => removeStoc(removed, 2)).toThrow(/no StoC 2 \(it was removed already\) \(StoCs: 1\)/);
+    expect(() => startDrain(removed, 1)).toThrow(/StoC 1 is the only StoC/);
+    expect(() => removeStoc(c, 5)).toThrow(/no StoC 5 \(StoCs: 1, 2\)/);
+  });
+
+  it('splits by default at the median key of recent writes, or else where the tables\' bytes pass half', () => {
+    const k = (i: number): Buffer => Buffer.from(`k${String(i).padStart(4, '0')}`);
+    const writes = Array.from({ length: MIN_WRITE_SAMPLES }, (_, i) => k(100 + i)).reverse();
+    expect(splitKey(writes, [], Buffer.alloc(0))).toEqual(k(100 + MIN_WRITE_SAMPLES / 2));
+    const tables = [{ smallest: k(0), size: 10 }, { smallest: k(50), size: 10 }, { smallest: k(30), size: 100 }];
+    expect(splitKey(writes.slice(1), tables, Buffer.alloc(0))).toEqual(k(30));
+    expect(splitKey([], tables, k(30))).toEqual(k(50)); // only keys after the range's first qualify
+    expect(splitKey([], [{ smallest: k(1), size: 5 }], k(1))).toBeUndefined();
+    expect(splitKey([k(7)], [], Buffer.alloc(0))).toEqual(k(7));
   });
 
   it('turns an LTC\'s counters into rates over the window, and starts again when they go back or the range moves', () => {
@@ -153,7 +219,8 @@ describe('the bench schedule', () => {
     expect(parseSchedule('')).toEqual([]);
     expect(() => parseSchedule('20 ltc add')).toThrow(/"20 ltc add" is not "<seconds>s <action>"/);
     expect(() => parseSchedule('20s ltc grow')).toThrow(/unknown action "ltc grow": use ltc add/);
-    expect(() => parseSchedule('20s stoc remove')).toThrow(/stoc remove is not implemented yet/);
+    expect(parseSchedule('100s stoc remove, 110s stoc remove 4')).toEqual([{ atMs: 100_000, name: 'stoc remove', args: [] }, { atMs: 110_000, name: 'stoc remove', args: [4] }]);
+    expect(() => parseSchedule('20s stoc remove 1 2')).toThrow(/stoc remove takes at most a StoC id/);
     expect(() => parseSchedule('20s range move 3')).toThrow(/range move takes a range and an LTC/);
     expect(() => parseSchedule('20s rebalance 2')).toThrow(/rebalance takes no arguments/);
     expect(() => parseSchedule('20s ltc kill x')).toThrow(/"x" is not an id/);

@@ -37,7 +37,7 @@ describe('knob table', () => {
     expect(Object.keys(DEFAULT_SETTINGS).sort()).toEqual([...keys].sort());
     for (const k of KNOBS) expect(DEFAULT_SETTINGS[k.key], k.key).toBe(k.default);
     // The defaults make a configuration that reads back whole.
-    const c: ClusterConfig = { id: 1, ranges: makeRanges([], 1), members: [], settings: DEFAULT_SETTINGS };
+    const c: ClusterConfig = { id: 1, ranges: makeRanges([], 1), lastRange: 1, members: [], settings: DEFAULT_SETTINGS };
     expect(configFromJson(JSON.parse(JSON.stringify(configToJson(c))), 'test').settings).toEqual(DEFAULT_SETTINGS);
   });
 
@@ -87,7 +87,7 @@ describe('knob table', () => {
   });
 
   it('split keys given to an existing cluster must cut the ranges it has', () => {
-    const c: ClusterConfig = { id: 3, ranges: makeRanges([Buffer.from('m')], 1), members: [], settings: DEFAULT_SETTINGS };
+    const c: ClusterConfig = { id: 3, ranges: makeRanges([Buffer.from('m')], 1), lastRange: 2, members: [], settings: DEFAULT_SETTINGS };
     expect(clusterConflicts(c, {}, undefined)).toEqual([]);
     expect(clusterConflicts(c, {}, [Buffer.from('m')])).toEqual([]);
     expect(clusterConflicts(c, {}, [])).toEqual(['ranges cut at [] (the cluster has [m])']);

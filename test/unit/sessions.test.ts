@@ -157,6 +157,32 @@ describe('session table', () => {
     expect(verdict(v.admit(ref(A, 5000, 3977, false)))).toBe('applied');
   });
 
+  it('adopts another range\'s sessions: applied numbers join, and a floor goes down to the other\'s', () => {
+    // Range X saw writes 1..3 and 8 of A (floor 8); range Y saw 4..6 with 5 still unanswered (floor 5).
+    const x = new SessionTable(limits);
+    for (const q of [1, 2, 3]) apply(x, ref(A, q));
+    apply(x, ref(A, 8, 8));
+    const y = new SessionTable(limits);
+    apply(y, ref(A, 4, 4));
+    apply(y, ref(A, 6, 4));
+    apply(y, ref(B, 1));
+    y.admit(ref(A, 5, 5)); // floor 5: the client had 4 answered
+    // X takes over Y's keys (a merge): 5 may be retried here and must not be refused; 6 is applied.
+    x.adopt(y.encode(), 'test');
+    expect(verdict(x.admit(ref(A, 6, 5)))).toBe('applied');
+    expect(verdict(x.admit(ref(A, 8, 5)))).toBe('applied');
+    expect(verdict(x.admit(ref(A, 5, 5)))).toBe('apply');
+    expect(verdict(x.admit(ref(B, 1, 1, false)))).toBe('applied'); // a session only Y knew
+    // A floor far below the highest number goes no lower than the window allows.
+    const z = new SessionTable(limits);
+    apply(z, ref(A, 5000, 5000));
+    const w = new SessionTable(limits);
+    apply(w, ref(A, 1));
+    z.adopt(w.encode(), 'test');
+    expect(verdict(z.admit(ref(A, 5000, 5000 - 1023)))).toBe('applied');
+    expect(() => z.adopt(Buffer.from([0xff]), 'bad bytes')).toThrow(/bad bytes/);
+  });
+
   it('refuses a malformed session, naming what is wrong', () => {
     const t = new SessionTable(limits);
     for (const r of [ref({ idHigh: -1, idLow: 0 }, 1), ref({ idHigh: 1, idLow: 2 ** 53 }, 1), ref(A, 0), ref(A, 1.5), ref(A, 3, 4), ref(A, 3, 0), { ...ref(A, 1), open: 1 as unknown as boolean }]) {

@@ -1,0 +1,84 @@
+/**
+ * Taking a range's files off StoCs that are leaving the cluster (`nova stoc remove`): its
+ * memtables get new logs, its tables with a fragment there are stored again elsewhere, and its
+ * MANIFEST moves to a new file, all on StoCs that take new files. A table on a StoC removed as
+ * dead cannot be read: it leaves the tree, named (EngineState.loseTable). Functions over
+ * EngineState.
+ */
+import { jobFor } from '../compaction/picker.js';
+import { emptyEdit, type TableMeta } from '../log/version-edit.js';
+import { runCompaction } from './compaction-job.js';
+import type { EngineState, LiveTable } from './engine-state.js';
+import { readerOf } from './read-path.js';
+import { installTables, rollManifest } from './version-set.js';
+
+/** What an evacuation did. */
+export interface EvacuationReport {
+  /** Tables stored again elsewhere, and their bytes; L0 tables merged into L1 to leave. */
+  tablesCopied: number;
+  bytesCopied: number;
+  l0Merged: number;
+  /** Tables lost with a dead StoC since the engine opened (EngineState.loseTable). */
+  lost: string[];
+}
+
+/**
+ * One step of taking the tables with a fragment on a StoC of `from` off it (the caller holds
+ * the compaction loop's place for the step, and lets compactions run between steps): lost
+ * ones leave the tree; else L0, if one of its tables is there, is merged into L1 (L0 is
+ * ordered by file number, so a copy under a new number would pass newer tables); else one
+ * table of a sorted level is copied under a new number. Adds what it did to `report`; false
+ * once no table is left there.
+ */
+export async function evacuateStep(db: EngineState, from: ReadonlySet<number>, report: EvacuationReport): Promise<boolean> {
+  if (db.failed) throw db.failed;
+  const on = (t: TableMeta): boolean => t.fragments.some((f) => from.has(f.stoc));
+  const lost = (t: TableMeta): boolean => !!db.env.isLost && t.fragments.some((f) => db.env.isLost!(f.stoc));
+  const gone = db.levels.flat().filter((t) => lost(t.meta));
+  if (gone.length > 0) {
+    const edit = emptyEdit();
+    for (const t of gone) {
+      edit.removed.push({ level: t.meta.level, file: t.meta.file });
+      db.loseTable(t.meta);
+    }
+    const files = new Set(gone.map((t) => t.meta.file));
+    await installTables(db, edit, 0, [], files);
+    db.lookup?.compacted(files);
+    const mems = db.memtables.all().filter((m) => m.entries > 0);
+    db.lookup?.refreshed(db.levels[0].length === 0, mems.length > 0 ? Math.min(...mems.map((m) => m.id)) : undefined);
+    return true;
+  }
+  if (db.levels[0].some((t) => on(t.meta))) {
+    const l0 = db.levels[0].map((t) => t.meta);
+    await runCompaction(db, jobFor(db.levels.map((l) => l.map((t) => t.meta)), 0, l0));
+    report.l0Merged += l0.length;
+    return true;
+  }
+  for (let level = 1; level < db.levels.length; level++) {
+    const t = db.levels[level].find((x) => on(x.meta));
+    if (!t) continue;
+    await copyTable(db, level, t);
+    report.tablesCopied++;
+    report.bytesCopied += t.meta.size;
+    return true;
+  }
+  return false;
+}
+
+/** Moves the MANIFEST to a new file, on StoCs that take new files (in the MANIFEST chain). */
+export function moveManifest(db: EngineState): Promise<void> {
+  const run = db.manifestChain.then(() => rollManifest(db, 'drain'));
+  db.manifestChain = run.catch((err: unknown) => { db.manifestFailure ??= err as Error; });
+  return run;
+}
+
+/** Stores table `t` of sorted level `level` again, under a new number, where new tables go. */
+async function copyTable(db: EngineState, level: number, t: LiveTable): Promise<void> {
+  const bytes = t.reader.ownBytes() ?? await db.store.readTable(t.meta.file, t.meta.fragments);
+  const file = db.nextFile++;
+  const fragments = await db.store.writeTable(file, bytes);
+  const edit = emptyEdit();
+  edit.removed.push({ level, file: t.meta.file });
+  await installTables(db, edit, level, [{ meta: { ...t.meta, file, fragments }, reader: readerOf(db, bytes, file) }], new Set([t.meta.file]));
+  await db.store.deleteTable(t.meta.file);
+}
