@@ -219,6 +219,8 @@ export class LtcServer {
   private apply(config: ClusterConfig): void {
     this.config = config;
     this.pool.update(config);
+    // Connected before a range needs them: a range moved here opens without waiting for that.
+    for (const id of this.pool.placeable()) void this.pool.get(id).catch(() => undefined);
     for (const s of this.served.values()) {
       const r = config.ranges.find((x) => x.id === s.info.id);
       if (s.leaving) continue;
