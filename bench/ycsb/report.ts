@@ -127,10 +127,10 @@ function scheduleHtml(r: RunResult): string {
     [{ name: 'p99', color: COLORS[1], points: (r.timelineP99 ?? []).map((y, j) => [secs(j), y]) }], false, marks);
   const rows = r.events!.map((e) => `<tr><td class="r">${(e.startedMs / 1000).toFixed(1)}</td><td>${esc(e.name)}${e.args.length ? ` ${e.args.join(' ')}` : ''}</td>` +
     `<td class="r">${(e.tookMs / 1000).toFixed(1)}</td><td>${esc(e.error ? `FAILED: ${e.error}` : e.outcome!.detail)}</td></tr>`).join('');
-  const moves = r.events!.flatMap((e) => (e.outcome?.moves ?? []).map((m) => `<tr><td>${esc(e.name)}</td><td class="r">${m.range}</td><td class="r">${m.from}</td><td class="r">${m.to}</td><td class="r">${m.unavailableMs}</td></tr>`)).join('');
+  const moves = r.events!.flatMap((e) => (e.outcome?.moves ?? []).map((m) => `<tr><td>${esc(e.name)}</td><td class="r">${m.range}</td><td class="r">${m.from}</td><td class="r">${m.to}</td><td class="r">${m.unavailableMs}</td><td class="r">${m.releaseMs ?? ''}</td><td class="r">${m.engineOpenMs ?? ''}</td></tr>`)).join('');
   return `<section><h3>Schedule: ${esc(r.workload)} / ${esc(r.dist)}</h3><div class="charts">${tput}${p99}</div>
 <table><thead><tr><th>at s</th><th>action</th><th>took s</th><th>what it did</th></tr></thead><tbody>${rows}</tbody></table>
-${moves ? `<table><thead><tr><th>by</th><th>range</th><th>from LTC</th><th>to LTC</th><th>unavailable ms</th></tr></thead><tbody>${moves}</tbody></table>` : ''}</section>`;
+${moves ? `<table><thead><tr><th>by</th><th>range</th><th>from LTC</th><th>to LTC</th><th>unavailable ms</th><th>of it, letting go ms</th><th>engine open ms</th></tr></thead><tbody>${moves}</tbody></table>` : ''}</section>`;
 }
 
 export function sessionHtml(s: SessionResult, baseline: string): string {

@@ -19,8 +19,8 @@ export interface ScheduledAction {
 export interface ActionOutcome {
   /** In a phrase. */
   detail: string;
-  /** Each range move it made, with how long the range refused requests. */
-  moves: Array<{ range: number; from: number; to: number; unavailableMs: number }>;
+  /** Each range move it made, with how long the range refused requests, and of it, letting go on the old LTC and the engine's open on the new one. */
+  moves: Array<{ range: number; from: number; to: number; unavailableMs: number; releaseMs: number; engineOpenMs: number }>;
   /** ltc kill: from the kill until every range was served again. */
   failoverMs?: number;
 }

@@ -2,6 +2,7 @@
 import { NovaClient } from '../../src/client/nova-client.js';
 import { NOVA_BIN, addComponent, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, up } from '../../src/control/cluster-control.js';
 import type { ActionOutcome, ScheduledAction } from './schedule.js';
+import type { MoveReport } from '../../src/coordinator/coordinator.js';
 import { rangeOf } from '../../src/cluster/config.js';
 import { KNOBS } from '../../src/cluster/knobs.js';
 import type { EngineAdapter } from './kv-store.js';
@@ -99,6 +100,11 @@ async function rangeFigures(client: NovaClient): Promise<Map<number, Record<stri
   return new Map(rows.map((r) => [r.range, Object.fromEntries(Object.entries(r).filter(([, v]) => typeof v === 'number')) as Record<string, number>]));
 }
 
+/** What the report keeps of a move. */
+function moveOf(m: MoveReport): ActionOutcome['moves'][number] {
+  return { range: m.range, from: m.from, to: m.to, unavailableMs: m.unavailableMs, releaseMs: m.releaseMs, engineOpenMs: m.engineOpenMs };
+}
+
 /** Carries out one action of a run's schedule on the local cluster in `dir` (schedule.ts). */
 async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
   const file = readClusterFile(dir);
@@ -107,8 +113,9 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
   const base = { dir, host: '127.0.0.1', bin: NOVA_BIN };
   const since = (await fetchStatus(coordinator)).config.id;
   const movesSince = async (): Promise<ActionOutcome['moves']> =>
-    (await fetchStatus(coordinator)).moves.filter((m) => m.configId > since).map(({ range, from, to, unavailableMs }) => ({ range, from, to, unavailableMs }));
-  const moved = (moves: ActionOutcome['moves']): string => moves.map((m) => `range ${m.range} ${m.from}→${m.to} (${m.unavailableMs} ms)`).join(', ') || 'no range moved';
+    (await fetchStatus(coordinator)).moves.filter((m) => m.configId > since).map(moveOf);
+  const moved = (moves: ActionOutcome['moves']): string =>
+    moves.map((m) => `range ${m.range} ${m.from}→${m.to} (${m.unavailableMs} ms: letting go ${m.releaseMs}, engine open ${m.engineOpenMs})`).join(', ') || 'no range moved';
   switch (a.name) {
     case 'ltc add': case 'stoc add': {
       const role = a.name === 'ltc add' ? 'ltc' : 'stoc';
@@ -119,7 +126,7 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
     case 'rebalance': {
       const r = await rebalance(coordinator, false);
       if (r.error) throw new Error(r.error);
-      const moves = r.moves.map(({ range, from, to, unavailableMs }) => ({ range, from, to, unavailableMs }));
+      const moves = r.moves.map(moveOf);
       return { detail: moved(moves), moves };
     }
     case 'ltc remove': {
@@ -128,12 +135,12 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
       if (a.args[0] === undefined && live.length === 0) throw new Error('no LTC is up');
       const id = a.args[0] ?? Math.max(...live);
       const r = await removeLtc(dir, coordinator, id);
-      const moves = r.moves.map(({ range, from, to, unavailableMs }) => ({ range, from, to, unavailableMs }));
+      const moves = r.moves.map(moveOf);
       return { detail: `ltc ${id} removed; ${moved(moves)}`, moves };
     }
     case 'range move': {
       const r = await moveRange(coordinator, a.args[0], a.args[1]);
-      return { detail: moved([r]), moves: [{ range: r.range, from: r.from, to: r.to, unavailableMs: r.unavailableMs }] };
+      return { detail: moved([moveOf(r)]), moves: [moveOf(r)] };
     }
     case 'ltc kill': {
       const status = await fetchStatus(coordinator);

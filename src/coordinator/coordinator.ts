@@ -408,9 +408,14 @@ export class Coordinator {
     }
   }
 
-  /** Asks every LTC to take its ranges' files off StoC `stoc` (LtcServer evacuate). */
+  /**
+   * Asks every LTC that is up or holds ranges to take its ranges' files off StoC `stoc`
+   * (LtcServer evacuate). One that is down and holds none has no engine to take off; if it
+   * comes back, a range it opens then is taken off at its open.
+   */
   private async evacuateAll(stoc: number): Promise<Pick<StocRemoveReport, 'ltcs' | 'silent'>> {
-    const ltcs = this.config.members.filter((m) => m.role === 'ltc').map((m) => m.id);
+    const holds = (id: number): boolean => this.config.ranges.some((r) => r.ltc === id || r.from === id);
+    const ltcs = this.config.members.filter((m) => m.role === 'ltc' && (this.alive('ltc', m.id) || holds(m.id))).map((m) => m.id);
     const answers = await Promise.all(ltcs.map((l) => this.callLtc<StocRemoveReport['ltcs'][number]>(l, 'evacuate', [this.config.id, stoc, EVACUATE_MS], EVACUATE_MS + 5_000)
       .then((r) => ({ ...r, ltc: l }), (err: Error) => {
         this.o.onLog?.(`LTC ${l} did not take its files off StoC ${stoc}: ${err.message}`);
