@@ -144,19 +144,37 @@ class Window {
 }
 
 /** Puts `w`'s number in range `range`'s window (moving it from the last one it was sent to). */
+/**
+ * Puts the write's number in the window of `range`, where it is sent now. It stays in the
+ * windows of ranges it went to before until it finishes: a split or merge gave its key to
+ * another range, which adopts the old one's record of the session, and the old range must
+ * not forget whether it applied the write (its floor passing it) while it may be retried.
+ */
 function track(w: WriteState, range: number): void {
   if (w.range === range) return;
-  if (w.range !== undefined) w.session.window(w.range).finish(w.seq);
-  w.session.window(range).add(w.seq);
+  if (w.range !== undefined && !w.earlier.includes(w.range)) w.earlier.push(w.range);
+  if (!w.earlier.includes(range)) w.session.window(range).add(w.seq);
   w.range = range;
+}
+
+/** The write is over (answered, given up, or renumbered): out of every window it is in. */
+function untrack(w: WriteState): void {
+  for (const r of new Set([...w.earlier, ...(w.range === undefined ? [] : [w.range])])) w.session.window(r).finish(w.seq);
+  w.earlier = [];
+  w.range = undefined;
 }
 
 /** One write's progress over its attempts. */
 interface WriteState {
   session: Session;
   seq: number;
-  /** The range its last attempt went to, if one did. */
+  /** The key its range is chosen by (a batch's first). */
+  key: Uint8Array;
+  /** The range its last attempt went to, if one did, and the ranges earlier attempts went to. */
   range: number | undefined;
+  earlier: number[];
+  /** The range of the attempt sent last (the one that answered, once it succeeds). */
+  sentTo?: number;
   /** An attempt may have applied it. */
   maybeApplied: boolean;
 }
@@ -190,6 +208,8 @@ export class NovaClient {
   private readonly timeoutMs: number;
   private readonly coordinator: CoordinatorLocator;
   private session = new Session();
+  /** Writes under way (write1), whose windows follow the configuration (refresh). */
+  private readonly writing = new Set<WriteState>();
   private sessionsStarted = 1;
 
   private constructor(o: NovaClientOptions) {
@@ -322,7 +342,8 @@ export class NovaClient {
    */
   private async write1(op: string, key: Buffer, args: (configId: number) => unknown[]): Promise<void> {
     const session = this.session;
-    const w: WriteState = { session, seq: session.take(), range: undefined, maybeApplied: false };
+    const w: WriteState = { session, seq: session.take(), key, range: undefined, earlier: [], maybeApplied: false };
+    this.writing.add(w);
     try {
       await this.attempt(op, key, (id, range) => {
         const request = args(id);
@@ -330,14 +351,15 @@ export class NovaClient {
         request.push(w.session.idHigh, w.session.idLow, w.seq, window.floor!, window.acked ? 0 : 1);
         return request;
       }, w);
-      w.session.window(w.range!).acked = true;
+      w.session.window(w.sentTo!).acked = true;
     } catch (err) {
       const e = err as NovaError;
       const reason = e.code === 'FAILED' || e.code === 'UNKNOWN_OUTCOME' ? e.reason : e.code;
       const outcome = w.maybeApplied ? 'UNKNOWN_OUTCOME' : 'FAILED';
       throw new NovaError(outcome, `${op}: ${w.maybeApplied ? 'may have been applied' : 'not applied'}: ${e.message}`, { cause: e, reason });
     } finally {
-      if (w.range !== undefined) w.session.window(w.range).finish(w.seq);
+      untrack(w);
+      this.writing.delete(w);
     }
   }
 
@@ -367,6 +389,7 @@ export class NovaClient {
           const link = await this.ltc(ltc.address);
           const request = args(this.config.id, range.id);
           sent = !link.closed;
+          if (w) w.sentTo = range.id;
           return await link.call<T>(op, request, Math.max(1, deadline - Date.now()));
         } catch (err) {
           error = err as NovaError;
@@ -382,10 +405,9 @@ export class NovaClient {
         // more, so such a write ends here (UNKNOWN_OUTCOME). Else: again at once, renumbered in
         // the new session.
         if (w.maybeApplied || Date.now() > deadline) throw error;
-        w.session.window(w.range!).finish(w.seq);
+        untrack(w);
         w.session = this.session;
         w.seq = this.session.take();
-        w.range = undefined;
         continue;
       }
       // A write is retried unless a retry cannot help; a read only when the cluster is moving.
@@ -441,7 +463,12 @@ export class NovaClient {
     this.refreshing ??= (async () => {
       try {
         const c = configFromWire(await (await this.coordinator.connection()).call('config', []));
-        if (!this.config || c.id >= this.config.id) this.config = c;
+        if (!this.config || c.id >= this.config.id) {
+          this.config = c;
+          // Before any request under it: writes whose keys went to another range (a split or
+          // merge) count in that range's window now, so no floor sent there passes them.
+          for (const w of this.writing) track(w, rangeOf(c, w.key).id);
+        }
       } catch (err) {
         this.coordinator.moved();
         throw err;

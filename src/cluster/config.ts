@@ -115,11 +115,13 @@ export interface ClusterConfig {
   ranges: RangeInfo[];
   /** The largest range id ever given: ids are never used twice (a range's files carry its id). */
   lastRange: number;
-  /**
-   * StoCs removed from the cluster (`nova stoc remove`); their ids are never used again. A table
-   * with a fragment on one removed as dead is lost (the others were drained first).
-   */
+  /** StoCs removed from the cluster (`nova stoc remove`); their ids are never used again. */
   removedStocs?: number[];
+  /**
+   * Of them, those removed as dead (`--dead`): a table with a fragment on one is lost. A table
+   * on a drained one is not (a drain leaves none there): reading it fails, loudly.
+   */
+  deadStocs?: number[];
   members: Member[];
   settings: Settings;
 }
@@ -250,13 +252,18 @@ export function startDrain(config: ClusterConfig, stoc: number): ClusterConfig {
   return { ...config, id: config.id + 1, members: config.members.map((m) => (m.role === 'stoc' && m.id === stoc ? { ...m, draining: true } : m)) };
 }
 
-/** The configuration without StoC `stoc`, whose id is never used again. BAD_ARGUMENT as startDrain. */
-export function removeStoc(config: ClusterConfig, stoc: number): ClusterConfig {
+/**
+ * The configuration without StoC `stoc`, whose id is never used again; `dead`: what it held is
+ * lost (deadStocs). BAD_ARGUMENT as startDrain.
+ */
+export function removeStoc(config: ClusterConfig, stoc: number, dead: boolean): ClusterConfig {
   refuseStocRemoval(config, stoc);
+  const plus = (ids: number[] | undefined): number[] => [...new Set([...(ids ?? []), stoc])].sort((a, b) => a - b);
   return {
     ...config, id: config.id + 1,
     members: config.members.filter((m) => !(m.role === 'stoc' && m.id === stoc)),
-    removedStocs: [...new Set([...(config.removedStocs ?? []), stoc])].sort((a, b) => a - b),
+    removedStocs: plus(config.removedStocs),
+    ...(dead ? { deadStocs: plus(config.deadStocs) } : {}),
   };
 }
 
@@ -269,10 +276,16 @@ function refuseStocRemoval(config: ClusterConfig, stoc: number): void {
   if (stocs.length === 1) throw new NovaError('BAD_ARGUMENT', `StoC ${stoc} is the only StoC: its files would have nowhere to go (add a StoC first)`);
 }
 
-/** The configuration after range `range`'s fill is done: it serves all its interval. Undefined if it was not filling. */
-export function endFill(config: ClusterConfig, range: number): ClusterConfig | undefined {
+/**
+ * The configuration after range `range`'s fill is done: it serves all its interval. Undefined
+ * if it is not filling, or (given `expect`) is filling something else: a late answer about an
+ * earlier fill must not end a later one.
+ */
+export function endFill(config: ClusterConfig, range: number, expect?: Fill): ClusterConfig | undefined {
   const r = config.ranges.find((x) => x.id === range);
   if (!r?.fill) return undefined;
+  const same = (a: Buffer | undefined, b: Buffer | undefined): boolean => (a === undefined ? b === undefined : b !== undefined && a.equals(b));
+  if (expect && (r.fill.from !== expect.from || !same(r.fill.start, expect.start) || !same(r.fill.end, expect.end))) return undefined;
   const { fill: _, ...rest } = r;
   return withRange(config, rest);
 }
@@ -339,7 +352,7 @@ export function configFromJson(j: unknown, what: string): ClusterConfig {
   const ranges = c.ranges.map((r) => decodedRange(r, hex(r.start) ?? Buffer.alloc(0), hex(r.end), hex));
   return {
     id: c.id, members: c.members, settings: { ...DEFAULT_SETTINGS, ...c.settings }, ranges, lastRange: lastRangeOf(c.lastRange, ranges),
-    ...removedOf(c.removedStocs),
+    ...idsOf('removedStocs', c.removedStocs), ...idsOf('deadStocs', c.deadStocs),
   };
 }
 
@@ -349,11 +362,12 @@ export function configFromWire(w: unknown): ClusterConfig {
   if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges)) throw new NovaError('CORRUPTION', 'configuration from the coordinator is malformed');
   const bytes = (x: unknown): Buffer | undefined => (x instanceof Uint8Array ? Buffer.from(x) : undefined);
   const ranges = c.ranges.map((r) => decodedRange(r, bytes(r.start) ?? Buffer.alloc(0), bytes(r.end), bytes));
-  return { ...c, ranges, lastRange: lastRangeOf(c.lastRange, ranges), ...removedOf(c.removedStocs) };
+  return { ...c, ranges, lastRange: lastRangeOf(c.lastRange, ranges), ...idsOf('removedStocs', c.removedStocs), ...idsOf('deadStocs', c.deadStocs) };
 }
 
-function removedOf(x: unknown): { removedStocs?: number[] } {
-  return Array.isArray(x) ? { removedStocs: x.filter((n): n is number => typeof n === 'number') } : {};
+/** A list of StoC ids as read, under `field` (absent if it is not a list). */
+function idsOf<K extends 'removedStocs' | 'deadStocs'>(field: K, x: unknown): Partial<Record<K, number[]>> {
+  return Array.isArray(x) ? { [field]: x.filter((n): n is number => typeof n === 'number') } as Partial<Record<K, number[]>> : {};
 }
 
 /** A configuration from before `lastRange`: its largest range id. */

@@ -69,6 +69,11 @@ class Lane {
     if (failure) throw failure;
   }
 
+  /** Starts the worker now if it is not running (it keeps the process alive only with a job pending). */
+  warm(): void {
+    this.worker ??= this.start();
+  }
+
   private start(): Worker {
     const w = new Worker(WORKER);
     w.on('message', (m: WorkerReply) => {
@@ -103,6 +108,17 @@ class Lane {
 
 const merges = new Lane('merge');
 const builds = new Lane('flush build');
+
+/**
+ * Starts both workers ahead of their first job, if the built worker script is there: a range
+ * that opens on a process that just started then does not wait for a thread to start and load
+ * its modules before it can build L0 from its logs.
+ */
+export function startWorkers(): void {
+  if (!mergeWorkerAvailable()) return;
+  merges.warm();
+  builds.warm();
+}
 
 /**
  * Runs `job` on the merge worker; yields each output table as it arrives. With `transfer`,

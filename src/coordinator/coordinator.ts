@@ -25,7 +25,7 @@ import { lockDir, replaceFile } from '../common/files.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import {
-  abandonMove, configFromJson, configToJson, endFill, endMove, failOver, makeRanges, memberOf, removeStoc, startDrain, startMerge, startMove, startSplit, type ClusterConfig, type Member, type RangeInfo, type Role, type Settings,
+  abandonMove, configFromJson, configToJson, endFill, endMove, failOver, makeRanges, memberOf, removeStoc, startDrain, startMerge, startMove, startSplit, type ClusterConfig, type Fill, type Member, type RangeInfo, type Role, type Settings,
 } from '../cluster/config.js';
 import { HEARTBEAT_MS } from '../cluster/membership.js';
 import { newSettings, refuseConflicts } from '../cluster/knobs.js';
@@ -380,9 +380,12 @@ export class Coordinator {
   private async removeStoc(args: unknown[]): Promise<StocRemoveReport> {
     const [id, dead] = args;
     if (!isId(id) || typeof dead !== 'boolean') throw new NovaError('BAD_ARGUMENT', 'removeStoc takes [StoC id, dead]');
-    removeStoc(this.config, id); // the argument errors
+    removeStoc(this.config, id, dead); // only to refuse a StoC the configuration does not have, or its last
     if (!dead && !this.alive('stoc', id)) {
       throw new NovaError('UNAVAILABLE', `StoC ${id} is down: draining it copies what it holds, so start it again; if it is gone for good, remove it with --dead`);
+    }
+    if (dead && !this.knowsLiveness(performance.now(), 'stoc')) {
+      throw new NovaError('UNAVAILABLE', `the coordinator has not heard from every StoC since it started or was paused, so it cannot tell whether StoC ${id} is dead; try again in ${Math.ceil((this.graceUntil - performance.now()) / 1000)} s`);
     }
     if (dead && this.alive('stoc', id)) {
       throw new NovaError('BAD_ARGUMENT', `StoC ${id} is alive: drain it (remove it without --dead), which loses nothing; --dead is for a StoC that is gone for good`);
@@ -397,11 +400,11 @@ export class Coordinator {
           throw new NovaError('UNAVAILABLE', `LTC ${drained.silent.join(', ')} did not take its ranges' files off StoC ${id}; StoC ${id} stays (draining): run the removal again once they are up`);
         }
         this.retireMember('stoc', id);
-        this.publish(removeStoc(this.config, id), `StoC ${id} drained and removed`);
+        this.publish(removeStoc(this.config, id, false), `StoC ${id} drained and removed`);
         return { stoc: id, dead, ...drained };
       }
       this.retireMember('stoc', id);
-      this.publish(removeStoc(this.config, id), `StoC ${id} removed as dead: tables with a fragment on it are lost`);
+      this.publish(removeStoc(this.config, id, true), `StoC ${id} removed as dead: tables with a fragment on it are lost`);
       return { stoc: id, dead, ...await this.evacuateAll(id) };
     } finally {
       this.reshaping = false;
@@ -452,7 +455,7 @@ export class Coordinator {
     }
     const next = startSplit(this.config, range, key);
     this.publish(next, `range ${range} splitting at ${key.toString('hex')}: range ${next.lastRange} takes the keys from there`);
-    return this.awaitFill(range, next.lastRange, r.ltc, key);
+    return this.awaitFill(range, next.lastRange, next, key);
   }
 
   /** `merge [into, from]`: range `from` (adjacent, on the same LTC) is copied into `into` and leaves the configuration. */
@@ -461,34 +464,38 @@ export class Coordinator {
     if (!isId(into) || !isId(from)) throw new NovaError('BAD_ARGUMENT', 'merge takes [range id, range id]');
     const next = startMerge(this.config, into, from);
     this.publish(next, `range ${from} merging into range ${into}`);
-    return this.awaitFill(into, from, next.ranges.find((x) => x.id === into)!.ltc);
+    return this.awaitFill(into, from, next);
   }
 
-  /** Waits for the LTC to fill the range that takes in keys (`range` or `other`), then ends the fill. */
-  private async awaitFill(range: number, other: number, ltc: number, at?: Buffer): Promise<ReshapeReport> {
+  /**
+   * Waits for the LTC to fill the range that takes in keys (`range`, or with `at`, the new
+   * range `other`) as configuration `started` has it, then ends that fill.
+   */
+  private async awaitFill(range: number, other: number, started: ClusterConfig, at?: Buffer): Promise<ReshapeReport> {
     const t0 = performance.now();
     const filling = at ? other : range;
-    const started = this.config.id;
-    const rep = await this.callLtc<{ keys: number; bytes: number; fillMs: number }>(ltc, 'filled', [started, filling, FILL_MS], FILL_MS + 5_000).catch((err: Error) => {
+    const r = started.ranges.find((x) => x.id === filling)!;
+    const ltc = r.ltc;
+    const rep = await this.callLtc<{ keys: number; bytes: number; fillMs: number }>(ltc, 'filled', [started.id, filling, FILL_MS], FILL_MS + 5_000).catch((err: Error) => {
       throw new NovaError((err as NovaError).code ?? 'UNAVAILABLE', `range ${filling} is taking in its keys on LTC ${ltc}, which did not say it is done (${err.message}); ` +
         'it goes on, and its LTC (or the one it fails over to) ends it: see nova range list');
     });
-    this.endFill(filling, `range ${filling} took in its keys on LTC ${ltc}`);
+    this.endFill(filling, `range ${filling} took in its keys on LTC ${ltc}`, r.fill);
     return { range, other, ltc, ...(at ? { at } : {}), ...rep, unavailableMs: Math.round(performance.now() - t0), configId: this.config.id };
   }
 
-  /** Ends the fill of `range`, if it is still filling. */
-  private endFill(range: number, why: string): void {
-    const next = endFill(this.config, range);
+  /** Ends the fill of `range`, if it is still filling (that fill, given `expect`). */
+  private endFill(range: number, why: string, expect?: Fill): void {
+    const next = endFill(this.config, range, expect);
     if (next) this.publish(next, why);
   }
 
   /**
-   * Whether which LTCs are alive is known: the grace after a start or pause is over, or every
-   * LTC has been heard from since (silence means nothing until then).
+   * Whether which members of `role` are alive is known: the grace after a start or pause is
+   * over, or every one has been heard from since (silence means nothing until then).
    */
-  private knowsLiveness(now: number): boolean {
-    return now >= this.graceUntil || this.config.members.every((m) => m.role !== 'ltc' || this.alive('ltc', m.id, now));
+  private knowsLiveness(now: number, role: Role = 'ltc'): boolean {
+    return now >= this.graceUntil || this.config.members.every((m) => m.role !== role || this.alive(role, m.id, now));
   }
 
   /** Gives the ranges of LTCs whose leases expired to live LTCs (the class comment). */
@@ -647,8 +654,12 @@ export class Coordinator {
     if (role === 'stoc' && this.config.removedStocs?.includes(id)) {
       throw Object.assign(new NovaError('BUSY', `StoC ${id} was removed from the cluster and its id is not used again: start the StoC with a new id`), { detail: 'removed' });
     }
-    const member: Member = { role, id, address, pid, host: typeof host === 'string' ? host : '', ...(typeof incarnation === 'string' ? { incarnation } : {}) };
     const old = this.config.members.find((m) => m.role === role && m.id === id);
+    // A StoC restarted while it drains goes on draining.
+    const member: Member = {
+      role, id, address, pid, host: typeof host === 'string' ? host : '', ...(typeof incarnation === 'string' ? { incarnation } : {}),
+      ...(old?.draining ? { draining: true } : {}),
+    };
     if (!old && role === 'ltc') this.joined.add(id);
     const another = old !== undefined && (old.pid !== pid || old.incarnation !== member.incarnation);
     if (!old || old.address !== address || another) {
@@ -671,7 +682,7 @@ export class Coordinator {
    */
   private heartbeat(args: unknown[]): number {
     const [role, id, serving, holding, configId, load, incarnation, filled] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation]');
+    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation, filled]');
     if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
       throw Object.assign(new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster`), { detail: 'removed' });
     }

@@ -49,6 +49,8 @@ export interface ManifestStore {
    * REQUIRES: its first edit (the whole tree) is durable.
    */
   install(file: number): Promise<void>;
+  /** Replicas a new MANIFEST can have now (its R, or fewer places that take new files), if it has replicas. */
+  placeableReplicas?(): number;
 }
 
 /** A MANIFEST left in an LTC's directory before MANIFESTs moved to StoCs: read once, then removed. */

@@ -27,12 +27,16 @@ export class StocManifestStore implements ManifestStore {
   private readonly files: StocLogStore;
 
   /** @param legacy the LTC directory's MANIFEST, read when the StoCs hold none. */
-  constructor(private readonly pool: StocPool, private readonly range: number, replicas: number,
+  constructor(private readonly pool: StocPool, private readonly range: number, private readonly replicas: number,
     onLog: (line: string) => void, private readonly legacy?: LegacyManifest) {
     // Reading waits for every configured StoC, however long: one that does not answer may
     // hold the newest MANIFEST, and opening an older one would lose (and delete) what
     // followed it. A range whose StoCs are not all up waits to open: safety over availability.
     this.files = new StocLogStore(pool, range, replicas, onLog, Number.POSITIVE_INFINITY, 'manifest');
+  }
+
+  placeableReplicas(): number {
+    return Math.min(this.replicas, this.pool.placeable().length);
   }
 
   async readCurrent(): Promise<{ name: string; bytes: Buffer } | undefined> {

@@ -51,7 +51,7 @@ import { splitKey } from './split-key.js';
 import { evacuateStep, moveManifest, type EvacuationReport } from './evacuation.js';
 import { logEdit } from './version-set.js';
 import { emptyEdit } from '../log/version-edit.js';
-import { userKeyOf } from '../common/internal-key.js';
+import { typeOf, userKeyOf, ValueType } from '../common/internal-key.js';
 
 /** How often the session table's clock moves (and idle sessions expire). */
 const SESSION_TICK_MS = 1_000;
@@ -279,11 +279,12 @@ export class Engine {
   }
 
   /**
-   * Retires the active memtables that hold entries (every one, with `everyLog`), between
-   * writes, and waits until the flush
-   * loop has written them, and those waiting before them, to L0 (not the memtables that fill
-   * meanwhile); compactions are not waited for, and writes go on into new memtables. What a range moving away does while it still
-   * serves, so the LTC taking it replays little (ltc-server.ts).
+   * Retires the active memtables that hold entries (every one, with `everyLog`: every log that
+   * exists now is then released), between writes, and waits until the flush loop has written
+   * them, and those waiting before them, to L0 (not the memtables that fill meanwhile).
+   * Compactions are not waited for, and writes go on into new memtables. Used before a range
+   * moves away (so the LTC taking it replays little), at the end of a fill, and to take a
+   * range's logs off StoCs that leave (evacuate).
    */
   async flushMemtables(everyLog = false): Promise<void> {
     const db = this.db;
@@ -353,15 +354,18 @@ export class Engine {
    * (evacuation.ts): every memtable gets a new log (the old ones go once flushed), tables with
    * a fragment there are stored again elsewhere, or leave the tree if their StoC was removed
    * as dead, and the MANIFEST moves to a new file. New files must already avoid `from` (the
-   * store's placement). Holds the compaction loop's place meanwhile, as compactAll does.
+   * store's placement). Holds the compaction loop's place for each table, as compactAll does;
+   * stops between two once `stop()` says so.
    */
-  async evacuate(from: ReadonlySet<number>): Promise<EvacuationReport> {
+  async evacuate(from: ReadonlySet<number>, stop: () => boolean = () => false): Promise<EvacuationReport> {
     await this.flushMemtables(true);
     const report: EvacuationReport = { tablesCopied: 0, bytesCopied: 0, l0Merged: 0, lost: [] };
-    // A table at a time, in the compaction loop's place: compactions run between tables, so
-    // writes do not stall on L0 for the whole evacuation.
+    // A table at a time, in the compaction loop's place: between two, the loop starts the
+    // jobs due then, so writes do not stall on L0 for the whole evacuation.
     for (let more = true; more;) {
-      // Under steady writes the loop always has a job due: it starts no more, and ends.
+      await new Promise((resolve) => setImmediate(resolve)); // the loop kicked after the last step picks its jobs
+      if (stop()) throw new NovaError('UNAVAILABLE', 'evacuation stopped: the range is being let go');
+      // Under steady writes the loop always has a job due: held, it starts no more, and ends.
       this.db.held = true;
       this.db.pokeCompactions?.();
       try {
@@ -387,9 +391,10 @@ export class Engine {
 
   /**
    * Where to split the range by default (split-key.ts): the median of a sample of the
-   * memtables' keys, or of the tables' bytes. Undefined for a range with no key after `start`.
+   * memtables' keys written (not deleted), or of the tables' bytes, within [start, end).
+   * Undefined for a range with no key there after `start`.
    */
-  splitKey(start: Buffer): Buffer | undefined {
+  splitKey(start: Buffer, end?: Buffer): Buffer | undefined {
     this.db.assertOpen();
     const writes: Buffer[] = [];
     const mems = this.db.memtables.all();
@@ -398,10 +403,11 @@ export class Engine {
     for (const m of mems) {
       const it = m.iterator();
       let i = 0;
-      for (it.first(); it.valid; it.next()) if (i++ % stride === 0) writes.push(userKeyOf(it.key));
+      // Deletions are not load to split by (a trim's, after a split, would pull the key out of the range).
+      for (it.first(); it.valid; it.next()) if (i++ % stride === 0 && typeOf(it.key) !== ValueType.Delete) writes.push(userKeyOf(it.key));
     }
     const tables = this.db.levels.flat().map((t) => ({ smallest: userKeyOf(t.meta.smallest), size: t.meta.size }));
-    return splitKey(writes, tables, start);
+    return splitKey(writes, tables, start, end);
   }
 
   /** Tables dropped since the open because a StoC holding a fragment was removed as dead, by name. */

@@ -5,6 +5,7 @@
  * dead cannot be read: it leaves the tree, named (EngineState.loseTable). Functions over
  * EngineState.
  */
+import { NovaError } from '../common/errors.js';
 import { jobFor } from '../compaction/picker.js';
 import { emptyEdit, type TableMeta } from '../log/version-edit.js';
 import { runCompaction } from './compaction-job.js';
@@ -65,11 +66,14 @@ export async function evacuateStep(db: EngineState, from: ReadonlySet<number>, r
   return false;
 }
 
-/** Moves the MANIFEST to a new file, on StoCs that take new files (in the MANIFEST chain). */
-export function moveManifest(db: EngineState): Promise<void> {
+/**
+ * Moves the MANIFEST to a new file, on StoCs that take new files (in the MANIFEST chain);
+ * UNAVAILABLE if it could not (too few StoCs answered): the current one goes on meanwhile.
+ */
+export async function moveManifest(db: EngineState): Promise<void> {
   const run = db.manifestChain.then(() => rollManifest(db, 'drain'));
-  db.manifestChain = run.catch((err: unknown) => { db.manifestFailure ??= err as Error; });
-  return run;
+  db.manifestChain = run.then(() => undefined, (err: unknown) => { db.manifestFailure ??= err as Error; });
+  if (!await run) throw new NovaError('UNAVAILABLE', 'the MANIFEST could not move to StoCs that take new files (too few answered); the current one goes on');
 }
 
 /** Stores table `t` of sorted level `level` again, under a new number, where new tables go. */

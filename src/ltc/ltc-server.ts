@@ -39,6 +39,7 @@ import type { EvacuationReport } from './evacuation.js';
 import type { StocBlockStore } from './stoc-block-store.js';
 import type { StocCompactor } from './stoc-compactor.js';
 import { StocPool } from '../stoc/stoc-pool.js';
+import { startWorkers } from '../compaction/worker-pool.js';
 
 /** Largest scan one request may ask for; clients page through longer ones. */
 export const MAX_SCAN = 10_000;
@@ -101,6 +102,8 @@ interface Served {
   evacuated?: Set<number>;
   evacuating?: Promise<void>;
   evacuation?: EvacuationReport;
+  /** After a fill or evacuation failed: neither is tried again before this time (Date.now()). */
+  retryAt?: number;
 }
 
 /** What a fill (a split's or merge's copy) did. */
@@ -152,6 +155,7 @@ export class LtcServer {
   }
 
   static async start(o: LtcOptions): Promise<LtcServer> {
+    startWorkers();
     const l = new LtcServer(o);
     try {
       const advertise = advertisedHost(o.host, o.advertise);
@@ -225,8 +229,10 @@ export class LtcServer {
       const r = config.ranges.find((x) => x.id === s.info.id);
       if (s.leaving) continue;
       // A range merged away stays open while one of ours is filled from it.
-      const feeds = config.ranges.some((x) => x.ltc === this.o.id && x.fill?.from === s.info.id);
+      const feeds = config.ranges.find((x) => x.ltc === this.o.id && x.fill?.from === s.info.id);
       if (!r && !feeds) this.letGo(s, 'it was merged into another range', true);
+      // Another LTC may have opened it since, under a newer epoch: what we hold is old.
+      else if (!r && feeds && feeds.epoch > s.info.epoch) this.letGo(s, `range ${feeds.id}, which it fills, is ours under epoch ${feeds.epoch}; reopening it from the StoCs`);
       else if (r && r.ltc !== this.o.id) this.letGo(s, 'the configuration moved it away');
       // Given back under a new epoch (it was another LTC's meanwhile): what we hold is old.
       else if (r && r.epoch !== s.info.epoch) this.letGo(s, `it is ours again under epoch ${r.epoch}; reopening it from the StoCs`);
@@ -282,7 +288,7 @@ export class LtcServer {
    */
   private tend(s: Served): void {
     if (!s.engine || s.leaving || this.closing) return;
-    this.evacuate(s);
+    this.startEvacuation(s);
     const r = this.config.ranges.find((x) => x.id === s.info.id && x.ltc === this.o.id && x.from === undefined);
     if (!r) return;
     const key = fillKeyOf(this.config, r.id);
@@ -294,7 +300,7 @@ export class LtcServer {
     }
     if (r.fill) {
       const src = this.served.get(r.fill.from);
-      if (s.filling || !src?.engine || src.leaving) return; // the source's open calls tend again
+      if (s.filling || !src?.engine || src.leaving || Date.now() < (s.retryAt ?? 0)) return; // the source's open, or the retry, calls tend again
       const f = r.fill;
       const filling = this.serially(s, () => this.fill(s, src, f, key!));
       s.filling = filling;
@@ -302,9 +308,8 @@ export class LtcServer {
         if (s.filling === filling) s.filled = rep;
       }, (err: Error) => {
         if (s.filling !== filling) return;
-        s.filling = undefined; // tried again at the next configuration or open
-        this.log(`range ${r.id}: filling from range ${f.from} failed: ${err.message}; retrying in ${REOPEN_MS} ms`);
-        setTimeout(() => this.tend(s), REOPEN_MS).unref();
+        s.filling = undefined;
+        this.retryLater(s, `filling from range ${f.from} failed: ${err.message}`);
       });
       return;
     }
@@ -325,16 +330,16 @@ export class LtcServer {
   }
 
   /**
-   * Takes `s`'s files off the StoCs that are leaving the cluster (draining, or removed as dead)
+   * Starts taking `s`'s files off the StoCs that are leaving the cluster (draining, or removed)
    * and that it has not yet left (Engine.evacuate), one evacuation at a time.
    */
-  private evacuate(s: Served): void {
-    if (s.evacuating || !s.engine || !s.evacuated) return;
+  private startEvacuation(s: Served): void {
+    if (s.evacuating || !s.engine || !s.evacuated || Date.now() < (s.retryAt ?? 0)) return;
     const away = [...this.config.members.filter((m) => m.role === 'stoc' && m.draining).map((m) => m.id), ...this.config.removedStocs ?? []];
     const todo = new Set(away.filter((id) => !s.evacuated!.has(id)));
     if (todo.size === 0) return;
     const engine = s.engine;
-    const evacuating = this.serially(s, () => engine.evacuate(todo)).then((rep) => {
+    const evacuating = this.serially(s, () => engine.evacuate(todo, () => !!s.leaving)).then((rep) => {
       for (const id of todo) s.evacuated!.add(id);
       const total = s.evacuation!;
       total.tablesCopied += rep.tablesCopied;
@@ -343,8 +348,7 @@ export class LtcServer {
       total.lost = rep.lost;
       this.log(`range ${s.info.id}: off StoC ${[...todo].join(', ')}: ${rep.tablesCopied} table(s) (${rep.bytesCopied} bytes) copied, ${rep.l0Merged} L0 table(s) merged, ${rep.lost.length} lost`);
     }, (err: Error) => {
-      this.log(`range ${s.info.id}: taking its files off StoC ${[...todo].join(', ')} failed: ${err.message}; retrying in ${REOPEN_MS} ms`);
-      setTimeout(() => this.tend(s), REOPEN_MS).unref();
+      if (!s.leaving) this.retryLater(s, `taking its files off StoC ${[...todo].join(', ')} failed: ${err.message}`);
     }).finally(() => {
       if (s.evacuating === evacuating) s.evacuating = undefined;
     });
@@ -374,6 +378,13 @@ export class LtcServer {
       for (const s of open) this.tend(s);
       await new Promise((r) => setTimeout(r, 100));
     }
+  }
+
+  /** After a fill or evacuation of `s` failed: says why, and tends it again in REOPEN_MS, not sooner. */
+  private retryLater(s: Served, why: string): void {
+    s.retryAt = Date.now() + REOPEN_MS;
+    this.log(`range ${s.info.id}: ${why}; retrying in ${REOPEN_MS} ms`);
+    setTimeout(() => this.tend(s), REOPEN_MS).unref();
   }
 
   /** Runs `task` on `s`'s engine after the fills and trims before it. */
@@ -413,6 +424,10 @@ export class LtcServer {
       await s.engine!.write(b);
       from = Buffer.concat([rows[rows.length - 1][0], Buffer.alloc(1)]);
     }
+    // In tables before the fill is done: the source then lets these keys go (a trim, or its
+    // files' removal), whatever the log mode keeps of the memtables.
+    await s.engine!.flushMemtables();
+    if (stale()) throw gone();
     const rep = { keys, bytes, fillMs: Date.now() - t0 };
     this.log(`range ${s.info.id}: filled from range ${f.from}: ${keys} key(s), ${bytes} bytes in ${rep.fillMs} ms`);
     return rep;
@@ -479,7 +494,7 @@ export class LtcServer {
       // The LTC's memory, evenly among the ranges the configuration gives it now.
       const ranges = Math.max(1, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
       const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS,
-        Math.floor(settings.ltcMemoryBytes / ranges), () => this.leaseLapsed(), (stoc) => this.config.removedStocs?.includes(stoc) ?? false);
+        Math.floor(settings.ltcMemoryBytes / ranges), () => this.leaseLapsed(), (stoc) => this.config.deadStocs?.includes(stoc) ?? false);
       // What was removed before this open holds none of its files (recovery drops tables lost with a dead StoC).
       const removed = this.config.removedStocs ?? [];
       const t0 = Date.now();
@@ -630,7 +645,7 @@ export class LtcServer {
       splitKey: ([range]) => {
         const s = typeof range === 'number' ? this.served.get(range) : undefined;
         if (!s?.engine || s.leaving) throw new NovaError('BAD_ARGUMENT', `range ${String(range)} is not open on LTC ${this.o.id}`);
-        return s.engine.splitKey(s.info.start) ?? null;
+        return s.engine.splitKey(s.info.start, s.info.end) ?? null;
       },
       // Every memtable to an SSTable, then the compactions due.
       flush: async () => {

@@ -282,9 +282,14 @@ export class SessionTable {
 
   /**
    * Adds the sessions of another range (its encode()) whose keys this range takes over (a split
-   * or merge): applied numbers join, and a floor may go down to the other's, since the numbers
-   * between the two were finished for this range and may still be retried there. Throws
-   * CORRUPTION naming `where` and the offset on bad bytes.
+   * or merge): applied numbers join, and no floor comes from the other range, whose floor says
+   * only which of the writes sent there are finished. A floor here may go down to the other's:
+   * a write still unfinished there may now be retried here. A client keeps a write in the
+   * window of every range it went to until it finishes (nova-client.ts), so the other's floor
+   * is at or below it, and its record kept. The numbers uncovered were finished for this range,
+   * and no attempt at one can arrive any more: a client sends only unfinished writes, and an
+   * attempt sent before the split or merge carries an older configuration id, which the LTC
+   * refuses. Throws CORRUPTION naming `where` and the offset on bad bytes.
    */
   adopt(bytes: Buffer, where: string): void {
     for (const d of decodeSessions(bytes, where)) {

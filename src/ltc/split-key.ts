@@ -18,11 +18,11 @@ const cmp = (a: Buffer, b: Buffer): number => compareBytes(a, 0, a.length, b, 0,
 
 /**
  * The median of `writes` (user keys, any order), or else the key at which the tables' bytes,
- * in key order, pass half. Only keys after `start` qualify (a range cannot split at its first
- * key). Undefined if there is none.
+ * in key order, pass half. Only keys after `start` and before `end` qualify (a range cannot
+ * split at its first key, and may still hold keys it gave away). Undefined if there is none.
  */
-export function splitKey(writes: Buffer[], tables: TableSpan[], start: Buffer): Buffer | undefined {
-  const after = (k: Buffer): boolean => cmp(k, start) > 0;
+export function splitKey(writes: Buffer[], tables: TableSpan[], start: Buffer, end?: Buffer): Buffer | undefined {
+  const after = (k: Buffer): boolean => cmp(k, start) > 0 && (end === undefined || cmp(k, end) < 0);
   const keys = writes.filter(after).sort(cmp);
   if (keys.length >= MIN_WRITE_SAMPLES) return keys[keys.length >> 1];
   const spans = tables.filter((t) => after(t.smallest)).sort((a, b) => cmp(a.smallest, b.smallest));

@@ -65,23 +65,25 @@ export async function logEdit(db: EngineState, edit: VersionEdit): Promise<void>
  * may be chosen at recovery (it is the highest-numbered), so from there only the new one is
  * written, or nothing more.
  */
-export async function rollManifest(db: EngineState, why: 'replicas' | 'size' | 'drain'): Promise<void> {
+export async function rollManifest(db: EngineState, why: 'replicas' | 'size' | 'drain'): Promise<boolean> {
   db.lastManifestRoll = Date.now();
   const file = db.nextFile++;
   let next: LogWriter;
   try {
     next = await db.env.manifests.create(file);
   } catch (err) {
-    db.warn(`MANIFEST ${file} not started (${(err as Error).message}); the current one goes on with fewer replicas`);
-    return;
+    db.warn(`MANIFEST ${file} not started (${(err as Error).message}); the current one goes on${why === 'drain' ? '' : ' with fewer replicas'}`);
+    return false;
   }
   const [now, then] = [next.replicaCount ?? 0, db.manifest.replicaCount ?? 0];
-  if (why === 'replicas' ? now <= then : why === 'size' ? now < then : now === 0) {
+  // Off StoCs that leave, with as many replicas as the StoCs that take new files allow.
+  const need = why === 'drain' ? db.env.manifests.placeableReplicas?.() ?? 0 : 0;
+  if (why === 'replicas' ? now <= then : why === 'size' ? now < then : now < need) {
     // No more StoCs answered than before (a dead one still looks healthy for a while), or
     // fewer than the current one has: keep the current one. The new file holds no record,
     // so no recovery ever chooses it.
     await next.close();
-    return;
+    return false;
   }
   const snapshot = db.manifestState.snapshot();
   snapshot.nextFile = Math.max(snapshot.nextFile ?? 0, db.nextFile);
@@ -97,4 +99,5 @@ export async function rollManifest(db: EngineState, why: 'replicas' | 'size' | '
   else if (why === 'size') db.options.onNote?.(`MANIFEST moved to ${file}: the previous one passed ${db.options.maxManifestBytes} bytes`);
   else db.options.onNote?.(`MANIFEST moved to ${file}: off StoCs leaving the cluster`);
   await db.env.manifests.install(file).catch((err: Error) => db.warn(`older MANIFESTs not all removed: ${err.message}`));
+  return true;
 }

@@ -102,7 +102,8 @@ describe('cluster configuration', () => {
     expect(configFromJson(JSON.parse(JSON.stringify(configToJson(split))), 'test')).toEqual(split);
     const wire = new Packr({ useRecords: false, moreTypes: false });
     expect(configFromWire(wire.unpack(wire.pack(split)))).toEqual(split);
-    const done = endFill(split, 3)!;
+    expect(endFill(split, 3, { from: 2, start: b('u') })).toBeUndefined(); // a late answer about another fill
+    const done = endFill(split, 3, split.ranges[2].fill)!;
     expect(done.ranges[2]).not.toHaveProperty('fill');
     expect(endFill(done, 3)).toBeUndefined();
     // Range ids are never used again, even once merged away.
@@ -129,13 +130,16 @@ describe('cluster configuration', () => {
     const draining = startDrain(c, 2);
     expect(draining.id).toBe(c.id + 1);
     expect(draining.members).toEqual([stoc(1), { ...stoc(2), draining: true }]);
-    const removed = removeStoc(draining, 2);
+    const removed = removeStoc(draining, 2, false);
     expect(removed.members).toEqual([stoc(1)]);
     expect(removed.removedStocs).toEqual([2]);
-    expect(configFromJson(JSON.parse(JSON.stringify(configToJson(removed))), 'test').removedStocs).toEqual([2]);
-    expect(() => removeStoc(removed, 2)).toThrow(/no StoC 2 \(it was removed already\) \(StoCs: 1\)/);
+    expect(removed.deadStocs).toBeUndefined(); // drained: nothing of it is lost
+    const dead = removeStoc({ ...c, members: [stoc(1), stoc(2), stoc(3)] }, 3, true);
+    expect([dead.removedStocs, dead.deadStocs]).toEqual([[3], [3]]);
+    expect(configFromJson(JSON.parse(JSON.stringify(configToJson(dead))), 'test')).toMatchObject({ removedStocs: [3], deadStocs: [3] });
+    expect(() => removeStoc(removed, 2, false)).toThrow(/no StoC 2 \(it was removed already\) \(StoCs: 1\)/);
     expect(() => startDrain(removed, 1)).toThrow(/StoC 1 is the only StoC/);
-    expect(() => removeStoc(c, 5)).toThrow(/no StoC 5 \(StoCs: 1, 2\)/);
+    expect(() => removeStoc(c, 5, true)).toThrow(/no StoC 5 \(StoCs: 1, 2\)/);
   });
 
   it('splits by default at the median key of recent writes, or else where the tables\' bytes pass half', () => {
@@ -147,6 +151,9 @@ describe('cluster configuration', () => {
     expect(splitKey([], tables, k(30))).toEqual(k(50)); // only keys after the range's first qualify
     expect(splitKey([], [{ smallest: k(1), size: 5 }], k(1))).toBeUndefined();
     expect(splitKey([k(7)], [], Buffer.alloc(0))).toEqual(k(7));
+    // Keys at or past the range's end (given away by a split, not yet deleted) do not count.
+    expect(splitKey([], tables, Buffer.alloc(0), k(30))).toEqual(k(0));
+    expect(splitKey(writes, [], Buffer.alloc(0), k(100 + 10))).toEqual(k(100 + 5));
   });
 
   it('turns an LTC\'s counters into rates over the window, and starts again when they go back or the range moves', () => {

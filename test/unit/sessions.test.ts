@@ -173,6 +173,14 @@ describe('session table', () => {
     expect(verdict(x.admit(ref(A, 8, 5)))).toBe('applied');
     expect(verdict(x.admit(ref(A, 5, 5)))).toBe('apply');
     expect(verdict(x.admit(ref(B, 1, 1, false)))).toBe('applied'); // a session only Y knew
+    // A session only the other range knew takes no floor from it: that floor said which
+    // writes sent there were finished, and a write sent here meanwhile may be below it.
+    const u = new SessionTable(limits);
+    apply(u, ref(A, 40, 40));
+    const v = new SessionTable(limits);
+    v.adopt(u.encode(), 'test');
+    expect(verdict(v.admit(ref(A, 39, 39)))).toBe('apply');
+    expect(verdict(v.admit(ref(A, 40, 39)))).toBe('applied');
     // A floor far below the highest number goes no lower than the window allows.
     const z = new SessionTable(limits);
     apply(z, ref(A, 5000, 5000));
