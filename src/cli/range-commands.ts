@@ -25,7 +25,7 @@ export function addRangeCommands(program: Command): void {
   const range = program.command('range').description('list, move, split and merge the ranges (key intervals) the LTCs serve');
 
   where(range.command('list')
-    .description('print each range: its key interval, its LTC (and the LTC it is moving from), and its load over the last 10 s (requests/s, bytes written/s)'))
+    .description('print each range: its key interval, its LTC (and the LTC it is moving from, or the range it is taking keys in from), and its load over the last 10 s (requests/s, bytes written/s)'))
     .action(async (o: { coordinator?: string; dir: string; json: boolean }) => {
       const s = await fetchStatus(o.coordinator ?? coordinatorOf(o.dir));
       const rows = s.config.ranges.map((r) => ({
