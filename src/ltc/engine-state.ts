@@ -97,6 +97,9 @@ export class EngineState {
   pokeCompactions: (() => void) | undefined; // wakes the compaction loop to pick again (a flush added to L0)
   manual = false; // `compacting` is a manual compaction (compactAll)
   held = false; // the compaction loop starts no job: something waits to take its place (evacuate)
+  /** Files the open found in the stores, deleted after it unless the tree names them (obsolete-files.ts); and that deletion. */
+  leftovers: { tables: number[]; logs: number[] } | undefined;
+  sweeping: Promise<void> | undefined;
   steps = 0; // flushes and compactions the background has finished
   scans = 0; // scans served, for L0 tables' scan allowances
   flushNeedsActives = false; // the next flush must take active memtables along

@@ -43,7 +43,7 @@ import type { Memtable } from '../memtable/memtable.js';
 import { EngineIterator } from './engine-iterator.js';
 import type { EngineOptions, ReadOptions, ScanOptions, Snapshot, WriteOptions } from './engine-options.js';
 import { Abandoned, EngineState } from './engine-state.js';
-import { sweepOrphanTables } from './obsolete-files.js';
+import { removeObsoleteFiles, sweepOrphanTables } from './obsolete-files.js';
 import { getValue, iterators, scanRows, warmTables } from './read-path.js';
 import { recover } from './recovery.js';
 import type { SessionStats } from './sessions.js';
@@ -152,6 +152,8 @@ export class Engine {
       throw err;
     }
     kick(db); // recovery may leave L0 over its trigger
+    // What a crash or the last owner left behind goes while the range serves.
+    db.sweeping = removeObsoleteFiles(db).catch((err: Error) => db.warn(`removing files the tree does not name failed: ${err.message}`));
     // Recovery opened tables by their metadata: cached whole later, and slowly (warmAfterMs).
     db.warmTimer = setTimeout(() => void warmTables(db, WARM_PAUSE_MS), db.options.warmAfterMs);
     db.warmTimer.unref();
@@ -247,6 +249,7 @@ export class Engine {
     await this.db.applied;
     this.db.stop();
     await background(this.db);
+    await this.db.sweeping;
     await this.db.manifestChain;
     try {
       for (const log of this.db.logs.values()) await log.close();

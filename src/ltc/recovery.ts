@@ -19,7 +19,6 @@ import { EngineState, type LiveTable } from './engine-state.js';
 import { writeL0 } from './flush-job.js';
 import { newMemtable } from './make-room.js';
 import { MemtableSet } from './memtable-set.js';
-import { removeObsoleteFiles } from './obsolete-files.js';
 import { openTable } from './read-path.js';
 import { installTables, logEdit } from './version-set.js';
 
@@ -91,6 +90,13 @@ export async function recover(db: EngineState): Promise<void> {
     });
   }
   step(`logs (${replays.reduce((n, m) => n + m.entries, 0)} entries)`);
+  // What the stores hold now, named or not. Numbers given out from here on are above all of
+  // it (the new MANIFEST records that), so what the tree does not name can be deleted after
+  // the open (Engine.open) without racing a file given its number.
+  const [tablesThere, logsThere] = await Promise.all([db.store.listTables(), db.env.logs.list()]);
+  for (const f of [...tablesThere, ...logsThere]) if (f >= db.nextFile) db.nextFile = f + 1;
+  db.leftovers = { tables: tablesThere, logs: logsThere };
+  step('listing');
   // A fresh MANIFEST that states the whole tree, and fresh memtables and logs for writes.
   const manifestFile = db.nextFile++;
   db.manifest = await db.env.manifests.create(manifestFile);
@@ -140,8 +146,6 @@ export async function recover(db: EngineState): Promise<void> {
     await installTables(db, edit, 0, tables);
     step('L0 from logs');
   }
-  await removeObsoleteFiles(db);
-  step('orphans');
   if (db.options.lookupIndexBytes > 0) db.lookup = buildLookup(db);
   db.fitCache();
   db.options.onNote?.(`opened: ${took.join(', ')}`);
