@@ -374,11 +374,14 @@ export class NovaClient {
     let wait = RETRY_FIRST_MS;
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new NovaError('CLOSED', 'client is closed');
-      const range = rangeOf(this.config, key);
+      // Sent under the configuration it was routed by, whatever arrives while it waits: a newer
+      // one may give its key to another range, whose floor this request's must not set.
+      const config = this.config;
+      const range = rangeOf(config, key);
       // The write's number is in its range's window before anything awaits: a later write sent
       // meanwhile must not carry a floor above it (the LTC would refuse its retry).
       if (w) track(w, range.id);
-      const ltc = memberOf(this.config, 'ltc', range.ltc);
+      const ltc = memberOf(config, 'ltc', range.ltc);
       let error: NovaError;
       let sent = false;
       if (!ltc) {
@@ -387,7 +390,7 @@ export class NovaClient {
         try {
           if (w && w.seq - w.session.window(range.id).floor! >= SESSION_WINDOW) await this.roomFor(w, range.id, deadline);
           const link = await this.ltc(ltc.address);
-          const request = args(this.config.id, range.id);
+          const request = args(config.id, range.id);
           sent = !link.closed;
           if (w) w.sentTo = range.id;
           return await link.call<T>(op, request, Math.max(1, deadline - Date.now()));
