@@ -38,6 +38,10 @@ const MISSED_BEATS = 6;
 const CONFIG_FILE = 'config.json';
 /** Removed processes remembered, so that one that did not stop cannot join again unasked. */
 const RETIRED_KEPT = 1_000;
+/** The longest address a member may register (a StoC's fabric address, base64, is some hundreds). */
+const MAX_ADDRESS = 4_096;
+/** The longest host name a member may register. */
+const MAX_HOST = 255;
 /** Move reports status keeps. */
 const RECENT_MOVES = 100;
 /** Heartbeats a lease spans at least, so one late beat does not cost an LTC its ranges. */
@@ -644,9 +648,13 @@ export class Coordinator {
 
   private register(args: unknown[]): ClusterConfig {
     const [role, id, address, pid, host, incarnation] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id) || typeof address !== 'string' || typeof pid !== 'number' ||
+    if ((role !== 'ltc' && role !== 'stoc') || !isId(id) || typeof address !== 'string' || address.length === 0 || address.length > MAX_ADDRESS ||
+      !isCount(pid) || (host !== undefined && (typeof host !== 'string' || host.length > MAX_HOST)) ||
       (incarnation !== undefined && (typeof incarnation !== 'string' || incarnation.length > 64))) {
-      throw new NovaError('BAD_ARGUMENT', 'register takes [role ("ltc" | "stoc"), id (a positive integer), address, pid, host, incarnation]');
+      // Every member's fields are in the configuration every client fetches: bounded, so a
+      // bogus registration cannot make it larger than a frame.
+      throw new NovaError('BAD_ARGUMENT', `register takes [role ("ltc" | "stoc"), id (a positive integer), address (1 to ${MAX_ADDRESS} characters), ` +
+        `pid (an integer of 0 or more), host (up to ${MAX_HOST} characters), incarnation (up to 64)]`);
     }
     if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
       throw Object.assign(new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster; start a new one to join again`), { detail: 'removed' });

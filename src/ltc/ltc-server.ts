@@ -577,7 +577,8 @@ export class LtcServer {
   }
 
   private route(id: unknown, key: Buffer): RangeInfo {
-    if (typeof id !== 'number') throw new NovaError('BAD_ARGUMENT', 'a request starts with the config id it was routed by');
+    // NaN compares neither older nor newer than any id: it would pass as current.
+    if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0) throw new NovaError('BAD_ARGUMENT', 'a request starts with the config id it was routed by (an integer of 0 or more)');
     if (this.closing) throw new NovaError('UNAVAILABLE', `LTC ${this.o.id} is shutting down`);
     const lapsed = this.leaseLapsed();
     if (lapsed) throw lapsed;

@@ -292,6 +292,8 @@ describe('nova cluster', () => {
     const id = c.configuration.id;
     await expect(raw.call('frobnicate', [])).rejects.toMatchObject({ code: 'UNKNOWN_METHOD' });
     await expect(raw.call('get', [id, 'not bytes'])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    // A config id that is no id (NaN is neither older nor newer than any) is refused, not served as current.
+    for (const bogus of [Number.NaN, -1, 1.5]) await expect(raw.call('get', [bogus, key(1)])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/config id/) });
     await expect(raw.call('put', [id, Buffer.alloc(5000), Buffer.from('v')])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     await expect(raw.call('put', [id, key(1), Buffer.alloc(5 * 1024 * 1024)])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     await expect(raw.call('get', [id - 1, key(1)])).rejects.toMatchObject({ code: 'STALE_CONFIG' });

@@ -195,6 +195,12 @@ describe('cluster configuration', () => {
     expect(await link.call('heartbeat', ['ltc', 2, [], [], l2.id, [[2, 5, 5], [99, 1, 1], 'junk'], 'bbbb'])).toBe(l2.id);
     expect(await link.call('heartbeat', ['ltc', 2, 'junk', null, 'x', 7, 'bbbb'])).toBe(l2.id);
     await expect(link.call('register', ['ltc', 3, 'a', 1, '', 'x'.repeat(65)])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    // Bogus registrations are refused before they reach the configuration every client fetches.
+    const before = (await link.call<ClusterConfig>('config', [])).id;
+    for (const bad of [['stoc', 9, 'x'.repeat(4097), 1, ''], ['stoc', 9, '', 1, ''], ['stoc', 9, 'a', -1, ''], ['stoc', 9, 'a', Number.NaN, ''], ['stoc', 9, 'a', 1, 'h'.repeat(256)]]) {
+      await expect(link.call('register', bad)).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/address \(1 to 4096 characters\)/) });
+    }
+    expect((await link.call<ClusterConfig>('config', [])).id).toBe(before);
     // An LTC that holds no range is removed even when it does not answer; that process may not come back.
     await link.call('register', ['ltc', 3, '127.0.0.1:9', 301, '', 'cccc']);
     await link.call('heartbeat', ['ltc', 3, [], [], 0, [], 'cccc']);
