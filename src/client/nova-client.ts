@@ -147,7 +147,7 @@ class Window {
 /**
  * Puts the write's number in the window of `range`, where it is sent now. It stays in the
  * windows of ranges it went to before until it finishes: a split or merge gave its key to
- * another range, which adopts the old one's record of the session, and the old range must
+ * another range, which adopts the old one's record of this client's writes, and the old range must
  * not forget whether it applied the write (its floor passing it) while it may be retried.
  */
 function track(w: WriteState, range: number): void {

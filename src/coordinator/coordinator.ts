@@ -38,7 +38,7 @@ const MISSED_BEATS = 6;
 const CONFIG_FILE = 'config.json';
 /** Removed processes remembered, so that one that did not stop cannot join again unasked. */
 const RETIRED_KEPT = 1_000;
-/** The longest address a member may register (a StoC's fabric address, base64, is some hundreds). */
+/** The longest address a member may register (well above a StoC's fabric address in base64). */
 const MAX_ADDRESS = 4_096;
 /** The longest host name a member may register. */
 const MAX_HOST = 255;

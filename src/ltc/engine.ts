@@ -418,14 +418,14 @@ export class Engine {
     return this.db.lostTables;
   }
 
-  /** The range's client sessions as bytes (SessionTable.encode): what a range taking over some of its keys adopts. */
+  /** The range's record of client writes as bytes (SessionTable.encode): what a range taking over some of its keys adopts. */
   sessions(): Buffer {
     this.db.assertOpen();
     return this.db.sessions.encode();
   }
 
   /**
-   * Adds the sessions of another range (its `sessions()`), and records them in the MANIFEST:
+   * Adds another range's record of client writes (its `sessions()`), and logs it in the MANIFEST:
    * writes applied there are then answered as applied here too, so a client retrying one after
    * its key came here (a split or merge) does not apply it twice.
    */

@@ -38,7 +38,7 @@ import { rangeEnv } from './range-env.js';
 import type { EvacuationReport } from './evacuation.js';
 import type { StocBlockStore } from './stoc-block-store.js';
 import type { StocCompactor } from './stoc-compactor.js';
-import { StocPool } from '../stoc/stoc-pool.js';
+import { StocPool, namesOnStocs } from '../stoc/stoc-pool.js';
 import { startWorkers } from '../compaction/worker-pool.js';
 
 /** Largest scan one request may ask for; clients page through longer ones. */
@@ -397,7 +397,7 @@ export class LtcServer {
   /**
    * Copies keys [f.start, f.end) of range `src` into `s` (doc/decisions/range-splits.md): their
    * writes are refused now, so once those already sent to `src` are answered, its keys there
-   * are final. What an earlier attempt copied is deleted first, and `src`'s sessions adopted,
+   * are final. What an earlier attempt copied is deleted first, and `src`'s record of client writes adopted,
    * so a write applied there is not applied again here when a client retries it.
    */
   private async fill(s: Served, src: Served, f: Fill, key: string): Promise<FillReport> {
@@ -410,10 +410,10 @@ export class LtcServer {
     await s.engine!.adoptSessions(src.engine!.sessions(), `range ${f.from}'s sessions`);
     let keys = 0;
     let bytes = 0;
-    for (let from = f.start; ;) {
+    await eachPage(() => {
       if (stale()) throw gone();
-      const rows = await src.engine!.scan(from, { end: f.end, limit: FILL_ROWS, maxBytes: FILL_BYTES });
-      if (rows.length === 0) break;
+      return src.engine;
+    }, f.start, f.end, async (rows) => {
       if (stale()) throw gone();
       const b = s.engine!.newBatch();
       for (const [k, v] of rows) {
@@ -422,8 +422,8 @@ export class LtcServer {
       }
       keys += rows.length;
       await s.engine!.write(b);
-      from = Buffer.concat([rows[rows.length - 1][0], Buffer.alloc(1)]);
-    }
+      return true;
+    });
     // In tables before the fill is done: the source then lets these keys go (a trim, or its
     // files' removal), whatever the log mode keeps of the memtables.
     await s.engine!.flushMemtables();
@@ -435,11 +435,11 @@ export class LtcServer {
 
   /** Removes a range merged away from the StoCs that answer, and its directory here. */
   private async drop(range: number): Promise<void> {
-    const stocs = this.pool.healthy();
-    const names = await Promise.all(stocs.map((id) => this.pool.on(id, async (c) => (await c.list(`r${range}-`)).map((x) => x.name)).catch(() => [] as string[])));
-    await Promise.all(stocs.flatMap((id, i) => names[i].map((n) => this.pool.on(id, (c) => c.remove(n)).catch((err: Error) => this.log(`range ${range}: removing ${n} from StoC ${id} failed: ${err.message}`)))));
+    const found = await namesOnStocs(this.pool, range);
+    await Promise.all(found.flatMap(({ stoc, names }) => names.map((n) => this.pool.on(stoc, (c) => c.remove(n))
+      .catch((err: Error) => this.log(`range ${range}: removing ${n} from StoC ${stoc} failed: ${err.message}`)))));
     rmSync(join(this.o.dir, `range-${range}`), { recursive: true, force: true });
-    this.log(`range ${range}: merged away; removed its ${names.flat().length} file(s) from ${stocs.length} StoC(s)`);
+    this.log(`range ${range}: merged away; removed its ${found.reduce((n, f) => n + f.names.length, 0)} file(s) from ${found.length} StoC(s)`);
   }
 
   /** The LTC's memory, evenly among the ranges it serves now (they come and go with moves). */
@@ -753,15 +753,30 @@ function intervalKey(r: RangeInfo): string {
  */
 async function deleteKeys(s: Served, start: Buffer, end: Buffer | undefined, still: () => boolean): Promise<number> {
   let n = 0;
-  for (let from = start; ;) {
-    if (!s.engine || !still()) return n;
-    const rows = await s.engine.scan(from, { end, limit: FILL_ROWS, maxBytes: FILL_BYTES });
-    if (rows.length === 0 || !s.engine || !still()) return n;
+  await eachPage(() => (still() ? s.engine : undefined), start, end, async (rows) => {
+    if (!s.engine || !still()) return false;
     const b = s.engine.newBatch();
     for (const [k] of rows) b.delete(k);
     await tracked(s, s.engine.write(b));
     n += rows.length;
-    from = Buffer.concat([rows[rows.length - 1][0], Buffer.alloc(1)]);
+    return true;
+  });
+  return n;
+}
+
+/**
+ * Reads the keys in [start, end) of the engine `engine()` gives (none: stop) a page at a time
+ * (FILL_ROWS keys or FILL_BYTES), handing each page to `each`, until none is left or `each`
+ * answers false.
+ */
+async function eachPage(engine: () => Engine | undefined, start: Buffer, end: Buffer | undefined,
+  each: (rows: Array<[Buffer, Buffer]>) => Promise<boolean>): Promise<void> {
+  for (let from = start; ;) {
+    const e = engine();
+    if (!e) return;
+    const rows = await e.scan(from, { end, limit: FILL_ROWS, maxBytes: FILL_BYTES });
+    if (rows.length === 0 || !await each(rows)) return;
+    from = Buffer.concat([rows[rows.length - 1][0], Buffer.alloc(1)]); // just after the page's last key
   }
 }
 

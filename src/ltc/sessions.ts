@@ -281,7 +281,7 @@ export class SessionTable {
   }
 
   /**
-   * Adds the sessions of another range (its encode()) whose keys this range takes over (a split
+   * Adds the client records of another range (its encode()) whose keys this range takes over (a split
    * or merge): applied numbers join, and no floor comes from the other range, whose floor says
    * only which of the writes sent there are finished. A floor here may go down to the other's:
    * a write still unfinished there may now be retried here. A client keeps a write in the

@@ -123,9 +123,15 @@ export class StocPool {
   }
 }
 
+/** The names of `range`'s files on each StoC that answers (one that does not: none). */
+export async function namesOnStocs(pool: StocPool, range: number): Promise<Array<{ stoc: number; names: string[] }>> {
+  return Promise.all(pool.healthy().map(async (stoc) => ({
+    stoc, names: await pool.on(stoc, async (c) => (await c.list(`r${range}-`)).map((f) => f.name)).catch(() => [] as string[]),
+  })));
+}
+
 /** Numbers of the files of `range` with `suffix` on the StoCs that answer (orphan cleanup). */
 export async function filesOnStocs(pool: StocPool, range: number, suffix: StocFileSuffix): Promise<number[]> {
-  const names = await Promise.all(pool.healthy().map((id) =>
-    pool.on(id, async (c) => (await c.list(`r${range}-`)).map((f) => f.name)).catch(() => [] as string[])));
-  return [...new Set(filesOf(range, names.flat(), suffix))];
+  const found = await namesOnStocs(pool, range);
+  return [...new Set(filesOf(range, found.flatMap((f) => f.names), suffix))];
 }
