@@ -70,6 +70,8 @@ export interface Settings {
   logReplicas: number;
   /** ρ: StoCs one SSTable's bytes are scattered over, and how they are chosen. */
   scatter: number;
+  /** R: copies of each fragment of a table, on distinct StoCs. */
+  tableReplicas: number;
   placement: Placement;
   /** Engine knobs each range's LSM-tree opens with. */
   memtableBytes: number;

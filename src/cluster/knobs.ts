@@ -126,6 +126,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: a table\'s reads and writes spread over more disks; more requests per table',
   }),
   knob({
+    key: 'tableReplicas', flag: 'table-replicas', type: 'count', min: 1, default: 2,
+    meaning: 'copies of each fragment of an SSTable (data and metadata), each on a StoC of its own; reads go to another copy when a StoC is down or a copy fails its checksum, and a StoC removed as dead has its copies made again elsewhere. With fewer than ρ × this StoCs up, tables are written with the copies there is room for',
+    tradeoff: 'more: survives more StoCs lost for good; each flush and compaction writes that many times the bytes (doc/decisions/table-redundancy.md)',
+  }),
+  knob({
     key: 'placement', flag: 'placement', type: 'choice', choices: ['power-of-d', 'random', 'round-robin'], default: 'power-of-d',
     meaning: 'how the StoCs of a table are chosen: power-of-d samples 2ρ and keeps the least loaded',
     tradeoff: 'power-of-d: follows load at the cost of a load report per StoC',
@@ -163,7 +168,7 @@ export const KNOBS: readonly Knob[] = [
   knob({
     key: 'ltcMemoryBytes', flag: 'ltc-memory', type: 'bytes', min: 0, default: 2048 * MiB,
     meaning: 'memory of each LTC, shared evenly by the ranges it serves: their memtables (δ × τ), lookup indexes, tables\' filters and indexes, and a block cache in the rest, which keeps each table the LTC writes or opens whole while it has room and evicts the least recently used; blocks not cached are read from the StoCs (0: no budget, every table held whole)',
-    tradeoff: 'more: more of the data cached, fewer reads wait for a StoC; more of the machine\'s memory. Until tables are replicated, a block not cached cannot be read while its StoC is down',
+    tradeoff: 'more: more of the data cached, fewer reads wait for a StoC; more of the machine\'s memory. With one copy of each table (--table-replicas 1), a block not cached cannot be read while its StoC is down',
   }),
 ];
 

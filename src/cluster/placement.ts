@@ -31,11 +31,6 @@ export function sample(ids: number[], count: number, random: () => number): numb
   return a.slice(0, n);
 }
 
-/** StoCs one table's fragments take: ρ for its data, and one more for its metadata when there is one more. */
-export function placementWidth(up: number, rho: number): number {
-  return up > rho ? rho + 1 : rho;
-}
-
 /**
  * Picks ρ StoCs. `load` answers a StoC's queue depth (power-of-d only); a StoC whose load
  * cannot be read counts as infinitely loaded.
@@ -50,15 +45,17 @@ export async function place(policy: Placement, ids: number[], rho: number, state
 }
 
 /**
- * Places `count` tables of `width` StoCs each (a compaction's outputs, before it runs) from one
- * reading of the StoCs' queue depths: power-of-d weighs each StoC's depth plus the data
- * fragments this call already gave it (the first `rho` of a table's StoCs hold its data; one
- * more holds only its small metadata), so the outputs' bytes spread as if placed one by one.
+ * Places `count` tables of `shape.width` × `shape.copies` StoCs each (a compaction's outputs,
+ * before it runs) from one reading of the StoCs' queue depths: power-of-d weighs each StoC's
+ * depth plus the data fragments this call already gave it (of each copy's `width` StoCs the
+ * first `rho` hold data; one more holds only the small metadata), so the outputs' bytes spread
+ * as if placed one by one.
  */
-export function placeMany(policy: Placement, ids: number[], rho: number, width: number, count: number, state: PlacementState,
-  depth: ReadonlyMap<number, number>, random: () => number = Math.random): number[][] {
+export function placeMany(policy: Placement, ids: number[], rho: number, shape: { width: number; copies: number }, count: number,
+  state: PlacementState, depth: ReadonlyMap<number, number>, random: () => number = Math.random): number[][] {
   const given = new Map<number, number>();
   const out: number[][] = [];
+  const width = shape.width * shape.copies;
   for (let n = 0; n < count; n++) {
     let stocs: number[];
     if (policy !== 'power-of-d') {
@@ -68,7 +65,7 @@ export function placeMany(policy: Placement, ids: number[], rho: number, width: 
       const candidates = sample(ids, 2 * width, random);
       stocs = leastOf(candidates, (id) => (depth.get(id) ?? Infinity) + (given.get(id) ?? 0), width);
     }
-    for (const id of stocs.slice(0, rho)) given.set(id, (given.get(id) ?? 0) + 1);
+    stocs.forEach((id, i) => { if (i % shape.width < rho) given.set(id, (given.get(id) ?? 0) + 1); });
     out.push(stocs);
   }
   return out;

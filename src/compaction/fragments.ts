@@ -2,25 +2,55 @@
  * How a table's bytes are cut over StoCs (DESIGN.md §3): its data blocks into ρ fragments of
  * about equal size, cut only between blocks (so a block is read from one StoC), and its
  * metadata — filter, index and footer — as one fragment more, on a StoC of its own, so a
- * reader can fetch a table's index and filter without touching its data.
+ * reader can fetch a table's index and filter without touching its data. Each fragment is kept
+ * in R copies on distinct StoCs (--table-replicas), each with the checksum of its bytes, so a
+ * read goes to another copy when a StoC is down or a copy is damaged.
  *
- * A fragment is the whole of file `r<range>-<table>.sst` on its StoC, so no two fragments of a
- * table share a StoC: given only ρ StoCs, the metadata travels with the last data fragment.
- * A table's bytes are its fragments in offset order, however it was cut.
+ * A fragment copy is the whole of file `r<range>-<table>.sst` on its StoC, so no StoC holds two
+ * fragments of a table: given too few StoCs, the metadata travels with the last data fragment,
+ * and then fewer copies are kept (placed again whole by repair once StoCs are back). A table's
+ * bytes are its pieces in offset order, however it was cut; the copies of a piece share its
+ * offset and size.
  */
+import { checksum32 } from '../common/checksum.js';
 import { NovaError } from '../common/errors.js';
 import { readFooter } from '../sstable/format.js';
 import { TableReader } from '../sstable/table-reader.js';
 import type { Fragment } from '../log/version-edit.js';
 
+/** How a table is laid out over the StoCs that are up: `width` pieces (ρ, or ρ + 1 with the metadata apart), each in `copies` copies. */
+export interface TableShape {
+  width: number;
+  copies: number;
+}
+
 /**
- * Cuts `bytes` (a whole table) for `stocs`: ρ + 1 StoCs put the metadata on the last one;
- * ρ StoCs carry it on the last data fragment. Fragments are in offset order.
+ * The shape of a table given `up` StoCs: R copies of ρ pieces where the StoCs allow, the
+ * metadata apart where there are StoCs for its copies too, and fewer copies (at least one) only
+ * when fewer than ρ·R StoCs are up.
  */
-export function cutTable(bytes: Buffer, stocs: number[], rho: number, name: string): Fragment[] {
-  if (stocs.length !== rho && stocs.length !== rho + 1) {
-    throw new NovaError('BAD_ARGUMENT', `${name}: ${stocs.length} StoCs for ρ = ${rho} data fragments (want ρ or ρ + 1)`);
+export function tableShape(up: number, rho: number, replicas: number): TableShape {
+  const copies = Math.max(1, Math.min(replicas, Math.floor(up / rho)));
+  return { width: up >= (rho + 1) * copies ? rho + 1 : rho, copies };
+}
+
+/** StoCs a table of `shape` takes. */
+export function shapeStocs(shape: TableShape): number {
+  return shape.width * shape.copies;
+}
+
+/**
+ * Cuts `bytes` (a whole table) for `stocs`, `copies` copies of each piece: copy c of piece i
+ * goes to stocs[c·width + i], where width = stocs.length / copies is ρ (the metadata on the last
+ * data piece) or ρ + 1 (the metadata on the last). Fragments are listed copy by copy, each copy's
+ * pieces in offset order.
+ */
+export function cutTable(bytes: Buffer, stocs: number[], rho: number, name: string, copies = 1): Fragment[] {
+  const width = stocs.length / copies;
+  if (!Number.isInteger(width) || (width !== rho && width !== rho + 1)) {
+    throw new NovaError('BAD_ARGUMENT', `${name}: ${stocs.length} StoCs for ρ = ${rho} data fragments in ${copies} cop${copies === 1 ? 'y' : 'ies'} (want ρ or ρ + 1 per copy)`);
   }
+  if (new Set(stocs).size !== stocs.length) throw new NovaError('BAD_ARGUMENT', `${name}: a StoC named twice in [${stocs.join(', ')}]`);
   const dataEnd = readFooter(bytes, name).filter.offset;
   // Only more than one data fragment needs the block ends, from the index: every flush and
   // compaction output is cut here, and reading a 16 MiB table's index takes most of a millisecond.
@@ -32,27 +62,102 @@ export function cutTable(bytes: Buffer, stocs: number[], rho: number, name: stri
     const end = ends.find((e) => e >= target && e >= cuts[cuts.length - 1]) ?? dataEnd;
     cuts.push(end);
   }
-  cuts.push(stocs.length > rho ? dataEnd : bytes.length);
-  if (stocs.length > rho) cuts.push(bytes.length);
-  return stocs.map((stoc, i) => ({ stoc, offset: cuts[i], size: cuts[i + 1] - cuts[i] }));
+  cuts.push(width > rho ? dataEnd : bytes.length);
+  if (width > rho) cuts.push(bytes.length);
+  const crcs = cuts.slice(1).map((end, i) => checksum32(bytes.subarray(cuts[i], end)));
+  return stocs.map((stoc, j) => {
+    const i = j % width;
+    return { stoc, offset: cuts[i], size: cuts[i + 1] - cuts[i], crc: crcs[i] };
+  });
+}
+
+/** A span of a table and the fragments that hold it, its copies. */
+export interface Piece {
+  offset: number;
+  size: number;
+  copies: Fragment[];
 }
 
 /**
- * A table's bytes from its fragments, each read whole by `readOne` straight into its place
- * in one buffer, made by `alloc` (a fragment is the whole of the table's file on its StoC).
- * CORRUPTION if the fragments do not tile the table.
+ * The pieces of a table from its fragments, in offset order, each with its copies in the order
+ * given. CORRUPTION if the pieces do not tile the table or copies of a piece disagree on size.
+ */
+export function piecesOf(fragments: readonly Fragment[], name: string): Piece[] {
+  const byOffset = new Map<number, Piece>();
+  for (const f of fragments) {
+    const p = byOffset.get(f.offset);
+    if (!p) byOffset.set(f.offset, { offset: f.offset, size: f.size, copies: [f] });
+    else if (p.size !== f.size) throw new NovaError('CORRUPTION', `${name}: copies of the fragment at offset ${f.offset} differ in size (${p.size} on StoC ${p.copies[0].stoc}, ${f.size} on StoC ${f.stoc})`);
+    else p.copies.push(f);
+  }
+  const pieces = [...byOffset.values()].sort((a, b) => a.offset - b.offset);
+  pieces.forEach((p, i) => {
+    const expected = i === 0 ? 0 : pieces[i - 1].offset + pieces[i - 1].size;
+    if (p.offset !== expected) throw new NovaError('CORRUPTION', `${name}: fragment at offset ${p.offset} on StoC ${p.copies[0].stoc}, expected one at ${expected}`);
+  });
+  return pieces;
+}
+
+/** Whether some piece of the table has no copy left off the StoCs `gone` names. */
+export function tableLost(fragments: readonly Fragment[], gone: (stoc: number) => boolean): boolean {
+  const kept = new Map<number, boolean>();
+  for (const f of fragments) kept.set(f.offset, (kept.get(f.offset) ?? false) || !gone(f.stoc));
+  return [...kept.values()].some((k) => !k);
+}
+
+/** The fewest copies any piece of the table has off the StoCs `gone` names. */
+export function fewestCopies(fragments: readonly Fragment[], gone: (stoc: number) => boolean = () => false): number {
+  const count = new Map<number, number>();
+  for (const f of fragments) count.set(f.offset, (count.get(f.offset) ?? 0) + (gone(f.stoc) ? 0 : 1));
+  return count.size === 0 ? 0 : Math.min(...count.values());
+}
+
+/** CORRUPTION if `bytes`, read from copy `f`, do not have the checksum written with it. */
+export function checkCopy(f: Fragment, bytes: Uint8Array, name: string): void {
+  if (f.crc !== undefined && checksum32(bytes) !== f.crc) {
+    throw new NovaError('CORRUPTION', `${name}: the copy on StoC ${f.stoc} of the fragment at table offset ${f.offset} (${f.size} bytes) fails its checksum`);
+  }
+}
+
+/**
+ * The error of a read that every copy failed: UNAVAILABLE (clients retry) if any copy was only
+ * out of reach, CORRUPTION if each was damaged; its message names each copy's failure.
+ */
+export function everyCopyFailed(name: string, errors: unknown[]): NovaError {
+  const codes = errors.map((e) => (e as NovaError).code);
+  const code = codes.every((c) => c === 'CORRUPTION') ? 'CORRUPTION' : codes.find((c) => c !== 'CORRUPTION' && c !== undefined) ?? 'UNAVAILABLE';
+  if (errors.length === 1 && errors[0] instanceof NovaError && errors[0].code === code) return errors[0];
+  return new NovaError(code, `${name}: every copy failed: ${errors.map((e) => (e as Error).message).join('; ')}`, { cause: errors[0] });
+}
+
+/**
+ * A table's bytes from its fragments, each piece read whole by `readOne` straight into its
+ * place in one buffer, made by `alloc` (a fragment is the whole of the table's file on its
+ * StoC). A copy that fails, or fails its checksum, is passed to `onBad` and the next copy is
+ * read. CORRUPTION if the fragments do not tile the table.
  */
 export async function readFragments(fragments: Fragment[], name: string,
   readOne: (f: Fragment, into: Buffer) => Promise<void>,
-  alloc: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size)): Promise<Buffer> {
-  const sorted = [...fragments].sort((a, b) => a.offset - b.offset);
-  sorted.forEach((f, i) => {
-    const expected = i === 0 ? 0 : sorted[i - 1].offset + sorted[i - 1].size;
-    if (f.offset !== expected) throw new NovaError('CORRUPTION', `${name}: fragment at offset ${f.offset} on StoC ${f.stoc}, expected one at ${expected}`);
-  });
-  const last = sorted[sorted.length - 1];
+  alloc: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size),
+  onBad?: (f: Fragment, err: unknown) => void): Promise<Buffer> {
+  const pieces = piecesOf(fragments, name);
+  const last = pieces[pieces.length - 1];
   const table = alloc(last ? last.offset + last.size : 0);
-  await Promise.all(sorted.map((f) => readOne(f, table.subarray(f.offset, f.offset + f.size))));
+  await Promise.all(pieces.map(async (p) => {
+    const into = table.subarray(p.offset, p.offset + p.size);
+    const errors: unknown[] = [];
+    for (const f of p.copies) {
+      try {
+        await readOne(f, into);
+        checkCopy(f, into, name);
+        return;
+      } catch (err) {
+        errors.push(err);
+        onBad?.(f, err);
+      }
+    }
+    throw everyCopyFailed(name, errors);
+  }));
   return table;
 }
 

@@ -6,10 +6,10 @@
  * sessions (sessions.ts) when a flush releases logs. Replaying edits in order rebuilds the
  * tree exactly.
  *
- *   edit  = u8 version (4) | field*
+ *   edit  = u8 version (5) | field*
  *   field = u8 tag | fields of that tag        (tags never renumber)
  */
-import { ByteBuilder, readVarint } from '../common/coding.js';
+import { ByteBuilder, readU32, readVarint } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
 
 /**
@@ -18,8 +18,12 @@ import { NovaError } from '../common/errors.js';
  * 2: tag 8, the client session table.
  * 3: tag 9, the Trange boundaries.
  * 4: tag 10, active memtables per Drange (duplicated Dranges).
+ * 5: each fragment of tag 4 carries flags, and with flag 1 the checksum of its bytes; a table
+ *    may list several copies of a fragment (same offset and size, other StoCs).
  */
-const EDIT_VERSION = 4;
+const EDIT_VERSION = 5;
+/** Fragment flag: a checksum of the fragment's bytes follows. */
+const FRAGMENT_CRC = 1;
 
 /** Active memtables a range may have, all Dranges' copies together: a bound on what an edit may claim. */
 export const MAX_ACTIVE_MEMTABLES = 1024;
@@ -34,11 +38,16 @@ const TAG_SESSIONS = 8;
 const TAG_TRANGES = 9;
 const TAG_COPIES = 10;
 
-/** Where a piece of a table's bytes lives: a StoC (or 0, a local directory) and a span. */
+/**
+ * Where a piece of a table's bytes lives: a StoC (or 0, a local directory), a span, and the
+ * XXH32 of those bytes (tables written before edit version 5 have none). A table lists every
+ * copy of a piece as a fragment of its own (src/compaction/fragments.ts).
+ */
 export interface Fragment {
   stoc: number;
   offset: number;
   size: number;
+  crc?: number;
 }
 
 export interface TableMeta {
@@ -130,7 +139,11 @@ export function encodeEdit(e: VersionEdit): Buffer {
     out.varint(t.smallest.length); out.bytes(t.smallest);
     out.varint(t.largest.length); out.bytes(t.largest);
     out.varint(t.fragments.length);
-    for (const f of t.fragments) { out.varint(f.stoc); out.varint(f.offset); out.varint(f.size); }
+    for (const f of t.fragments) {
+      out.varint(f.stoc); out.varint(f.offset); out.varint(f.size);
+      out.varint(f.crc === undefined ? 0 : FRAGMENT_CRC);
+      if (f.crc !== undefined) out.u32(f.crc);
+    }
   }
   for (const b of e.boundLogs) { out.u8(TAG_BIND_LOG); out.varint(b.memtable); out.varint(b.log); }
   for (const m of e.releasedLogs) { out.u8(TAG_RELEASE_LOG); out.varint(m); }
@@ -203,7 +216,20 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
         const count = num();
         if (count > b.length) bad(c.at, `claims ${count} fragments`);
         const fragments: Fragment[] = [];
-        for (let i = 0; i < count; i++) fragments.push({ stoc: num(), offset: num(), size: num() });
+        for (let i = 0; i < count; i++) {
+          const f: Fragment = { stoc: num(), offset: num(), size: num() };
+          if (version >= 5) {
+            const flagsAt = c.at;
+            const flags = num();
+            if ((flags & ~FRAGMENT_CRC) !== 0) bad(flagsAt, `has fragment flags ${flags}`);
+            if (flags & FRAGMENT_CRC) {
+              if (c.at + 4 > b.length) bad(c.at, 'ends inside a fragment checksum');
+              f.crc = readU32(b, c.at);
+              c.at += 4;
+            }
+          }
+          fragments.push(f);
+        }
         e.added.push({ level, file, size, entries, smallest, largest, fragments });
         break;
       }

@@ -23,7 +23,8 @@ export interface EngineEnv {
   mayAcknowledge?: () => Error | undefined;
   /**
    * Whether a place of table fragments is gone for good (a StoC removed as dead): a table with
-   * a fragment there cannot be read again, and leaves the tree with a warning naming it.
+   * a piece that had its every copy there cannot be read again, and leaves the tree with a
+   * warning naming it; a table with other copies is stored again (evacuation.ts).
    */
   isLost?: (stoc: number) => boolean;
 }
@@ -36,9 +37,10 @@ export interface BlockStore {
   /**
    * `length` bytes of the table from `offset` (a block, or its metadata), when the store can
    * read part of a table; an engine with a block cache then holds its tables' metadata, and
-   * their blocks only as its cache has room for them.
+   * their blocks only as its cache has room for them. `check` throwing CORRUPTION on the bytes
+   * read sends the read to another copy, if the store keeps copies.
    */
-  readRange?(file: number, fragments: Fragment[], offset: number, length: number): Promise<Buffer>;
+  readRange?(file: number, fragments: Fragment[], offset: number, length: number, check?: (bytes: Buffer) => void): Promise<Buffer>;
   deleteTable(file: number): Promise<void>;
   /** Tables present in the store, referenced or not (so a clean open can drop orphans). */
   listTables(): Promise<number[]>;

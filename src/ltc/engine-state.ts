@@ -189,7 +189,7 @@ export class EngineState {
   loseTable(t: TableMeta): void {
     const name = `table ${t.file} of level ${t.level} (${t.entries} entries, ${t.size} bytes, user keys ${printable(userKeyOf(t.smallest), 40)} to ${printable(userKeyOf(t.largest), 40)})`;
     if (this.lostTables.length < MAX_LOST_NAMED) this.lostTables.push(name);
-    this.warn(`${name} is lost: StoC ${t.fragments.filter((f) => this.env.isLost?.(f.stoc)).map((f) => f.stoc).join(', ')} held a fragment of it and was removed as dead; its keys may read older values or none`);
+    this.warn(`${name} is lost: StoC ${t.fragments.filter((f) => this.env.isLost?.(f.stoc)).map((f) => f.stoc).join(', ')} held every copy of a fragment of it and was removed as dead; its keys may read older values or none`);
   }
 
   warn(message: string): void {

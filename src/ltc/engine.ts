@@ -413,7 +413,12 @@ export class Engine {
     return splitKey(writes, tables, start, end);
   }
 
-  /** Tables dropped since the open because a StoC holding a fragment was removed as dead, by name. */
+  /** Whether a table of the tree has a fragment copy on StoC `stoc`. */
+  hasTablesOn(stoc: number): boolean {
+    return this.db.levels.some((level) => level.some((t) => t.meta.fragments.some((f) => f.stoc === stoc)));
+  }
+
+  /** Tables dropped since the open because a StoC holding every copy of a fragment was removed as dead, by name. */
   get lostTables(): readonly string[] {
     return this.db.lostTables;
   }

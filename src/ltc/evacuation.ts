@@ -1,11 +1,13 @@
 /**
  * Taking a range's files off StoCs that are leaving the cluster (`nova stoc remove`): its
  * memtables get new logs, its tables with a fragment there are stored again elsewhere, and its
- * MANIFEST moves to a new file, all on StoCs that take new files. A table on a StoC removed as
- * dead cannot be read: it leaves the tree, named (EngineState.loseTable). Functions over
- * EngineState.
+ * MANIFEST moves to a new file, all on StoCs that take new files. The same steps repair what a
+ * StoC removed as dead held: a table with another copy of each piece is stored again, whole,
+ * from those copies; one whose piece had its every copy there cannot be read, and leaves the
+ * tree, named (EngineState.loseTable). Functions over EngineState.
  */
 import { NovaError } from '../common/errors.js';
+import { tableLost } from '../compaction/fragments.js';
 import { jobFor } from '../compaction/picker.js';
 import { emptyEdit, type TableMeta } from '../log/version-edit.js';
 import { runCompaction } from './compaction-job.js';
@@ -34,7 +36,7 @@ export interface EvacuationReport {
 export async function evacuateStep(db: EngineState, from: ReadonlySet<number>, report: EvacuationReport): Promise<boolean> {
   if (db.failed) throw db.failed;
   const on = (t: TableMeta): boolean => t.fragments.some((f) => from.has(f.stoc));
-  const lost = (t: TableMeta): boolean => !!db.env.isLost && t.fragments.some((f) => db.env.isLost!(f.stoc));
+  const lost = (t: TableMeta): boolean => !!db.env.isLost && tableLost(t.fragments, db.env.isLost);
   const gone = db.levels.flat().filter((t) => lost(t.meta));
   if (gone.length > 0) {
     const edit = emptyEdit();

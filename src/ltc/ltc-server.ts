@@ -495,7 +495,6 @@ export class LtcServer {
       const ranges = Math.max(1, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
       const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS,
         Math.floor(settings.ltcMemoryBytes / ranges), () => this.leaseLapsed(), (stoc) => this.config.deadStocs?.includes(stoc) ?? false);
-      // What was removed before this open holds none of its files (recovery drops tables lost with a dead StoC).
       const removed = this.config.removedStocs ?? [];
       const t0 = Date.now();
       // Fenced first: no write of an LTC that had the range before lands after we read it.
@@ -508,7 +507,9 @@ export class LtcServer {
       s.store = store;
       s.compactor = compactor;
       s.engine = engine;
-      s.evacuated = new Set(removed);
+      // A StoC removed before this open holds none of the range's files, or (removed as dead)
+      // copies of tables that have others: those are stored again by evacuating it.
+      s.evacuated = new Set(removed.filter((id) => !engine.hasTablesOn(id)));
       s.evacuation = { tablesCopied: 0, bytesCopied: 0, l0Merged: 0, lost: [...engine.lostTables] };
       s.openMs = Date.now() - t0;
       this.log(`range ${s.info.id} open in ${s.openMs} ms (config ${this.config.id})`);

@@ -33,8 +33,8 @@ export interface RangeEnv {
  */
 export function rangeEnv(pool: StocPool, settings: Settings, range: number, dir: string, onLog: (line: string) => void,
   strictUntil: number, memoryBytes: number, mayAcknowledge?: () => Error | undefined, isLost?: (stoc: number) => boolean): RangeEnv {
-  const store = new StocBlockStore(pool, range, settings.scatter, settings.placement);
-  const compactor = settings.compaction === 'stoc' ? new StocCompactor(pool, range, settings.scatter, settings.placement, onLog) : undefined;
+  const store = new StocBlockStore(pool, range, settings);
+  const compactor = settings.compaction === 'stoc' ? new StocCompactor(pool, range, settings, onLog) : undefined;
   const options: EngineOptions = {
     ...(engineSettings(settings) as EngineOptions),
     memoryBudgetBytes: memoryBytes,

@@ -116,8 +116,7 @@ export async function load(db: EngineState, miss: BlockMiss, pins: Pins): Promis
   const key = `${table.meta.file}:${miss.handle.offset}`;
   let p = db.loading.get(key);
   if (!p) {
-    p = db.store.readRange!(table.meta.file, table.meta.fragments, miss.handle.offset, miss.handle.size + BLOCK_TRAILER)
-      .then((bytes) => miss.table.insert(miss.handle, bytes))
+    p = readChecked(db, table.meta, miss.handle.offset, miss.handle.size + BLOCK_TRAILER, (bytes) => miss.table.insert(miss.handle, bytes))
       .finally(() => db.loading.delete(key));
     db.loading.set(key, p);
   }
@@ -169,11 +168,23 @@ export async function openTable(db: EngineState, meta: TableMeta, whole = true):
     }
     return readerOf(db, bytes, meta.file);
   }
-  const footer = readFooter(await db.store.readRange!(meta.file, meta.fragments, meta.size - FOOTER_BYTES, FOOTER_BYTES), name);
-  const start = metadataStart(footer);
-  if (start > meta.size - FOOTER_BYTES) throw new NovaError('CORRUPTION', `${name}: metadata at offset ${start}, past the table's ${meta.size} bytes`);
-  const bytes = await db.store.readRange!(meta.file, meta.fragments, start, meta.size - start);
-  return TableReader.metadataOnly(bytes, start, name, db.cache);
+  const start = await readChecked(db, meta, meta.size - FOOTER_BYTES, FOOTER_BYTES, (b) => {
+    const at = metadataStart(readFooter(b, name));
+    if (at > meta.size - FOOTER_BYTES) throw new NovaError('CORRUPTION', `${name}: metadata at offset ${at}, past the table's ${meta.size} bytes`);
+    return at;
+  });
+  return readChecked(db, meta, start, meta.size - start, (b) => TableReader.metadataOnly(b, start, name, db.cache!));
+}
+
+/**
+ * `parse` of bytes [offset, offset + length) of table `meta`, parsed as they are read, so a
+ * copy that fails the parse (CORRUPTION) sends the read to another copy where the store keeps
+ * copies (BlockStore.readRange).
+ */
+async function readChecked<T>(db: EngineState, meta: TableMeta, offset: number, length: number, parse: (bytes: Buffer) => T): Promise<T> {
+  let parsed: { value: T } | undefined;
+  const bytes = await db.store.readRange!(meta.file, meta.fragments, offset, length, (b) => { parsed = { value: parse(b) }; });
+  return (parsed ?? { value: parse(bytes) }).value;
 }
 
 /**

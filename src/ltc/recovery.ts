@@ -5,6 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
+import { tableLost } from '../compaction/fragments.js';
 import { syncDir } from '../common/files.js';
 import { compareInternalKeys, TRAILER_BYTES } from '../common/internal-key.js';
 import { LEVELS } from '../compaction/picker.js';
@@ -52,7 +53,7 @@ export async function recover(db: EngineState): Promise<void> {
   const { tables, logs, bounds } = state;
   // By their metadata, several at a time: the range serves sooner (a move waits on this), and
   // warmTables caches them whole afterwards while there is room.
-  const lost = (t: TableMeta): boolean => !!db.env.isLost && t.fragments.some((f) => db.env.isLost!(f.stoc));
+  const lost = (t: TableMeta): boolean => !!db.env.isLost && tableLost(t.fragments, db.env.isLost);
   const metas = [...tables.values()].filter((t) => !lost(t)).sort((a, b) => a.file - b.file);
   // Tables on a StoC removed as dead: named, and left out of the new MANIFEST below.
   for (const t of tables.values()) if (lost(t)) db.loseTable(t);

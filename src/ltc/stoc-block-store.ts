@@ -1,18 +1,20 @@
 /**
  * A range's SSTables on StoCs (DESIGN.md §3–4). A table's data blocks are cut into ρ
  * fragments at block boundaries and its metadata (filter, index, footer) is one fragment
- * more (fragments.ts), on StoCs chosen by the placement policy; each fragment is a StoC file
- * `r<range>-<table>.sst` written with sync, so a table is durable before the MANIFEST names
- * it. The MANIFEST records each fragment's StoC, its offset in the table and its size.
+ * more, each in R copies (fragments.ts), on StoCs chosen by the placement policy; each copy is
+ * a StoC file `r<range>-<table>.sst` written with sync, so a table is durable before the
+ * MANIFEST names it. The MANIFEST records each copy's StoC, its offset in the table, its size
+ * and its checksum.
  *
  * Reads fetch whole tables, or byte ranges of one (a block, a table's metadata) for the LTC's
- * block cache.
+ * block cache, from the first copy that answers and passes its check: copies on StoCs that are
+ * up first, and block reads spread over the copies.
  */
-import { NovaError } from '../common/errors.js';
-import type { Placement } from '../cluster/config.js';
+import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
+import type { Settings } from '../cluster/config.js';
 import type { BlockStore } from './engine-env.js';
-import { cutTable, readFragments, writeFragments } from '../compaction/fragments.js';
-import { place, placementWidth, type PlacementState } from '../cluster/placement.js';
+import { cutTable, everyCopyFailed, piecesOf, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
+import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, filesOnStocs, type StocPool } from '../stoc/stoc-pool.js';
 import type { Fragment } from '../log/version-edit.js';
@@ -20,13 +22,24 @@ import type { Fragment } from '../log/version-edit.js';
 /** Placements tried for one table before its write fails. */
 const WRITE_ATTEMPTS = 3;
 
+/** Block reads at offsets this far apart go to different copies of their piece. */
+const SPREAD_BYTES = 4096;
+
+/** A failed read's code: a StoC that is away makes it UNAVAILABLE (clients retry), not the table bad. */
+function readCode(err: Error): ErrorCode {
+  const code = (err as NovaError).code;
+  return code === undefined || STOC_LOST.has(code) || !isErrorCode(code) ? 'UNAVAILABLE' : code;
+}
+
+/** How tables are laid out: the knobs of the one knob table. */
+export type TableLayout = Pick<Settings, 'scatter' | 'tableReplicas' | 'placement'>;
+
 export class StocBlockStore implements BlockStore {
   private readonly state: PlacementState = { next: 0 };
-  /** Bytes and time spent moving flushed and compacted tables to StoCs. */
-  readonly counters = { tables: 0, bytes: 0, ms: 0 };
+  /** Bytes and time spent moving flushed and compacted tables to StoCs; copies read after another failed. */
+  readonly counters = { tables: 0, bytes: 0, ms: 0, otherCopy: 0 };
 
-  constructor(private readonly pool: StocPool, private readonly range: number,
-    private readonly scatter: number, private readonly policy: Placement) {}
+  constructor(private readonly pool: StocPool, private readonly range: number, private readonly layout: TableLayout) {}
 
   /**
    * Places and writes the table. A StoC lost meanwhile (the pool shuns it) does not fail the
@@ -35,12 +48,14 @@ export class StocBlockStore implements BlockStore {
   async writeTable(file: number, bytes: Buffer): Promise<Fragment[]> {
     const started = performance.now();
     const name = tableFileName(this.range, file);
+    const { scatter, tableReplicas, placement } = this.layout;
     const failed = new Set<number>(); // StoCs a late write of an earlier attempt may still reach
     for (let attempt = 1; ; attempt++) {
       const healthy = this.pool.placeable().filter((id) => !failed.has(id));
-      const stocs = await place(this.policy, healthy, placementWidth(healthy.length, this.scatter), this.state,
+      const shape = tableShape(healthy.length, scatter, tableReplicas);
+      const stocs = await place(placement, healthy, shapeStocs(shape), this.state,
         (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
-      const fragments = cutTable(bytes, stocs, this.scatter, name);
+      const fragments = cutTable(bytes, stocs, scatter, name, shape.copies);
       try {
         await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true)).catch((err: Error) => {
           failed.add(f.stoc);
@@ -60,26 +75,45 @@ export class StocBlockStore implements BlockStore {
 
   async readTable(file: number, fragments: Fragment[]): Promise<Buffer> {
     const name = tableFileName(this.range, file);
-    return readFragments(fragments, `table ${name}`, (f, into) => this.pool.on(f.stoc, (c) => c.read(name, 0, f.size, undefined, into)).then(() => undefined, (err: Error) => {
-      throw new NovaError((err as NovaError).code ?? 'UNAVAILABLE', `table ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}: ${err.message}`);
-    }));
+    return readFragments(this.upFirst(fragments), `table ${name}`,
+      (f, into) => this.pool.on(f.stoc, (c) => c.read(name, 0, f.size, undefined, into)).then(() => undefined, (err: Error) => {
+        throw new NovaError(readCode(err), `table ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}: ${err.message}`);
+      }),
+      undefined, () => { this.counters.otherCopy++; });
   }
 
-  async readRange(file: number, fragments: Fragment[], offset: number, length: number): Promise<Buffer> {
+  /**
+   * Bytes [offset, offset + length) of the table, each piece from one copy; `check` (a block's
+   * checksum) failing on what one set of copies gave sends the read to the next.
+   */
+  async readRange(file: number, fragments: Fragment[], offset: number, length: number, check?: (bytes: Buffer) => void): Promise<Buffer> {
     const name = tableFileName(this.range, file);
     const end = offset + length;
-    const parts = fragments.filter((f) => f.offset < end && f.offset + f.size > offset).sort((a, b) => a.offset - b.offset);
-    const covered = parts.reduce((n, f) => n + Math.min(end, f.offset + f.size) - Math.max(offset, f.offset), 0);
+    const parts = piecesOf(this.upFirst(fragments), `table ${name}`).filter((p) => p.offset < end && p.offset + p.size > offset);
+    const covered = parts.reduce((n, p) => n + Math.min(end, p.offset + p.size) - Math.max(offset, p.offset), 0);
     if (covered !== length) throw new NovaError('CORRUPTION', `table ${name}: its fragments do not hold [${offset}, +${length})`);
-    const bytes = await Promise.all(parts.map((f) => {
-      const from = Math.max(offset, f.offset);
-      return this.pool.on(f.stoc, (c) => c.read(name, from - f.offset, Math.min(end, f.offset + f.size) - from)).catch((err: Error) => {
-        // A StoC that is away makes the read UNAVAILABLE (clients retry), not the table bad.
-        const code = (err as NovaError).code;
-        throw new NovaError(code === undefined || STOC_LOST.has(code) ? 'UNAVAILABLE' : code, `table ${name}: [${offset}, +${length}) on StoC ${f.stoc}: ${err.message}`);
-      });
-    }));
-    return bytes.length === 1 ? bytes[0] : Buffer.concat(bytes);
+    const tries = Math.max(...parts.map((p) => p.copies.length));
+    const errors: unknown[] = [];
+    for (let t = 0; t < tries; t++) {
+      try {
+        const bytes = await Promise.all(parts.map((p) => {
+          // Blocks spread over the copies that are up (listed first); the next try takes the next copy.
+          const up = p.copies.filter((f) => this.pool.isHealthy(f.stoc)).length || p.copies.length;
+          const f = p.copies[(Math.floor(offset / SPREAD_BYTES) % up + t) % p.copies.length];
+          const from = Math.max(offset, f.offset);
+          return this.pool.on(f.stoc, (c) => c.read(name, from - f.offset, Math.min(end, f.offset + f.size) - from)).catch((err: Error) => {
+            throw new NovaError(readCode(err), `table ${name}: [${offset}, +${length}) on StoC ${f.stoc}: ${err.message}`);
+          });
+        }));
+        const out = bytes.length === 1 ? bytes[0] : Buffer.concat(bytes);
+        check?.(out);
+        if (t > 0) this.counters.otherCopy++;
+        return out;
+      } catch (err) {
+        errors.push(err);
+      }
+    }
+    throw everyCopyFailed(`table ${name}`, errors);
   }
 
   /** Removes the table from every StoC that answers (its fragments' places are not passed in). */
@@ -90,5 +124,11 @@ export class StocBlockStore implements BlockStore {
 
   listTables(): Promise<number[]> {
     return filesOnStocs(this.pool, this.range, '.sst');
+  }
+
+  /** `fragments` with the copies on StoCs that are up before the others (a stable sort). */
+  private upFirst(fragments: Fragment[]): Fragment[] {
+    const down = (f: Fragment): number => (this.pool.isHealthy(f.stoc) ? 0 : 1);
+    return [...fragments].sort((a, b) => down(a) - down(b));
   }
 }

@@ -12,8 +12,9 @@
  * which names the file.
  */
 import type { NovaError } from '../common/errors.js';
-import type { Placement } from '../cluster/config.js';
-import { leastLoaded, placeMany, placementWidth, type PlacementState, type StocLoadView } from '../cluster/placement.js';
+import { leastLoaded, placeMany, type PlacementState, type StocLoadView } from '../cluster/placement.js';
+import { tableShape } from '../compaction/fragments.js';
+import type { TableLayout } from './stoc-block-store.js';
 import type { CompactArgs } from '../stoc/compaction-executor.js';
 import type { CompactedTable, CompactionRequest, Compactor } from './engine-env.js';
 import type { StocPool } from '../stoc/stoc-pool.js';
@@ -32,13 +33,15 @@ export class StocCompactor implements Compactor {
   /** Jobs run on StoCs, jobs declined (merged by the LTC), and time spent on the ones run. */
   readonly counters = { jobs: 0, declined: 0, ms: 0 };
 
-  constructor(private readonly pool: StocPool, private readonly range: number, private readonly scatter: number,
-    private readonly policy: Placement, private readonly log: (line: string) => void) {}
+  constructor(private readonly pool: StocPool, private readonly range: number, private readonly layout: TableLayout,
+    private readonly log: (line: string) => void) {}
 
   async compact(job: CompactionRequest): Promise<CompactedTable[] | undefined> {
+    const { scatter, tableReplicas, placement } = this.layout;
     const up = this.pool.placeable().filter((s) => this.pool.address(s));
     if (up.length === 0) return this.decline('no StoC is up');
-    if (up.length < this.scatter) return this.decline(`scatter ${this.scatter} needs ${this.scatter} StoCs and ${up.length} are up`);
+    if (up.length < scatter) return this.decline(`scatter ${scatter} needs ${scatter} StoCs and ${up.length} are up`);
+    const shape = tableShape(up.length, scatter, tableReplicas);
     const loads = await this.loads(up);
     const id = leastLoaded(up, loads, this.turn++);
     const depth = new Map([...loads].map(([s, l]) => [s, l.queueDepth]));
@@ -50,15 +53,17 @@ export class StocCompactor implements Compactor {
     }
     const args: CompactArgs = {
       range: this.range,
-      inputs: job.inputs.map((m) => ({ file: m.file, fragments: m.fragments })),
+      // Copies on StoCs that are up first: the job reads the first copy that answers.
+      inputs: job.inputs.map((m) => ({ file: m.file, fragments: [...m.fragments].sort((a, b) => Number(!this.pool.isHealthy(a.stoc)) - Number(!this.pool.isHealthy(b.stoc))) })),
       stocs,
       smallestSnapshot: job.smallestSnapshot,
       deeper: job.deeper.map((d) => [d.smallest, d.largest]),
       targetBytes: job.targetBytes,
       firstFile: job.firstFile,
       maxFiles: job.maxFiles,
-      scatter: this.scatter,
-      placements: placeMany(this.policy, up, this.scatter, placementWidth(up.length, this.scatter), job.maxFiles, this.state, depth),
+      scatter,
+      copies: shape.copies,
+      placements: placeMany(placement, up, scatter, shape, job.maxFiles, this.state, depth),
       cuts: job.cuts,
     };
     const started = performance.now();

@@ -21,7 +21,7 @@
 import type { BufferPool } from '../common/buffer-pool.js';
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import { leftovers, mergeTables, outputBytes, type MergedTable, type MergeJob } from '../compaction/merge.js';
-import { cutTable, readFragments, writeFragments } from '../compaction/fragments.js';
+import { cutTable, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
 import { mergeOnWorker, mergeWorkerAvailable } from '../compaction/worker-pool.js';
 import type { Fragment } from '../log/version-edit.js';
 import type { StocClient } from './stoc-client.js';
@@ -64,9 +64,11 @@ export interface CompactArgs {
   firstFile: number;
   maxFiles: number;
   scatter: number;
+  /** Copies of each output fragment (fragments.ts cutTable); absent: one. */
+  copies?: number;
   /**
-   * Where output n's fragments go, for n < placements.length: ρ StoCs for its data and one
-   * more for its metadata when there is one more, chosen by the LTC's placement policy.
+   * Where output n's fragments go, for n < placements.length: per copy, ρ StoCs for its data
+   * and one more for its metadata when there is one more, chosen by the LTC's placement policy.
    * Outputs past the list (or every output, without one: an LTC that predates the field) go
    * to this StoC first, then the next StoCs of `stocs`.
    */
@@ -83,6 +85,9 @@ export interface CompactOutput {
   largest: Uint8Array;
   fragments: Fragment[];
 }
+
+/** Most copies of a fragment a job may ask for. */
+const MAX_COPIES = 16;
 
 /** Largest job accepted: inputs are held in memory while they merge. */
 const MAX_INPUT_BYTES = 4 * 2 ** 30;
@@ -107,7 +112,8 @@ export function parseCompactArgs(args: unknown): CompactArgs {
     const i = fields(`${Method.compact} input`, x);
     const fragments = list('fragments', i.fragments, 4096).map((y) => {
       const f = fields(`${Method.compact} fragment`, y);
-      const fragment = { stoc: checkUint('fragment StoC', f.stoc, 0xffffffff), offset: checkUint('fragment offset', f.offset), size: checkUint('fragment size', f.size) };
+      const fragment: Fragment = { stoc: checkUint('fragment StoC', f.stoc, 0xffffffff), offset: checkUint('fragment offset', f.offset), size: checkUint('fragment size', f.size) };
+      if (f.crc !== undefined) fragment.crc = checkUint('fragment checksum', f.crc, 0xffffffff);
       total += fragment.size;
       return fragment;
     });
@@ -120,11 +126,13 @@ export function parseCompactArgs(args: unknown): CompactArgs {
   const targetBytes = checkUint('targetBytes', a.targetBytes, 2 ** 32);
   if (targetBytes < 1024) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: targetBytes must be at least 1024`);
   const maxFiles = checkUint('maxFiles', a.maxFiles, 1_000_000);
+  const copies = a.copies === undefined ? 1 : checkUint('copies', a.copies, MAX_COPIES);
+  if (copies < 1) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: copies must be at least 1`);
   const known = new Set(stocs.map(([id]) => id));
   const placements = a.placements === undefined ? undefined : list('placements', a.placements, maxFiles).map((p) => {
-    const ids = list('a placement', p, scatter + 1).map((id) => checkUint('a placement\'s StoC', id, 0xffffffff));
-    if (ids.length < scatter || new Set(ids).size !== ids.length || ids.some((id) => !known.has(id))) {
-      throw new NovaError('BAD_ARGUMENT', `${Method.compact}: a placement must name ${scatter} or ${scatter + 1} distinct StoCs of the job's stocs, not [${ids.join(', ')}]`);
+    const ids = list('a placement', p, (scatter + 1) * copies).map((id) => checkUint('a placement\'s StoC', id, 0xffffffff));
+    if ((ids.length !== scatter * copies && ids.length !== (scatter + 1) * copies) || new Set(ids).size !== ids.length || ids.some((id) => !known.has(id))) {
+      throw new NovaError('BAD_ARGUMENT', `${Method.compact}: a placement must name ${scatter * copies} or ${(scatter + 1) * copies} distinct StoCs of the job's stocs (${copies} cop${copies === 1 ? 'y' : 'ies'}), not [${ids.join(', ')}]`);
     }
     return ids;
   });
@@ -145,6 +153,7 @@ export function parseCompactArgs(args: unknown): CompactArgs {
     firstFile: checkUint('firstFile', a.firstFile),
     maxFiles,
     scatter,
+    copies,
     placements,
     cuts,
   };
@@ -162,7 +171,11 @@ export function parseCompactReply(reply: unknown): CompactOutput[] {
     return {
       file: uint(o.file), size: uint(o.size), entries: uint(o.entries),
       smallest: o.smallest as Uint8Array, largest: o.largest as Uint8Array,
-      fragments: (o.fragments as Array<Record<string, unknown>>).map((f) => ({ stoc: uint(f?.stoc), offset: uint(f?.offset), size: uint(f?.size) })),
+      fragments: (o.fragments as Array<Record<string, unknown>>).map((f): Fragment => {
+        const fragment: Fragment = { stoc: uint(f?.stoc), offset: uint(f?.offset), size: uint(f?.size) };
+        if (f?.crc !== undefined) fragment.crc = uint(f.crc) <= 0xffffffff ? uint(f.crc) : bad(`checksum ${String(f.crc)} is not 32 bits`);
+        return fragment;
+      }),
     };
   });
 }
@@ -202,7 +215,8 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
       }
       const file = job.firstFile + outputs.length;
       const name = tableFileName(job.range, file);
-      const fragments = cutTable(t.bytes, job.placements?.[outputs.length] ?? fallback, job.scatter, `StoC ${env.id}: compaction output ${name}`);
+      const placed = job.placements?.[outputs.length];
+      const fragments = cutTable(t.bytes, placed ?? fallback.stocs, job.scatter, `StoC ${env.id}: compaction output ${name}`, placed ? job.copies ?? 1 : fallback.copies);
       await writeOutput(env, name, t.bytes, fragments, addresses, written);
       outputs.push({ ...describe(t), file, fragments });
       // Written: nothing holds the output's memory any more (describe copied its keys). An
@@ -227,14 +241,15 @@ function describe(t: MergedTable): Omit<CompactOutput, 'file' | 'fragments'> {
 
 /**
  * Where an output the job did not place goes: this StoC first, then the others of the job in
- * their order — ρ for the data blocks and one more for the metadata when there is one more.
+ * their order, in the shape (fragments.ts tableShape) their number allows.
  */
-function outputStocs(self: number, job: CompactArgs): number[] {
+function outputStocs(self: number, job: CompactArgs): { stocs: number[]; copies: number } {
   const all = [self, ...job.stocs.map(([id]) => id).filter((id) => id !== self)];
   if (all.length < job.scatter) {
     throw new NovaError('UNAVAILABLE', `compaction of range ${job.range}: scatter ${job.scatter} needs ${job.scatter} StoCs; the job names ${all.length}`);
   }
-  return all.slice(0, job.scatter + 1);
+  const shape = tableShape(all.length, job.scatter, job.copies ?? 1);
+  return { stocs: all.slice(0, shapeStocs(shape)), copies: shape.copies };
 }
 
 function readInput(env: ExecutorEnv, range: number, input: CompactInput, addresses: Map<number, Uint8Array>): Promise<Buffer> {

@@ -72,6 +72,11 @@ export class StocPool {
     return this.ids().filter((id) => (this.shunned.get(id) ?? 0) <= now);
   }
 
+  /** Whether StoC `id` is configured and not failed in the last few seconds. */
+  isHealthy(id: number): boolean {
+    return this.addresses.has(id) && (this.shunned.get(id) ?? 0) <= Date.now();
+  }
+
   /** StoC ids to place new files on (tables, logs, MANIFESTs, compactions): healthy and not leaving the cluster. */
   placeable(): number[] {
     return this.healthy().filter((id) => !this.draining.has(id));

@@ -224,7 +224,7 @@ describe('StocCompactor (the LTC side)', () => {
   function compactor(s: StocServer[]): { c: StocCompactor; lines: string[] } {
     const pool = h.makePool(s);
     const lines: string[] = [];
-    return { c: new StocCompactor(pool, RANGE, 1, 'round-robin', (l) => lines.push(l)), lines };
+    return { c: new StocCompactor(pool, RANGE, { scatter: 1, tableReplicas: 1, placement: 'round-robin' }, (l: string) => lines.push(l)), lines };
   }
 
   const request = (args: CompactArgs) => ({

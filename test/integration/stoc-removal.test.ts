@@ -5,7 +5,7 @@
  * on without it and names the tables that had no other copy; refusals say why.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addComponent, componentDir, fetchStatus, isRunning, readClusterFile, removeStocFrom } from '../../src/control/cluster-control.js';
 import { BIN, key, missing, startCluster, verifiedWorkload, writeKeys, type TestCluster } from '../helpers/cluster.js';
@@ -66,7 +66,7 @@ describe('StoC removal', () => {
   }, 240_000);
 
   it('--dead: a StoC gone for good leaves at once, ranges open without it, and the tables only it held are named', async () => {
-    cluster = await startCluster({ ltcs: 1, stocs: 3, args: SMALL });
+    cluster = await startCluster({ ltcs: 1, stocs: 3, args: [...SMALL, '--table-replicas', '1'] });
     const dir = cluster.dir;
     const coordinator = readClusterFile(dir)!.coordinator;
     const c = cluster.client;
@@ -101,5 +101,42 @@ describe('StoC removal', () => {
     expect(gone.length).toBeGreaterThan(0);
     expect(gone.length).toBeLessThan(acked.size); // only what was on StoC 3
     expect(tablesOn(dir, 1).length + tablesOn(dir, 2).length).toBeGreaterThan(0);
+  }, 240_000);
+
+  it('two copies of each table (the default): a StoC killed and its directory deleted under a verified workload loses nothing; no read fails; --dead stores its copies again', async () => {
+    // A small LTC memory, so reads fetch blocks from the StoCs rather than from tables held whole.
+    cluster = await startCluster({ ltcs: 1, stocs: 3, args: [...SMALL, '--ltc-memory', String(16 * 2 ** 20)] });
+    const dir = cluster.dir;
+    const coordinator = readClusterFile(dir)!.coordinator;
+    const c = cluster.client;
+    const before = await writeKeys(c, 0, 3000, 16);
+    await c.compact();
+    await until(() => tablesOn(dir, 3).length > 0, 30_000);
+    const load = verifiedWorkload(c, 3000, before, Array.from({ length: 20 }, (_, i) => `over-${i}`));
+    await new Promise((r) => setTimeout(r, 500));
+    await cluster.kill('stoc', 3);
+    rmSync(componentDir(dir, 'stoc', 3), { recursive: true, force: true });
+    await until(async () => !(await fetchStatus(coordinator)).members.find((m) => m.role === 'stoc' && m.id === 3)!.alive, 10_000);
+    expect(await missing(c, before)).toEqual([]); // read from the other copies
+
+    const dead = spawnSync(process.execPath, [BIN, 'stoc', 'remove', '3', '--dead', '--json', '--dir', dir], { encoding: 'utf8', timeout: 120_000 });
+    expect(dead.stderr).toBe('');
+    expect(dead.status).toBe(0);
+    const report = JSON.parse(dead.stdout) as { ltcs: Array<{ lost: string[]; tablesCopied: number; l0Merged: number }> };
+    expect(report.ltcs.flatMap((l) => l.lost)).toEqual([]);
+    expect(report.ltcs.reduce((n, l) => n + l.tablesCopied + l.l0Merged, 0)).toBeGreaterThan(0);
+
+    const check = await load.finish();
+    expect(check).toMatchObject({ lost: [], stale: [] });
+    expect(check.written).toBeGreaterThan(100);
+    // Every table is whole again: with two StoCs left, each holds a copy of every table.
+    await until(() => {
+      const one = tablesOn(dir, 1).sort().join();
+      return one.length > 0 && one === tablesOn(dir, 2).sort().join();
+    }, 30_000);
+    // Reopened from the MANIFEST alone, every range reads every key.
+    await cluster.kill('ltc', 1);
+    await cluster.up();
+    expect(await missing(c, before)).toEqual([]);
   }, 240_000);
 });

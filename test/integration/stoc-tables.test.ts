@@ -2,23 +2,88 @@
  * SSTables on StoCs: fragments placed, written, read and deleted (StocBlockStore).
  * StocServers and LTC-side clients on separate fabrics in this process, over shared memory.
  */
+import { openSync, readSync, writeSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StocBlockStore } from '../../src/ltc/stoc-block-store.js';
+import { TableReader } from '../../src/sstable/table-reader.js';
+import { tableFileName } from '../../src/stoc/stoc-protocol.js';
 import { table } from '../fixtures/tables.js';
 import { stocHarness } from '../helpers/stocs.js';
 
-const { servers, startServer, makePool } = stocHarness('nova-stoc-tables-');
+const { servers, startServer, makePool, tempDir } = stocHarness('nova-stoc-tables-');
+
+/** Flips one byte of `name` in directory `dir`, `at` bytes in. */
+function flip(dir: string, name: string, at: number): void {
+  const fd = openSync(join(dir, name), 'r+');
+  const b = Buffer.alloc(1);
+  readSync(fd, b, 0, 1, at);
+  b[0] ^= 0x5a;
+  writeSync(fd, b, 0, 1, at);
+  closeSync(fd);
+}
 
 describe('tables on StoCs', () => {
   it('a table whose StoC is lost while it is written is placed again on StoCs that are up', async () => {
     const stocs = [await startServer(1), await startServer(2), await startServer(3)];
     const pool = makePool(stocs);
-    const store = new StocBlockStore(pool, 7, 1, 'round-robin');
+    const store = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 1, placement: 'round-robin' });
     await servers.shift()!.close(); // StoC 1, which round-robin picks first; the pool does not know yet
     const bytes = table(2000, 1, 5);
     const fragments = await store.writeTable(5, bytes);
     expect(fragments.map((f) => f.stoc)).not.toContain(1);
     expect(fragments).toHaveLength(2); // data, and metadata on a StoC of its own
     expect((await store.readTable(5, fragments)).equals(bytes)).toBe(true);
+  });
+
+  it('with two copies, reads go to the other copy when a StoC is down or a copy fails its checksum', async () => {
+    const dirs = [tempDir(), tempDir(), tempDir()];
+    const stocs = [await startServer(1, {}, dirs[0]), await startServer(2, {}, dirs[1]), await startServer(3, {}, dirs[2])];
+    const pool = makePool(stocs);
+    const store = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 2, placement: 'round-robin' });
+    const bytes = table(2000, 1, 5);
+    const fragments = await store.writeTable(5, bytes);
+    // Three StoCs hold two copies of one piece (data and metadata together): a pair with the metadata apart needs four.
+    expect(fragments.map((f) => [f.stoc, f.offset, f.size])).toEqual([[1, 0, bytes.length], [2, 0, bytes.length]]);
+    expect(fragments[0].crc).toBe(fragments[1].crc);
+    const name = tableFileName(7, 5);
+    const reader = new TableReader(bytes, 't');
+    const block = { offset: 0, size: reader.dataBlockEnds()[0] };
+    const readBlock = (): Promise<Buffer> => store.readRange(5, fragments, block.offset, block.size, (b) => {
+      if (!b.equals(bytes.subarray(block.offset, block.offset + block.size))) throw Object.assign(new Error('bad block'), { code: 'CORRUPTION' });
+    });
+
+    // A damaged copy: the whole-table read and the checked block read both get the good one.
+    flip(dirs[0], name, 100);
+    expect((await store.readTable(5, fragments)).equals(bytes)).toBe(true);
+    expect((await readBlock()).equals(bytes.subarray(0, block.size))).toBe(true);
+    expect(store.counters.otherCopy).toBeGreaterThan(0);
+
+    // Its StoC gone too: still read, from StoC 2.
+    await servers.shift()!.close();
+    expect((await store.readTable(5, fragments)).equals(bytes)).toBe(true);
+    expect((await readBlock()).equals(bytes.subarray(0, block.size))).toBe(true);
+
+    // Both copies damaged: CORRUPTION naming each, never wrong bytes.
+    flip(dirs[1], name, 100);
+    await expect(store.readTable(5, fragments)).rejects.toMatchObject({ code: 'UNAVAILABLE' }); // StoC 1 is only away
+    const alone = [fragments[1]];
+    await expect(store.readTable(5, alone)).rejects.toThrow(/copy on StoC 2 .* fails its checksum/);
+  });
+
+  it('copies are kept on distinct StoCs, the metadata apart once there are StoCs for it, fewer copies only when too few are up', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3), await startServer(4)];
+    const pool = makePool(stocs);
+    const store = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 2, placement: 'round-robin' });
+    const bytes = table(500, 1, 5);
+    const four = await store.writeTable(5, bytes);
+    expect(new Set(four.map((f) => f.stoc)).size).toBe(4);
+    expect(four.filter((f) => f.offset === 0)).toHaveLength(2); // two copies of the data, two of the metadata
+    const three = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 3, placement: 'round-robin' });
+    expect(new Set((await three.writeTable(6, bytes)).map((f) => f.stoc)).size).toBe(3);
+    const five = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 5, placement: 'round-robin' });
+    const f5 = await five.writeTable(7, bytes);
+    expect(f5.map((f) => f.offset)).toEqual([0, 0, 0, 0]); // four StoCs: four copies of one piece
+    expect((await five.readTable(7, f5)).equals(bytes)).toBe(true);
   });
 });

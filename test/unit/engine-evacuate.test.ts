@@ -20,13 +20,14 @@ const OPTIONS = { memtableBytes: 16 * 1024, l0Trigger: 2, l0StopTrigger: 3, l1By
  * The local environment with its tables' fragments labelled with a place (`placeOn`, as a StoC
  * id), like a cluster's; `lost` places are gone for good (EngineEnv.isLost).
  */
-function placed(dir: string): { env: EngineEnv; placeOn: number; lost: Set<number> } {
+function placed(dir: string): { env: EngineEnv; placeOn: number; copyOn?: number; lost: Set<number> } {
   const local = localEnv(dir);
-  const control = { env: local, placeOn: 1, lost: new Set<number>() };
+  const control: { env: EngineEnv; placeOn: number; copyOn?: number; lost: Set<number> } = { env: local, placeOn: 1, lost: new Set<number>() };
   const home = (fragments: Array<{ stoc: number; offset: number; size: number }>) => fragments.map((f) => ({ ...f, stoc: 0 }));
   const store = local.store;
   local.store = {
-    writeTable: async (file, bytes) => (await store.writeTable(file, bytes)).map((f) => ({ ...f, stoc: control.placeOn })),
+    writeTable: async (file, bytes) => (await store.writeTable(file, bytes)).flatMap((f) => [
+      { ...f, stoc: control.placeOn }, ...(control.copyOn === undefined ? [] : [{ ...f, stoc: control.copyOn }])]),
     readTable: (file, fragments) => store.readTable(file, home(fragments)),
     readRange: store.readRange && ((file, fragments, offset, length) => store.readRange!(file, home(fragments), offset, length)),
     deleteTable: (file) => store.deleteTable(file),
@@ -83,7 +84,7 @@ describe('evacuation', () => {
     const r = await e.evacuate(new Set([1]));
     expect(r.lost.length).toBeGreaterThan(0);
     for (const t of r.lost) expect(t).toMatch(/^table \d+ of level \d+ \(\d+ entries, \d+ bytes, user keys "key\d+" to "key\d+"\)$/);
-    expect(warnings.filter((w) => /is lost: StoC 1 held a fragment of it and was removed as dead/.test(w))).toHaveLength(r.lost.length);
+    expect(warnings.filter((w) => /is lost: StoC 1 held every copy of a fragment of it and was removed as dead/.test(w))).toHaveLength(r.lost.length);
     expect(await e.get(key(10))).toBeUndefined(); // lost
     expect(await e.get(key(2050))).toEqual(val(2050));
     await e.put(key(10), val(10)); // the range serves on
@@ -103,6 +104,40 @@ describe('evacuation', () => {
     e = await Engine.open(dir2, { ...OPTIONS, env: q.env });
     expect(e.lostTables.length).toBeGreaterThan(0);
     expect(await e.get(key(5))).toBeUndefined();
+    await e.close();
+  });
+
+  it('a place lost for good with another copy of each table: nothing is lost, and the tables are stored again off it, now and at the next open', async () => {
+    const dir = tempDir();
+    const p = placed(dir);
+    p.copyOn = 3;
+    let e = await Engine.open(dir, { ...OPTIONS, env: p.env });
+    await writeAll(e, 0, 2000);
+    await e.compactAll();
+    await writeAll(e, 2000, 2100);
+    await e.flush();
+    p.placeOn = 2; // where tables are stored again
+    p.lost.add(1);
+    const r = await e.evacuate(new Set([1]));
+    expect(r.lost).toEqual([]);
+    expect(r.tablesCopied + r.l0Merged).toBeGreaterThan(0);
+    expect(e.hasTablesOn(1)).toBe(false);
+    for (const i of [10, 1500, 2050]) expect(await e.get(key(i))).toEqual(val(i));
+    await e.close();
+    // Lost while the range was closed: the open keeps the tables; they are still on the lost place until evacuated.
+    p.placeOn = 1;
+    e = await Engine.open(dir, { ...OPTIONS, env: p.env });
+    await writeAll(e, 3000, 3500);
+    await e.flush();
+    await e.close();
+    p.lost.add(1);
+    p.placeOn = 2;
+    e = await Engine.open(dir, { ...OPTIONS, env: p.env });
+    expect(e.lostTables).toEqual([]);
+    expect(e.hasTablesOn(1)).toBe(true);
+    await e.evacuate(new Set([1]));
+    expect(e.hasTablesOn(1)).toBe(false);
+    for (const i of [10, 2050, 3100]) expect(await e.get(key(i))).toEqual(val(i));
     await e.close();
   });
 });

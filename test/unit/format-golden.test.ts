@@ -93,6 +93,17 @@ const EDIT3: VersionEdit = { ...EDIT, tranges: [Buffer.from('f'), Buffer.from('m
 const EDIT4: VersionEdit = {
   ...EDIT, dranges: [Buffer.from('m'), Buffer.from('m\0')], tranges: [Buffer.from('f'), Buffer.from('m'), Buffer.from('m\0'), Buffer.from('t')], copies: [1, 3, 1],
 };
+/** Version 5 adds fragment checksums: table 11 in two copies, its metadata apart, on four StoCs. */
+const EDIT5: VersionEdit = {
+  ...EDIT4,
+  added: [{
+    ...EDIT.added[0],
+    fragments: [
+      { stoc: 2, offset: 0, size: 3000, crc: 0x01234567 }, { stoc: 3, offset: 3000, size: 1096, crc: 0x89abcdef },
+      { stoc: 4, offset: 0, size: 3000, crc: 0x01234567 }, { stoc: 5, offset: 3000, size: 1096, crc: 0x89abcdef },
+    ],
+  }],
+};
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
@@ -211,14 +222,16 @@ const GOLDEN: Golden[] = [
   { file: 'manifest-edits-v2.log', ...manifestEdits(EDIT) },
   // Version 3, as it was written.
   { file: 'manifest-edits-v3.log', ...manifestEdits(EDIT3) },
+  // Version 4, as it was written.
+  { file: 'manifest-edits-v4.log', ...manifestEdits(EDIT4) },
   {
-    file: 'manifest-edits-v4.log',
-    make: () => framed([encodeEdit(EDIT4), encodeEdit({ removed: [], added: [], boundLogs: [], releasedLogs: [9], nextFile: 13 })]),
-    ...manifestEdits(EDIT4),
+    file: 'manifest-edits-v5.log',
+    make: () => framed([encodeEdit(EDIT5), encodeEdit({ removed: [], added: [], boundLogs: [], releasedLogs: [9], nextFile: 13 })]),
+    ...manifestEdits(EDIT5),
     example: {
       doc: 'doc/format/manifest.md', marker: 'manifest',
       dump: (bytes) => {
-        const e1 = encodeEdit(EDIT4).length;
+        const e1 = encodeEdit(EDIT5).length;
         return dump(bytes, [[0, 7, 'fragment header (log format)'], [7, 7 + e1, 'version edit: tagged fields (the grammar above)'],
           [7 + e1, 14 + e1, 'fragment header'], [14 + e1, bytes.length, 'version edit: released log 9, next file 13']]);
       },

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
-import { cutTable } from '../../src/compaction/fragments.js';
+import { cutTable, fewestCopies, piecesOf, readFragments, tableLost, tableShape } from '../../src/compaction/fragments.js';
+import type { Fragment } from '../../src/log/version-edit.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
 
@@ -45,5 +46,60 @@ describe('cutting a table into fragments', () => {
     const f = cutTable(small, [1, 2, 3, 4], 3, 'small');
     expect(f.map((x) => x.size > 0)).toEqual([true, false, false, true]);
     expect(() => cutTable(small, [1, 2], 4, 'small')).toThrow(/2 StoCs for ρ = 4/);
+  });
+});
+
+describe('copies of a table\'s fragments', () => {
+  const bytes = table(2000);
+
+  it('the shape: R copies where StoCs allow, the metadata apart only when its copies fit too, at least one copy', () => {
+    const cases: Array<[number, number, number, [number, number]]> = [
+      // up, ρ, R → [width, copies]
+      [3, 1, 1, [2, 1]], [1, 1, 1, [1, 1]], [3, 1, 2, [1, 2]], [4, 1, 2, [2, 2]], [5, 2, 2, [2, 2]],
+      [6, 2, 2, [3, 2]], [3, 2, 2, [3, 1]], [2, 1, 3, [1, 2]], [1, 1, 2, [1, 1]], [9, 2, 3, [3, 3]],
+    ];
+    for (const [up, rho, r, want] of cases) {
+      const s = tableShape(up, rho, r);
+      expect([s.width, s.copies], `up ${up}, ρ ${rho}, R ${r}`).toEqual(want);
+      expect(s.width * s.copies).toBeLessThanOrEqual(Math.max(up, rho));
+    }
+  });
+
+  it('each copy holds every piece, on distinct StoCs, with the same checksum; put back together from any mix of copies, it is the table', () => {
+    const f = cutTable(bytes, [1, 2, 3, 4, 5, 6], 2, 't', 2);
+    expect(f.map((x) => x.stoc)).toEqual([1, 2, 3, 4, 5, 6]);
+    const pieces = piecesOf(f, 't');
+    expect(pieces.map((p) => p.copies.map((c) => c.stoc))).toEqual([[1, 4], [2, 5], [3, 6]]);
+    for (const p of pieces) expect(new Set(p.copies.map((c) => c.crc)).size).toBe(1);
+    expect(() => cutTable(bytes, [1, 2, 3], 2, 't', 2)).toThrow(/3 StoCs for ρ = 2 data fragments in 2 copies/);
+    expect(() => cutTable(bytes, [1, 2, 1, 2], 2, 't', 2)).toThrow(/a StoC named twice/);
+  });
+
+  it('a piece is lost only when every copy is; the fewest copies left is counted', () => {
+    const f = cutTable(bytes, [1, 2, 3, 4], 1, 't', 2); // data on 1 and 3, metadata on 2 and 4
+    expect(tableLost(f, (s) => s === 1)).toBe(false);
+    expect(tableLost(f, (s) => s === 1 || s === 4)).toBe(false);
+    expect(tableLost(f, (s) => s === 1 || s === 3)).toBe(true);
+    expect(fewestCopies(f)).toBe(2);
+    expect(fewestCopies(f, (s) => s === 2)).toBe(1);
+  });
+
+  it('pieces that do not tile, or copies that differ in size, are corruption', () => {
+    expect(() => piecesOf([{ stoc: 1, offset: 0, size: 10 }, { stoc: 2, offset: 11, size: 5 }], 't')).toThrow(/expected one at 10/);
+    expect(() => piecesOf([{ stoc: 1, offset: 0, size: 10 }, { stoc: 2, offset: 0, size: 9 }], 't')).toThrow(/differ in size/);
+  });
+
+  it('a read takes the next copy when one fails or fails its checksum, and says what each copy did when all fail', async () => {
+    const f = cutTable(bytes, [1, 2, 3, 4], 1, 't', 2);
+    const bad: number[] = [];
+    const read = (broken: Record<number, 'down' | 'damaged'>) => readFragments(f, 't', async (x: Fragment, into: Buffer) => {
+      if (broken[x.stoc] === 'down') throw Object.assign(new Error(`StoC ${x.stoc} is down`), { code: 'UNAVAILABLE' });
+      bytes.copy(into, 0, x.offset, x.offset + x.size);
+      if (broken[x.stoc] === 'damaged') into[0] ^= 1;
+    }, undefined, (x) => bad.push(x.stoc));
+    expect((await read({ 1: 'down', 2: 'damaged' })).equals(bytes)).toBe(true); // data from 3, metadata from 4
+    expect(bad.sort()).toEqual([1, 2]);
+    await expect(read({ 1: 'down', 3: 'damaged' })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/every copy failed: StoC 1 is down; .*copy on StoC 3 .* fails its checksum/) });
+    await expect(read({ 1: 'damaged', 3: 'damaged' })).rejects.toMatchObject({ code: 'CORRUPTION' });
   });
 });

@@ -32,7 +32,7 @@ describe('placement', () => {
 
   it('placeMany spreads a compaction\'s outputs by one reading of the queues; round-robin goes on where it was', () => {
     const depth = new Map([[1, 0], [2, 0], [3, 0], [4, 40]]);
-    const placed = placeMany('power-of-d', [1, 2, 3, 4], 2, 2, 30, { next: 0 }, depth, rng(5));
+    const placed = placeMany('power-of-d', [1, 2, 3, 4], 2, { width: 2, copies: 1 }, 30, { next: 0 }, depth, rng(5));
     const count = new Map<number, number>();
     for (const p of placed) {
       expect(new Set(p).size).toBe(2);
@@ -43,13 +43,13 @@ describe('placement', () => {
     expect(count.get(4)).toBeUndefined();
     for (const id of [1, 2, 3]) expect(Math.abs(count.get(id)! - 20)).toBeLessThanOrEqual(2);
     const s = { next: 1 };
-    expect(placeMany('round-robin', [1, 2, 3], 2, 2, 2, s, depth)).toEqual([[2, 3], [1, 2]]);
+    expect(placeMany('round-robin', [1, 2, 3], 2, { width: 2, copies: 1 }, 2, s, depth)).toEqual([[2, 3], [1, 2]]);
     expect(s.next).toBe(2);
-    expect(() => placeMany('random', [1], 2, 2, 1, s, depth)).toThrow(/needs 2 StoC/);
+    expect(() => placeMany('random', [1], 2, { width: 2, copies: 1 }, 1, s, depth)).toThrow(/needs 2 StoC/);
     // ρ = 1 and a metadata StoC: the data fragments (the first of each) spread evenly; the
     // metadata ones do not count.
     const data = new Map<number, number>();
-    for (const [d] of placeMany('power-of-d', [1, 2, 3], 1, 2, 30, { next: 0 }, new Map([[1, 0], [2, 0], [3, 0]]), rng(9))) data.set(d, (data.get(d) ?? 0) + 1);
+    for (const [d] of placeMany('power-of-d', [1, 2, 3], 1, { width: 2, copies: 1 }, 30, { next: 0 }, new Map([[1, 0], [2, 0], [3, 0]]), rng(9))) data.set(d, (data.get(d) ?? 0) + 1);
     expect([...data.values()]).toEqual([10, 10, 10]);
   });
 

@@ -43,7 +43,7 @@ describe('version edit', () => {
     const badTag = Buffer.from(bytes);
     badTag[1] = 99;
     expect(() => decodeEdit(badTag, 'M')).toThrow(/unknown tag 99 at offset 1/);
-    expect(() => decodeEdit(Buffer.from([5]), 'M')).toThrow(/unsupported version 5/);
+    expect(() => decodeEdit(Buffer.from([6]), 'M')).toThrow(/unsupported version 6/);
     expect(() => decodeEdit(Buffer.from([0]), 'M')).toThrow(/unsupported version 0/);
   });
 
@@ -54,6 +54,22 @@ describe('version edit', () => {
     expect(() => decodeEdit(Buffer.from([2, 9, 1, 1, 0x61]), 'M')).toThrow(/tag 9, which version 2 does not have at offset 1/);
     expect(decodeEdit(Buffer.from([3, 9, 1, 1, 0x61]), 'M').tranges).toEqual([Buffer.from('a')]);
     expect(() => decodeEdit(Buffer.from([3, 10, 1, 2]), 'M')).toThrow(/tag 10, which version 3 does not have at offset 1/);
+  });
+
+  it('fragment checksums and copies (version 5) round-trip; version 4 fragments have none; unknown fragment flags are corruption', () => {
+    const added = (crc?: number) => ({ level: 1, file: 3, size: 10, entries: 1, smallest: Buffer.alloc(8), largest: Buffer.alloc(8),
+      fragments: [{ stoc: 1, offset: 0, size: 10, ...(crc === undefined ? {} : { crc }) }, { stoc: 2, offset: 0, size: 10, ...(crc === undefined ? {} : { crc }) }] });
+    const withCrc = { ...emptyEdit(), added: [added(0xfedcba98)] };
+    expect(decodeEdit(encodeEdit(withCrc), 'M')).toEqual(withCrc);
+    const without = { ...emptyEdit(), added: [added()] };
+    expect(decodeEdit(encodeEdit(without), 'M')).toEqual(without);
+    // A version-4 add-table: stoc, offset, size per fragment, no flags.
+    const v4 = Buffer.from([4, 4, 1, 3, 10, 1, 8, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 1, 7, 0, 10]);
+    expect(decodeEdit(v4, 'M').added[0].fragments).toEqual([{ stoc: 7, offset: 0, size: 10 }]);
+    const v5 = Buffer.from(v4);
+    v5[0] = 5;
+    expect(() => decodeEdit(Buffer.concat([v5, Buffer.from([4])]), 'M')).toThrow(/fragment flags 4 at offset 28/);
+    expect(() => decodeEdit(Buffer.concat([v5, Buffer.from([1, 1, 2])]), 'M')).toThrow(/ends inside a fragment checksum/);
   });
 
   it('copies per Drange (version 4): one per Drange, each 1 to 1024, or corruption', () => {
