@@ -12,6 +12,9 @@ import { CoordinatorLocator } from './locator.js';
 /** How often a member tells the coordinator it is alive. */
 export const HEARTBEAT_MS = 500;
 
+/** Least time between two fetches of the configuration (refresh). */
+const REFRESH_GAP_MS = 20;
+
 export interface MembershipOptions {
   coordinator: string;
   /** A cluster.json to read the coordinator's address from again if it stops answering (`nova up`). */
@@ -54,6 +57,9 @@ export class Membership {
   private readonly incarnation = randomBytes(8).toString('hex');
   private beating = false;
   private stopped = false;
+  /** The configuration fetch under way (refresh), and when the last was sent. */
+  private fetching: Promise<number> | undefined;
+  private lastFetch = -Infinity;
   private lastError = '';
 
   private readonly locator: CoordinatorLocator;
@@ -88,10 +94,36 @@ export class Membership {
     this.o.onRenewed?.(at);
   }
 
-  /** Fetches the configuration now (after a client said ours is old). */
+  /**
+   * Resolves once a fetch of the configuration sent after this call has been applied (after a
+   * client or a heartbeat said ours is old). Callers share fetches: one at a time, at most one
+   * per REFRESH_GAP_MS, however many requests name a newer id.
+   */
   async refresh(): Promise<void> {
-    const c = configFromWire(await (await this.locator.connection()).call('config', []));
-    this.accept(c);
+    const asked = performance.now();
+    for (;;) {
+      const fetching = this.fetching ?? this.fetch();
+      const sentAt = await fetching;
+      if (sentAt >= asked) return;
+    }
+  }
+
+  /** One fetch, sent no sooner than REFRESH_GAP_MS after the last; resolves with when it was sent. */
+  private fetch(): Promise<number> {
+    const run = (async (): Promise<number> => {
+      try {
+        const wait = this.lastFetch + REFRESH_GAP_MS - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const sentAt = performance.now();
+        this.lastFetch = sentAt;
+        this.accept(configFromWire(await (await this.locator.connection()).call('config', [])));
+        return sentAt;
+      } finally {
+        this.fetching = undefined;
+      }
+    })();
+    this.fetching = run;
+    return run;
   }
 
   stop(): void {

@@ -54,6 +54,11 @@ export class FrameReader {
 
   constructor(private readonly what: string, private readonly maxFrame = DEFAULT_MAX_FRAME) {}
 
+  /** Bytes held of a frame not yet whole. */
+  get pending(): number {
+    return this.buffered;
+  }
+
   /** Adds `chunk` and returns the payloads it completes; throws CORRUPTION on a bad frame. */
   push(chunk: Buffer): Buffer[] {
     this.chunks.push(chunk);

@@ -13,6 +13,11 @@
  * UNKNOWN_METHOD; a frame it cannot parse closes that connection (with a logged reason)
  * and nothing else.
  *
+ * What a peer can make a server hold is bounded (ServerLimits): connections; bytes of frames not
+ * yet whole, over all connections (the connection that would pass the bound is closed); a
+ * connection that sent part of a frame and then nothing for a while is closed, and one that
+ * has sent nothing for long, with no request of its own under way, too.
+ *
  * A server also listens on a local socket named for its address (localSocketOf), and a
  * client tries that first: the same frames, but a write costs a copy into the peer's queue
  * instead of a trip through loopback TCP (doc/decisions/tcp-frames.md). A client
@@ -20,6 +25,7 @@
  * listens at (reaching 0.0.0.0:P as 127.0.0.1:P stays on TCP); elsewhere it uses TCP.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { errorResponse, failureResponse, okResponse } from '../common/rpc-envelope.js';
 import { DEFAULT_MAX_FRAME, FrameReader } from './frames.js';
@@ -38,7 +44,32 @@ export interface ServerOptions {
   name: string;
   handlers: Record<string, TcpHandler>;
   maxFrame?: number;
+  limits?: Partial<ServerLimits>;
   onLog?: (line: string) => void;
+}
+
+/** What one server holds for its peers at most. */
+export interface ServerLimits {
+  connections: number;
+  /** Bytes of frames not yet whole, all connections together. */
+  bufferedBytes: number;
+  /** A connection holding part of a frame that receives nothing for this long is closed. */
+  stallMs: number;
+  /** A connection that sends nothing for this long, with none of its requests under way, is closed. */
+  idleMs: number;
+}
+
+export const DEFAULT_LIMITS: ServerLimits = { connections: 4096, bufferedBytes: 256 * 2 ** 20, stallMs: 10_000, idleMs: 600_000 };
+
+/** One connection's state, for the limits. */
+interface Conn {
+  socket: Socket;
+  peer: string;
+  reader: FrameReader;
+  /** performance.now() of its last bytes. */
+  heardAt: number;
+  /** Its requests under way. */
+  running: number;
 }
 
 /** Whether `host` listens on every interface, so it cannot be the address peers use. */
@@ -58,12 +89,22 @@ export function advertisedHost(host: string | undefined, advertise: string | und
 }
 
 export class TcpRpcServer {
-  private readonly sockets = new Set<Socket>();
+  private readonly conns = new Set<Conn>();
   private local: Server | undefined;
   private localClients = 0;
+  private readonly limits: ServerLimits;
+  /** Bytes of frames not yet whole, all connections together. */
+  private buffered = 0;
+  private readonly sweeper: NodeJS.Timeout;
   malformed = 0;
+  /** Connections closed or refused by the limits. */
+  cutOff = 0;
 
-  private constructor(private readonly server: Server, private readonly options: ServerOptions) {}
+  private constructor(private readonly server: Server, private readonly options: ServerOptions) {
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.sweeper = setInterval(() => this.sweep(), Math.max(10, Math.min(1_000, this.limits.stallMs / 4)));
+    this.sweeper.unref();
+  }
 
   static async listen(options: ServerOptions): Promise<TcpRpcServer> {
     const host = options.host ?? '127.0.0.1';
@@ -109,19 +150,29 @@ export class TcpRpcServer {
   }
 
   close(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
+    clearInterval(this.sweeper);
+    for (const c of this.conns) c.socket.destroy();
     const closing = [this.server, this.local].map((l) => new Promise<void>((resolve) => l ? l.close(() => resolve()) : resolve()));
     return Promise.all(closing).then(() => undefined);
   }
 
   private accept(socket: Socket, peer: string): void {
-    this.sockets.add(socket);
+    if (this.conns.size >= this.limits.connections) {
+      this.cutOff++;
+      this.options.onLog?.(`${this.options.name}: refused a connection from ${peer}: ${this.conns.size} are open, the most it takes`);
+      socket.destroy();
+      return;
+    }
     const reader = new FrameReader(`${this.options.name} connection from ${peer}`, this.options.maxFrame ?? DEFAULT_MAX_FRAME);
+    const conn: Conn = { socket, peer, reader, heardAt: performance.now(), running: 0 };
+    this.conns.add(conn);
     const out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
       this.options.onLog?.(`${this.options.name}: a response of ${bytes} bytes to ${peer} exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit; answered BAD_ARGUMENT`);
       return errorResponse(m[0] as number, 'BAD_ARGUMENT', `the response of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: ask for less`);
     });
     socket.on('data', (chunk: Buffer) => {
+      conn.heardAt = performance.now();
+      const before = reader.pending;
       let payloads: Buffer[];
       try {
         payloads = reader.push(chunk);
@@ -129,19 +180,42 @@ export class TcpRpcServer {
         this.drop(socket, (err as Error).message);
         return;
       }
-      for (const p of payloads) this.onFrame(p, socket, out, peer);
+      this.buffered += reader.pending - before;
+      if (reader.pending > before && this.buffered > this.limits.bufferedBytes) {
+        this.drop(socket, `${this.options.name}: ${peer} would pass the ${this.limits.bufferedBytes} bytes of partial frames this server holds for all its connections`, 'cutOff');
+        return;
+      }
+      for (const p of payloads) this.onFrame(p, conn, out);
     });
     socket.on('error', () => undefined); // 'close' follows; a reset peer is not our failure
-    socket.on('close', () => this.sockets.delete(socket));
+    socket.on('close', () => {
+      if (this.conns.delete(conn)) this.buffered -= reader.pending;
+    });
   }
 
-  private drop(socket: Socket, why: string): void {
-    this.malformed++;
+  /** Closes connections stalled inside a frame, and idle ones (ServerLimits). */
+  private sweep(): void {
+    const now = performance.now();
+    for (const c of this.conns) {
+      const quiet = now - c.heardAt;
+      if (c.reader.pending > 0 && quiet > this.limits.stallMs) {
+        this.drop(c.socket, `${this.options.name}: ${c.peer} sent ${c.reader.pending} bytes of a frame, then nothing for ${this.limits.stallMs} ms`, 'cutOff');
+      } else if (c.reader.pending === 0 && c.running === 0 && quiet > this.limits.idleMs) {
+        this.cutOff++;
+        c.socket.destroy(); // idle: the peer connects again when it has something to send
+      }
+    }
+  }
+
+  /** Closes `socket`, logging why: a bad stream (`malformed`) or a limit passed (`cutOff`). */
+  private drop(socket: Socket, why: string, counter: 'malformed' | 'cutOff' = 'malformed'): void {
+    this[counter]++;
     this.options.onLog?.(`closing connection: ${why}`);
     socket.destroy();
   }
 
-  private onFrame(payload: Buffer, socket: Socket, out: Outbox, peer: string): void {
+  private onFrame(payload: Buffer, conn: Conn, out: Outbox): void {
+    const { socket, peer } = conn;
     let batch: unknown;
     try {
       batch = packr.unpack(payload);
@@ -153,10 +227,11 @@ export class TcpRpcServer {
       this.drop(socket, `${this.options.name}: frame from ${peer} is not a batch of requests`);
       return;
     }
-    for (const m of batch) this.onRequest(m, out, peer);
+    for (const m of batch) this.onRequest(m, out, conn);
   }
 
-  private onRequest(m: unknown, out: Outbox, peer: string): void {
+  private onRequest(m: unknown, out: Outbox, conn: Conn): void {
+    const peer = conn.peer;
     if (!Array.isArray(m) || typeof m[0] !== 'number') {
       this.malformed++;
       this.options.onLog?.(`${this.options.name}: request from ${peer} without an id ignored`);
@@ -179,8 +254,12 @@ export class TcpRpcServer {
     };
     try {
       const result = handler(args, peer);
-      if (result instanceof Promise) result.then((r) => out.push(okResponse(id, r ?? null)), fail);
-      else out.push(okResponse(id, result ?? null));
+      if (result instanceof Promise) {
+        conn.running++;
+        result.then((r) => out.push(okResponse(id, r ?? null)), fail).finally(() => { conn.running--; });
+      } else {
+        out.push(okResponse(id, result ?? null));
+      }
     } catch (err) {
       fail(err);
     }

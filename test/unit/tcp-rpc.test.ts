@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { TcpRpcServer } from '../../src/net/tcp-rpc-server.js';
+import { encodeFrame } from '../../src/net/frames.js';
 import { localSocketOf } from '../../src/net/local-socket.js';
 import { createConnection, createServer } from 'node:net';
 
@@ -168,5 +169,53 @@ describe('TCP RPC', () => {
     c.close();
     await server.close();
   });
-});
 
+  it('bounds what peers make it hold: a half-sent frame is cut off when it stalls, partial frames past the total bound and connections past the most are refused, idle connections close; others are served', async () => {
+    const lines: string[] = [];
+    const server = await TcpRpcServer.listen({
+      name: 'test', handlers: { echo: (a) => a[0], wait: () => new Promise((r) => setTimeout(r, 400)) },
+      limits: { connections: 6, bufferedBytes: 3 * 2 ** 20, stallMs: 200, idleMs: 300 }, onLog: (l) => lines.push(l),
+    });
+    const raw = async (): Promise<import('node:net').Socket> => {
+      const s = createConnection({ host: '127.0.0.1', port: server.port });
+      s.on('error', () => undefined);
+      await new Promise((r) => s.once('connect', r));
+      return s;
+    };
+    const closed = (s: import('node:net').Socket): Promise<unknown> => new Promise((r) => (s.destroyed ? r(undefined) : s.once('close', r)));
+    const frame = encodeFrame(Buffer.alloc(2 * 2 ** 20));
+    // Half a frame, then silence: cut off after stallMs.
+    const slow = await raw();
+    slow.write(frame.subarray(0, 1000));
+    const t0 = performance.now();
+    await closed(slow);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(150);
+    expect(lines.some((l) => /sent 1000 bytes of a frame, then nothing for 200 ms/.test(l))).toBe(true);
+    // Two peers each holding most of a 2 MiB frame pass the 3 MiB bound: the second is closed.
+    const a = await raw();
+    const b = await raw();
+    a.write(frame.subarray(0, 1.5 * 2 ** 20));
+    await new Promise((r) => setTimeout(r, 50));
+    b.write(frame.subarray(0, 1.8 * 2 ** 20));
+    await closed(b);
+    expect(lines.some((l) => /would pass the 3145728 bytes of partial frames/.test(l))).toBe(true);
+    a.destroy();
+    // Past the most connections, a new one is refused; the ones open are served.
+    const c = await TcpRpcClient.connect(`127.0.0.1:${server.port}`);
+    const held = await Promise.all(Array.from({ length: 5 }, () => raw()));
+    const extra = await raw();
+    await closed(extra);
+    expect(lines.some((l) => /6 are open, the most it takes/.test(l))).toBe(true);
+    expect(await c.call('echo', ['served'])).toBe('served');
+    held.forEach((s) => s.destroy());
+    // A connection silent for idleMs is closed unless one of its requests is under way.
+    const waiting = c.call('wait', []);
+    await new Promise((r) => setTimeout(r, 350));
+    expect(c.closed).toBe(false);
+    await waiting;
+    await new Promise((r) => setTimeout(r, 700));
+    expect(c.closed).toBe(true);
+    expect(server.cutOff).toBeGreaterThanOrEqual(4);
+    await server.close();
+  });
+});
