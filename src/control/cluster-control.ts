@@ -171,7 +171,8 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   // Ids of StoCs removed from the cluster are not used again.
   const removed = storedConfig(dir)?.removedStocs ?? [];
   const want = (role: 'ltc' | 'stoc', given: number | undefined, fresh: number): { keep: number[]; drop: number[] } => {
-    const have = old ? [...new Set(old.components.filter((c) => c.role === role).map((c) => c.id))].sort((a, b) => a - b) : [];
+    // A StoC removed from the cluster (drained, or as dead, by hand or on its own) is not one of it any more.
+    const have = old ? [...new Set(old.components.filter((c) => c.role === role && !(role === 'stoc' && removed.includes(c.id))).map((c) => c.id))].sort((a, b) => a - b) : [];
     const n = given ?? (have.length > 0 ? have.length : fresh);
     const keep = have.slice(0, n);
     for (let id = Math.max(0, ...have, ...(role === 'stoc' ? removed : [])) + 1; keep.length < n; id++) keep.push(id);
@@ -190,8 +191,8 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     const cdir = componentDir(dir, 'coordinator', 1);
     const args = ['coordinator', '--dir', cdir, '--host', o.host, '--advertise', advertiseOf(o), '--port', port, '--ltcs', String(ltcs.keep.length), ...o.coordinatorArgs];
     let pid = startProcess(opts, 'coordinator', args);
-    address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: Error) => {
-      if (port === '0') throw err;
+    address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: NovaError) => {
+      if (port === '0' || err.code === 'DEADLINE_EXCEEDED') throw err;
       // Its old port is taken: take any.
       progress(`coordinator could not reuse port ${port}; starting it on a free port`);
       pid = startProcess(opts, 'coordinator', args.map((a, i) => (args[i - 1] === '--port' ? '0' : a)));
@@ -332,7 +333,32 @@ async function coordinatorCall<T>(coordinator: string, op: string, args: unknown
 }
 
 /** Waits until the coordinator started as `pid` answers at the address it wrote. */
+/**
+ * The address of the coordinator just started as `pid`, once it answers as that process. One
+ * that does not within `timeoutMs` is stopped (it is in no cluster.json, so nothing else would).
+ */
 async function waitForCoordinator(cdir: string, pid: number, timeoutMs: number): Promise<string> {
+  try {
+    return await answeringCoordinator(cdir, pid, timeoutMs);
+  } catch (err) {
+    await stopStarted(pid, cdir);
+    throw err;
+  }
+}
+
+/** Stops process `pid` (running from `dir`): SIGTERM, then SIGKILL if it is still there after STOP_GRACE_MS. */
+async function stopStarted(pid: number, dir: string): Promise<void> {
+  if (!isRunning(pid, dir)) return;
+  process.kill(pid, 'SIGTERM');
+  const until = Date.now() + STOP_GRACE_MS;
+  while (isRunning(pid, dir) && Date.now() < until) await sleep(50);
+  if (isRunning(pid, dir)) process.kill(pid, 'SIGKILL');
+}
+
+/** How long a process `nova up` gave up on has to stop before it is killed. */
+const STOP_GRACE_MS = 5_000;
+
+async function answeringCoordinator(cdir: string, pid: number, timeoutMs: number): Promise<string> {
   const until = Date.now() + timeoutMs;
   const path = join(cdir, 'address');
   while (Date.now() < until) {
@@ -347,7 +373,7 @@ async function waitForCoordinator(cdir: string, pid: number, timeoutMs: number):
     }
     await sleep(50);
   }
-  throw new NovaError('DEADLINE_EXCEEDED', `the coordinator did not start within ${timeoutMs} ms: see logs/coordinator.log`);
+  throw new NovaError('DEADLINE_EXCEEDED', `the coordinator did not answer within ${timeoutMs} ms, so it was stopped: see logs/coordinator.log, and run nova up again`);
 }
 
 async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, timeoutMs: number,

@@ -3,7 +3,23 @@
  */
 import { describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { componentDir, isRunning } from '../../src/control/cluster-control.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import { componentDir, isRunning, readClusterFile, up } from '../../src/control/cluster-control.js';
+import { BIN } from '../helpers/cluster.js';
+import { tempDirs } from '../helpers/temp.js';
+
+const tempDir = tempDirs('nova-cluster-control-');
+
+/** Pids of processes whose command line names `dir`. */
+function processesIn(dir: string): number[] {
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0').includes(dir);
+    } catch {
+      return false;
+    }
+  }).map(Number);
+}
 
 describe('isRunning', () => {
   it('knows a component by its directory, so a reused pid is not taken for it', async () => {
@@ -23,4 +39,13 @@ describe('isRunning', () => {
     }
     expect(isRunning(child.pid!, home)).toBe(false);
   });
+});
+
+describe('nova up', () => {
+  it('stops a coordinator it gave up waiting for, so no component runs outside cluster.json', async () => {
+    const dir = tempDir();
+    await expect(up({ dir, host: '127.0.0.1', bin: BIN, coordinatorArgs: [], timeoutMs: 1 })).rejects.toMatchObject({ code: 'DEADLINE_EXCEEDED', message: expect.stringMatching(/so it was stopped/) });
+    expect(readClusterFile(dir)).toBeUndefined();
+    expect(processesIn(componentDir(dir, 'coordinator', 1))).toEqual([]);
+  }, 30_000);
 });
