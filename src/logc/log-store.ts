@@ -15,7 +15,8 @@ export interface LogWriter {
   close(): Promise<void>;
   /**
    * Whether it lost replicas that a new file would have again (StoCs enough answer): the
-   * engine then moves its MANIFEST to a new one. Undefined: a store without replicas.
+   * engine then moves its MANIFEST, or the memtable's writes, to a new one. Undefined: a store
+   * without replicas.
    */
   readonly degraded?: boolean;
   /** Replicas it writes to (undefined: a store without replicas). */

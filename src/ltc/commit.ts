@@ -11,7 +11,7 @@ import { Memtable } from '../memtable/memtable.js';
 import { armIdle } from './background.js';
 import type { WriteOptions } from './engine-options.js';
 import { EngineState, type PendingWrite } from './engine-state.js';
-import { makeRoom } from './make-room.js';
+import { degradedDrange, makeRoom } from './make-room.js';
 import { countWrite } from './reorganization.js';
 import type { Ticket } from './sessions.js';
 
@@ -65,7 +65,7 @@ export async function commitRound(db: EngineState): Promise<void> {
   db.idleDue = false;
   armIdle(db, db.options.idleCompactionMs);
   if (db.inFlight.rounds > 0 && (db.flushNeedsActives || db.inFlight.rounds >= PIPELINE_DEPTH ||
-      db.memtables.fullDrange(db.options.memtableBytes - db.inFlight.bytes) >= 0)) {
+      db.memtables.fullDrange(db.options.memtableBytes - db.inFlight.bytes) >= 0 || degradedDrange(db) >= 0)) {
     await db.applied;
   }
   try {

@@ -74,7 +74,15 @@ export async function makeRoom(db: EngineState): Promise<void> {
       kick(db);
       continue;
     }
-    if (step.kind === 'room') break;
+    if (step.kind === 'room') {
+      // A log that lost a replica a StoC up could replace: its Drange moves to a new log (R
+      // replicas), and the old one goes with its memtable's flush. Never a stall for this.
+      const d = db.memtables.size < db.memtableLimit ? degradedDrange(db) : -1;
+      if (d < 0) break;
+      await retire(db, d, false);
+      kick(db);
+      continue;
+    }
     if (step.kind === 'retire') {
       await retire(db, step.drange, true);
       kick(db);
@@ -114,6 +122,14 @@ export async function makeRoom(db: EngineState): Promise<void> {
     // Where stalls fall (a load, a run) is what tuning needs; only hosts that log get it.
     if (ms >= STALL_NOTE_MS) db.options.onNote?.(`writes stalled ${Math.round(ms)} ms (${stallCause})`);
   }
+}
+
+/** A Drange with an active memtable that holds writes on a log short of replicas a StoC up could give it (LogWriter.degraded), or -1. */
+export function degradedDrange(db: EngineState): number {
+  for (let d = 0; d < db.memtables.dranges; d++) {
+    if (db.memtables.actives(d).some((m) => m.entries > 0 && db.logs.get(m.id)?.degraded)) return d;
+  }
+  return -1;
 }
 
 /**
