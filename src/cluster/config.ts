@@ -72,6 +72,8 @@ export interface Settings {
   scatter: number;
   /** R: copies of each fragment of a table, on distinct StoCs. */
   tableReplicas: number;
+  /** A StoC silent this long is removed as dead (with more than one copy of each table; 0: never). */
+  stocDeadMs: number;
   placement: Placement;
   /** Engine knobs each range's LSM-tree opens with. */
   memtableBytes: number;

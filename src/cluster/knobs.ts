@@ -131,6 +131,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: survives more StoCs lost for good; each flush and compaction writes that many times the bytes (doc/decisions/table-redundancy.md)',
   }),
   knob({
+    key: 'stocDeadMs', flag: 'stoc-dead-ms', type: 'ms', min: 0, default: 600_000,
+    meaning: 'a StoC silent this long is removed as dead, as `nova stoc remove --dead` does, and the copies it held are stored again on the others; never with --table-replicas 1, where that would drop tables (0: only by hand)',
+    tradeoff: 'shorter: full redundancy back sooner after a disk dies; a StoC down for longer maintenance is taken out and its data copied again',
+  }),
+  knob({
     key: 'placement', flag: 'placement', type: 'choice', choices: ['power-of-d', 'random', 'round-robin'], default: 'power-of-d',
     meaning: 'how the StoCs of a table are chosen: power-of-d samples 2ρ and keeps the least loaded',
     tradeoff: 'power-of-d: follows load at the cost of a load report per StoC',

@@ -502,6 +502,20 @@ export class Coordinator {
     return now >= this.graceUntil || this.config.members.every((m) => m.role !== role || this.alive(role, m.id, now));
   }
 
+  /**
+   * Removes as dead a StoC silent for stocDeadMs, one at a time, when every table has another
+   * copy to store again from (--table-replicas above 1) and it is not the last StoC.
+   */
+  private removeDeadStocs(now: number): void {
+    const { stocDeadMs, tableReplicas } = this.config.settings;
+    if (stocDeadMs <= 0 || tableReplicas < 2 || this.reshaping) return;
+    const stocs = this.config.members.filter((m) => m.role === 'stoc');
+    const gone = stocs.find((m) => now - (this.seen.get(memberKey('stoc', m.id))?.at ?? 0) >= stocDeadMs);
+    if (!gone || stocs.length < 2) return;
+    this.o.onLog?.(`StoC ${gone.id} has been silent for ${stocDeadMs} ms: removing it as dead, and storing the copies it held again`);
+    void this.removeStoc([gone.id, true]).catch((err: Error) => this.o.onLog?.(`removing StoC ${gone.id} as dead failed: ${err.message}`));
+  }
+
   /** Gives the ranges of LTCs whose leases expired to live LTCs (the class comment). */
   private expireLeases(): void {
     const now = performance.now();
@@ -516,6 +530,7 @@ export class Coordinator {
       this.autoRebalance(`LTC ${joined.join(', ')} joined`);
     }
     if (now < this.graceUntil) return;
+    this.removeDeadStocs(now);
     const ltcs = this.config.members.filter((m) => m.role === 'ltc').map((m) => m.id);
     const silent = (id: number): boolean => now - (this.seen.get(memberKey('ltc', id))?.at ?? 0) >= lease;
     const dead = new Set(ltcs.filter(silent));

@@ -50,7 +50,7 @@ import type { SessionStats } from './sessions.js';
 import { splitKey } from './split-key.js';
 import { evacuateStep, moveManifest, type EvacuationReport } from './evacuation.js';
 import { logEdit } from './version-set.js';
-import { emptyEdit } from '../log/version-edit.js';
+import { emptyEdit, type Fragment } from '../log/version-edit.js';
 import { typeOf, userKeyOf, ValueType } from '../common/internal-key.js';
 
 /** How often the session table's clock moves (and idle sessions expire). */
@@ -411,6 +411,11 @@ export class Engine {
     }
     const tables = this.db.levels.flat().map((t) => ({ smallest: userKeyOf(t.meta.smallest), size: t.meta.size }));
     return splitKey(writes, tables, start, end);
+  }
+
+  /** Tables of the tree whose fragments `pred` holds for. */
+  countTables(pred: (fragments: readonly Fragment[]) => boolean): number {
+    return this.db.levels.reduce((n, level) => n + level.filter((t) => pred(t.meta.fragments)).length, 0);
   }
 
   /** Whether a table of the tree has a fragment copy on StoC `stoc`. */

@@ -36,6 +36,7 @@ import { Engine, type EngineStats } from './engine.js';
 import type { SessionRef } from '../common/write-id.js';
 import { rangeEnv } from './range-env.js';
 import type { EvacuationReport } from './evacuation.js';
+import { fewestCopies } from '../compaction/fragments.js';
 import type { StocBlockStore } from './stoc-block-store.js';
 import type { StocCompactor } from './stoc-compactor.js';
 import { StocPool, namesOnStocs } from '../stoc/stoc-pool.js';
@@ -121,6 +122,10 @@ export interface RangeStats extends EngineStats {
   msToStocs: number;
   /** Compactions declined by StoCs and merged on the LTC instead. */
   compactionsDeclined: number;
+  /** Tables with a piece that has fewer copies on the configuration's StoCs than it should (--table-replicas): written while StoCs were down, or with copies on a StoC removed as dead until they are stored again. */
+  tablesUnderReplicated: number;
+  /** Table reads that went to another copy after one failed or failed its checksum. */
+  readsFromOtherCopy: number;
   /**
    * Resident memory of the LTC process serving the range, all its ranges together: with Node's
    * heap and the transport's buffers, which the memory budget does not count.
@@ -207,8 +212,15 @@ export class LtcServer {
 
   stats(): RangeStats[] {
     const mem = process.memoryUsage();
+    const { scatter, tableReplicas } = this.config.settings;
+    // Copies a table should have: R, or what the configured StoCs can hold.
+    const want = Math.min(tableReplicas, Math.max(1, Math.floor(this.pool.ids().length / scatter)));
+    const configured = new Set(this.pool.ids());
+    const up = (stoc: number): boolean => configured.has(stoc);
     return [...this.served.values()].filter((s) => s.engine).map((s) => ({
       range: s.info.id, ...s.engine!.stats,
+      tablesUnderReplicated: s.engine!.countTables((f) => fewestCopies(f, (stoc) => !up(stoc)) < want),
+      readsFromOtherCopy: s.store!.counters.otherCopy,
       tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
       compactionsDeclined: s.compactor?.counters.declined ?? 0,
       ltcRssBytes: mem.rss, ltcHeapBytes: mem.heapUsed, ltcExternalBytes: mem.external,

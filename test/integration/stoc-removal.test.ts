@@ -129,14 +129,26 @@ describe('StoC removal', () => {
     const check = await load.finish();
     expect(check).toMatchObject({ lost: [], stale: [] });
     expect(check.written).toBeGreaterThan(100);
-    // Every table is whole again: with two StoCs left, each holds a copy of every table.
-    await until(() => {
-      const one = tablesOn(dir, 1).sort().join();
-      return one.length > 0 && one === tablesOn(dir, 2).sort().join();
-    }, 30_000);
+    // Every table has its two copies again, on the two StoCs left (files the LTC deleted while a
+    // StoC was briefly shunned may linger there until the range's next open: orphans, not copies).
+    const stats = (await c.stats()) as Array<{ tablesUnderReplicated: number }>;
+    expect(stats.map((r) => r.tablesUnderReplicated)).toEqual(stats.map(() => 0));
     // Reopened from the MANIFEST alone, every range reads every key.
     await cluster.kill('ltc', 1);
     await cluster.up();
     expect(await missing(c, before)).toEqual([]);
   }, 240_000);
+
+  it('a StoC silent for --stoc-dead-ms is removed as dead on its own, and its copies are stored again', async () => {
+    cluster = await startCluster({ ltcs: 1, stocs: 3, args: [...SMALL, '--stoc-dead-ms', '3000'] });
+    const coordinator = readClusterFile(cluster.dir)!.coordinator;
+    const c = cluster.client;
+    const acked = await writeKeys(c, 0, 2000, 16);
+    await c.compact();
+    await until(() => tablesOn(cluster!.dir, 3).length > 0, 30_000);
+    await cluster.kill('stoc', 3);
+    await until(async () => ((await fetchStatus(coordinator)).config.removedStocs ?? []).includes(3), 30_000);
+    await until(async () => ((await c.stats()) as Array<{ tablesUnderReplicated: number }>).every((r) => r.tablesUnderReplicated === 0), 30_000);
+    expect(await missing(c, acked)).toEqual([]);
+  }, 120_000);
 });
