@@ -163,7 +163,7 @@ export function buildProgram(): Command {
         for (const line of dumpFile(kind as FileKind, file, opts.limit)) console.log(line);
       });
     sub.command('check <file>')
-      .description(`verify every checksum of ${what}; exit 1 naming the first fault and its offset`)
+      .description(`verify every checksum of ${what}; exit 1 naming the first fault and its offset${kind === 'sst' ? ' (a StoC\'s fragment file too: its metadata by its blocks, a data fragment by the checksum the MANIFEST replicas in its directory record)' : ''}`)
       .action((file: string) => {
         console.log(checkFile(kind as FileKind, file));
       });

@@ -3,13 +3,17 @@
  * dump prints what a file holds; check verifies every checksum and reports the first fault
  * with its offset. Both read the whole file; neither changes it.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { checkCopy } from '../compaction/fragments.js';
+import { BlockCache } from '../sstable/block-cache.js';
+import { readFooter, type Footer } from '../sstable/format.js';
 import { NovaError } from '../common/errors.js';
 import { TRAILER_BYTES, sequenceOf, typeOf } from '../common/internal-key.js';
 import { readLog } from '../log/log-format.js';
 import { decodeSessions } from '../ltc/sessions.js';
 import { idName } from '../common/write-id.js';
-import { decodeEdit } from '../log/version-edit.js';
+import { decodeEdit, ManifestState, type TableMeta } from '../log/version-edit.js';
 import { decodeBatch } from '../log/write-batch.js';
 import { TableReader } from '../sstable/table-reader.js';
 import { printable } from '../common/printable.js';
@@ -64,8 +68,17 @@ export function dumpFile(kind: FileKind, path: string, limit = Infinity): string
   return out;
 }
 
-/** Verifies a file end to end. Returns a one-line verdict; throws CORRUPTION on a fault. */
+/**
+ * Verifies a file end to end. Returns a one-line verdict; throws CORRUPTION on a fault. An .sst
+ * file on a StoC may be one fragment of a table (src/compaction/fragments.ts): its metadata
+ * fragment is checked by its own blocks, and a data fragment by the checksum its range's
+ * MANIFEST records, read from the MANIFEST replicas in the same directory.
+ */
 export function checkFile(kind: FileKind, path: string): string {
+  if (kind === 'sst') {
+    const fragment = checkFragment(path);
+    if (fragment) return fragment;
+  }
   const lines = dumpFile(kind, path);
   if (kind === 'sst') {
     const t = new TableReader(readFileSync(path), path);
@@ -75,4 +88,60 @@ export function checkFile(kind: FileKind, path: string): string {
     if (n !== t.entries) throw new NovaError('CORRUPTION', `${path}: footer says ${t.entries} entries but ${n} were read at offset ${t.footer.index.offset}`);
   }
   return `${path}: OK (${lines[0]})`;
+}
+
+/**
+ * The verdict on `path` if it is a fragment of a table rather than a whole one; undefined for
+ * a whole table (the caller checks it). Throws CORRUPTION naming the fault and its offset.
+ */
+function checkFragment(path: string): string | undefined {
+  const bytes = readFileSync(path);
+  let footer: Footer | undefined;
+  try {
+    footer = readFooter(bytes, path);
+  } catch {
+    // no footer: a data fragment (or a damaged table), judged by the MANIFEST below
+  }
+  if (footer) {
+    const start = Math.min(footer.index.offset, footer.filter.offset);
+    const tableBytes = start + bytes.length;
+    // A whole table's metadata lies inside it; a metadata fragment's handles point past its start.
+    if (footer.index.offset + footer.index.size <= bytes.length && footer.filter.offset + footer.filter.size <= bytes.length) return undefined;
+    TableReader.metadataOnly(bytes, start, path, new BlockCache(0));
+    return `${path}: OK (the metadata fragment of a table of ${tableBytes} bytes, ${footer.entries} entries: filter, index and footer from table offset ${start})`;
+  }
+  const name = /^r(\d+)-(\d+)\.sst$/.exec(basename(path));
+  const stoc = /^stoc-(\d+)$/.exec(basename(dirname(resolve(path))));
+  if (!name || !stoc) return undefined; // not a StoC's file: checked as a table, which names the fault
+  const range = Number(name[1]);
+  const table = Number(name[2]);
+  const meta = tableInManifests(dirname(resolve(path)), range, table);
+  if (!meta) {
+    throw new NovaError('BAD_ARGUMENT', `${path}: no footer, so a data fragment of table ${table} of range ${range}; no MANIFEST in its directory names that table, so its checksum is not known here (check it in a StoC directory that holds a replica of the range's MANIFEST)`);
+  }
+  const own = meta.fragments.filter((f) => f.stoc === Number(stoc[1]));
+  if (own.length === 0) throw new NovaError('BAD_ARGUMENT', `${path}: the MANIFEST places no fragment of table ${table} on StoC ${stoc[1]}: an orphan the range's next open deletes`);
+  const f = own[0];
+  if (bytes.length !== f.size) throw new NovaError('CORRUPTION', `${path}: ${bytes.length} bytes, where the MANIFEST's fragment at table offset ${f.offset} has ${f.size}, at offset ${Math.min(bytes.length, f.size)}`);
+  if (f.crc === undefined) return `${path}: size OK (a data fragment of table ${table}, table offset ${f.offset}; written before fragments had checksums)`;
+  checkCopy(f, bytes, path);
+  return `${path}: OK (a data fragment of table ${table}, ${f.size} bytes from table offset ${f.offset}, checksum as the MANIFEST records)`;
+}
+
+/** Table `table` as the newest readable MANIFEST replica of range `range` in `dir` describes it. */
+function tableInManifests(dir: string, range: number, table: number): TableMeta | undefined {
+  const prefix = `r${range}-`;
+  const manifests = readdirSync(dir).filter((f) => f.startsWith(prefix) && f.endsWith('.manifest')).sort().reverse();
+  for (const m of manifests) {
+    const path = join(dir, m);
+    try {
+      const state = new ManifestState();
+      readLog(readFileSync(path), path).records.forEach((r, i) => state.apply(decodeEdit(r, `${path} record ${i}`)));
+      const t = state.tables.get(table);
+      if (t) return t;
+    } catch {
+      // a damaged replica: an older one may still name the table
+    }
+  }
+  return undefined;
 }
