@@ -84,7 +84,10 @@ export interface Piece {
  */
 export function piecesOf(fragments: readonly Fragment[], name: string): Piece[] {
   const byOffset = new Map<number, Piece>();
+  // An empty data piece (a table of fewer blocks than ρ) holds nothing to read, and shares its
+  // offset with the next piece: it is no copy of that one.
   for (const f of fragments) {
+    if (f.size === 0) continue;
     const p = byOffset.get(f.offset);
     if (!p) byOffset.set(f.offset, { offset: f.offset, size: f.size, copies: [f] });
     else if (p.size !== f.size) throw new NovaError('CORRUPTION', `${name}: copies of the fragment at offset ${f.offset} differ in size (${p.size} on StoC ${p.copies[0].stoc}, ${f.size} on StoC ${f.stoc})`);
@@ -101,14 +104,14 @@ export function piecesOf(fragments: readonly Fragment[], name: string): Piece[] 
 /** Whether some piece of the table has no copy left off the StoCs `gone` names. */
 export function tableLost(fragments: readonly Fragment[], gone: (stoc: number) => boolean): boolean {
   const kept = new Map<number, boolean>();
-  for (const f of fragments) kept.set(f.offset, (kept.get(f.offset) ?? false) || !gone(f.stoc));
+  for (const f of fragments) if (f.size > 0) kept.set(f.offset, (kept.get(f.offset) ?? false) || !gone(f.stoc));
   return [...kept.values()].some((k) => !k);
 }
 
 /** The fewest copies any piece of the table has off the StoCs `gone` names. */
 export function fewestCopies(fragments: readonly Fragment[], gone: (stoc: number) => boolean = () => false): number {
   const count = new Map<number, number>();
-  for (const f of fragments) count.set(f.offset, (count.get(f.offset) ?? 0) + (gone(f.stoc) ? 0 : 1));
+  for (const f of fragments) if (f.size > 0) count.set(f.offset, (count.get(f.offset) ?? 0) + (gone(f.stoc) ? 0 : 1));
   return count.size === 0 ? 0 : Math.min(...count.values());
 }
 

@@ -13,7 +13,7 @@
  */
 import type { NovaError } from '../common/errors.js';
 import { leastLoaded, placeMany, type PlacementState, type StocLoadView } from '../cluster/placement.js';
-import { tableShape } from '../compaction/fragments.js';
+import { fewestCopies, tableShape } from '../compaction/fragments.js';
 import type { TableLayout } from './stoc-block-store.js';
 import type { CompactArgs } from '../stoc/compaction-executor.js';
 import type { CompactedTable, CompactionRequest, Compactor } from './engine-env.js';
@@ -72,6 +72,9 @@ export class StocCompactor implements Compactor {
     try {
       client = await this.pool.get(id);
       const outputs = await client.compact(args, { timeoutMs });
+      // A StoC that does not know copies (an older one) writes one: not what the range asked for.
+      const short = outputs.find((o) => fewestCopies(o.fragments) < shape.copies);
+      if (short) return this.decline(`StoC ${id} wrote output ${short.file} with fewer than the ${shape.copies} copies asked for`);
       this.counters.jobs++;
       this.counters.ms += performance.now() - started;
       return outputs.map((o) => ({ ...o, smallest: Buffer.from(o.smallest), largest: Buffer.from(o.largest) }));

@@ -46,6 +46,13 @@ describe('cutting a table into fragments', () => {
     const f = cutTable(small, [1, 2, 3, 4], 3, 'small');
     expect(f.map((x) => x.size > 0)).toEqual([true, false, false, true]);
     expect(() => cutTable(small, [1, 2], 4, 'small')).toThrow(/2 StoCs for ρ = 4/);
+    // Its empty pieces are no copies of the piece at their offset: it reads back, and none is lost with their StoCs.
+    return readFragments(cutTable(small, [1, 2, 3, 4, 5, 6, 7, 8], 3, 'small', 2), 'small', async (x, into) => { small.copy(into, 0, x.offset, x.offset + x.size); })
+      .then((b) => {
+        expect(b.equals(small)).toBe(true);
+        expect(tableLost(f, (s) => s === 2 || s === 3)).toBe(false);
+        expect(fewestCopies(f)).toBe(1);
+      });
   });
 });
 
