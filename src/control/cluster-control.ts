@@ -348,11 +348,18 @@ async function waitForCoordinator(cdir: string, pid: number, timeoutMs: number):
 
 /** Stops process `pid` (running from `dir`): SIGTERM, then SIGKILL if it is still there after STOP_GRACE_MS. */
 async function stopStarted(pid: number, dir: string): Promise<void> {
+  const signal = (s: NodeJS.Signals): void => {
+    try {
+      process.kill(pid, s);
+    } catch {
+      // it exited meanwhile
+    }
+  };
   if (!isRunning(pid, dir)) return;
-  process.kill(pid, 'SIGTERM');
+  signal('SIGTERM');
   const until = Date.now() + STOP_GRACE_MS;
   while (isRunning(pid, dir) && Date.now() < until) await sleep(50);
-  if (isRunning(pid, dir)) process.kill(pid, 'SIGKILL');
+  if (isRunning(pid, dir)) signal('SIGKILL');
 }
 
 /** How long a process `nova up` gave up on has to stop before it is killed. */

@@ -70,6 +70,8 @@ interface Conn {
   heardAt: number;
   /** Its requests under way. */
   running: number;
+  /** What it adds to the server's count of partial-frame bytes. */
+  counted: number;
 }
 
 /** Whether `host` listens on every interface, so it cannot be the address peers use. */
@@ -164,7 +166,7 @@ export class TcpRpcServer {
       return;
     }
     const reader = new FrameReader(`${this.options.name} connection from ${peer}`, this.options.maxFrame ?? DEFAULT_MAX_FRAME);
-    const conn: Conn = { socket, peer, reader, heardAt: performance.now(), running: 0 };
+    const conn: Conn = { socket, peer, reader, heardAt: performance.now(), running: 0, counted: 0 };
     this.conns.add(conn);
     const out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
       this.options.onLog?.(`${this.options.name}: a response of ${bytes} bytes to ${peer} exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit; answered BAD_ARGUMENT`);
@@ -172,7 +174,6 @@ export class TcpRpcServer {
     });
     socket.on('data', (chunk: Buffer) => {
       conn.heardAt = performance.now();
-      const before = reader.pending;
       let payloads: Buffer[];
       try {
         payloads = reader.push(chunk);
@@ -180,8 +181,10 @@ export class TcpRpcServer {
         this.drop(socket, (err as Error).message);
         return;
       }
-      this.buffered += reader.pending - before;
-      if (reader.pending > before && this.buffered > this.limits.bufferedBytes) {
+      const grew = reader.pending > conn.counted;
+      this.buffered += reader.pending - conn.counted;
+      conn.counted = reader.pending;
+      if (grew && this.buffered > this.limits.bufferedBytes) {
         this.drop(socket, `${this.options.name}: ${peer} would pass the ${this.limits.bufferedBytes} bytes of partial frames this server holds for all its connections`, 'cutOff');
         return;
       }
@@ -189,7 +192,7 @@ export class TcpRpcServer {
     });
     socket.on('error', () => undefined); // 'close' follows; a reset peer is not our failure
     socket.on('close', () => {
-      if (this.conns.delete(conn)) this.buffered -= reader.pending;
+      if (this.conns.delete(conn)) this.buffered -= conn.counted;
     });
   }
 
@@ -256,7 +259,10 @@ export class TcpRpcServer {
       const result = handler(args, peer);
       if (result instanceof Promise) {
         conn.running++;
-        result.then((r) => out.push(okResponse(id, r ?? null)), fail).finally(() => { conn.running--; });
+        result.then((r) => out.push(okResponse(id, r ?? null)), fail).finally(() => {
+          conn.running--;
+          conn.heardAt = performance.now(); // idle from its last answer, not from a request that ran long
+        });
       } else {
         out.push(okResponse(id, result ?? null));
       }

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { TcpRpcServer } from '../../src/net/tcp-rpc-server.js';
 import { encodeFrame } from '../../src/net/frames.js';
+import { until } from '../helpers/until.js';
 import { localSocketOf } from '../../src/net/local-socket.js';
 import { createConnection, createServer } from 'node:net';
 
@@ -216,6 +217,18 @@ describe('TCP RPC', () => {
     await new Promise((r) => setTimeout(r, 700));
     expect(c.closed).toBe(true);
     expect(server.cutOff).toBeGreaterThanOrEqual(4);
+    // Malformed streams (a bad checksum after a partial frame, a bad header) leave the count of held bytes right.
+    const badSum = Buffer.from(frame);
+    badSum[badSum.length - 1] ^= 1;
+    const d = await raw();
+    d.write(badSum.subarray(0, 1000));
+    await new Promise((r) => setTimeout(r, 20));
+    d.write(badSum.subarray(1000));
+    await closed(d);
+    const e = await raw();
+    e.write(Buffer.alloc(64, 0xee));
+    await closed(e);
+    await until(() => (server as unknown as { buffered: number }).buffered === 0);
     await server.close();
   });
 });
