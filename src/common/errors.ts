@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'BUSY' // a resource another process (or another open) holds
   | 'STALE_CONFIG' // the request named an old configuration, or a range this LTC does not serve
   | 'UNAVAILABLE' // a component is starting or recovering; retry shortly
+  | 'DISK_FAILED' // a StoC's disk refused a write: full, over quota, failing or read-only (the message has the errno)
   | 'SESSION_EXPIRED' // an LTC no longer knows the client's session (idle too long): this attempt applied nothing
   | 'FAILED' // a client's write that was certainly not applied (`reason` says why)
   | 'UNKNOWN_OUTCOME'; // a client's write that may or may not have been applied (`reason` says why)
@@ -47,7 +48,7 @@ export class RemoteError extends NovaError {
 const CODES: ReadonlySet<string> = new Set<ErrorCode>([
   'PEER_LOST', 'OUT_OF_BOUNDS', 'BAD_REMOTE_KEY', 'CLOSED', 'BAD_ARGUMENT', 'TRANSPORT',
   'TIMEOUT', 'DEADLINE_EXCEEDED', 'UNKNOWN_METHOD', 'REMOTE', 'CORRUPTION', 'BUSY', 'STALE_CONFIG', 'UNAVAILABLE',
-  'SESSION_EXPIRED', 'FAILED', 'UNKNOWN_OUTCOME',
+  'SESSION_EXPIRED', 'FAILED', 'UNKNOWN_OUTCOME', 'DISK_FAILED',
 ]);
 
 export function isErrorCode(code: string): code is ErrorCode {

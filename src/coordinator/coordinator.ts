@@ -503,15 +503,17 @@ export class Coordinator {
   }
 
   /**
-   * Removes as dead a StoC silent for stocDeadMs, one at a time, when every table has another
-   * copy to store again from (--table-replicas above 1) and it is not the last StoC.
+   * Removes as dead a StoC silent for stocDeadMs, when tables keep copies elsewhere
+   * (--table-replicas above 1) and it is the only StoC silent: with two or more silent (an
+   * outage of many), tables may have every copy among them, so a person decides.
    */
   private removeDeadStocs(now: number): void {
     const { stocDeadMs, tableReplicas } = this.config.settings;
     if (stocDeadMs <= 0 || tableReplicas < 2 || this.reshaping) return;
     const stocs = this.config.members.filter((m) => m.role === 'stoc');
-    const gone = stocs.find((m) => now - (this.seen.get(memberKey('stoc', m.id))?.at ?? 0) >= stocDeadMs);
-    if (!gone || stocs.length < 2) return;
+    const silent = stocs.filter((m) => !this.alive('stoc', m.id, now));
+    const gone = silent.find((m) => now - (this.seen.get(memberKey('stoc', m.id))?.at ?? 0) >= stocDeadMs);
+    if (!gone || silent.length !== 1 || stocs.length < 2) return;
     this.o.onLog?.(`StoC ${gone.id} has been silent for ${stocDeadMs} ms: removing it as dead, and storing the copies it held again`);
     void this.removeStoc([gone.id, true]).catch((err: Error) => this.o.onLog?.(`removing StoC ${gone.id} as dead failed: ${err.message}`));
   }

@@ -6,6 +6,8 @@
  */
 import { type CompactionJob, jobFor, LEVELS, pickCompactions } from '../compaction/picker.js';
 import { Postponed, runCompaction } from './compaction-job.js';
+import { NoRoom } from './engine-env.js';
+import type { NovaError } from '../common/errors.js';
 import { Abandoned, EngineState, type LiveTable } from './engine-state.js';
 import { flushGroup } from './flush-job.js';
 import { mergeableDrange, mergeGroup } from './merge-job.js';
@@ -41,7 +43,8 @@ export async function loop(db: EngineState, step: () => Promise<boolean>, ended:
       db.wake();
     }
   } catch (err) {
-    db.fail('flush or compaction', err);
+    if (err instanceof NoRoom) waitForRoom(db, err);
+    else db.fail('flush or compaction', err);
   }
   ended();
   // A loop that found nothing to do wakes no stalled writer while the other loop runs:
@@ -56,6 +59,10 @@ export async function loop(db: EngineState, step: () => Promise<boolean>, ended:
  * memtable when it is one Drange's and holds few keys (merge-job.ts).
  */
 export async function flushStep(db: EngineState): Promise<boolean> {
+  if (Date.now() < db.flushesWaitUntil) {
+    armPostponed(db);
+    return false;
+  }
   const group = db.memtables.nextFlush(db.flushingAll);
   if (group.length === 0) return false;
   if (group.some((m) => db.memtables.isActive(m))) {
@@ -69,6 +76,8 @@ export async function flushStep(db: EngineState): Promise<boolean> {
     return true;
   }
   await flushGroup(db, group);
+  if (db.noRoom) db.options.onNote?.('a flush found room on the StoCs again; writes go on');
+  db.noRoom = undefined;
   kick(db); // the new L0 table may make a compaction due
   return true;
 }
@@ -119,7 +128,7 @@ export async function compactionLoop(db: EngineState): Promise<number> {
       n++;
       db.steps++;
     }, (err: unknown) => {
-      if (err instanceof Postponed) postpone(db, err);
+      if (err instanceof Postponed || err instanceof NoRoom) postpone(db, err);
       else if (!(err instanceof Abandoned)) db.fail('compaction', err);
     }).finally(() => {
       for (const f of tables) busy.delete(f);
@@ -134,19 +143,30 @@ export async function compactionLoop(db: EngineState): Promise<number> {
 const POSTPONE_MS = 1000;
 
 /** No compaction starts for POSTPONE_MS; then the loop is kicked again. */
-function postpone(db: EngineState, err: Postponed): void {
+function postpone(db: EngineState, err: NovaError): void {
   db.warn(`${err.message}; compactions wait ${POSTPONE_MS} ms`);
   db.compactionsWaitUntil = Date.now() + POSTPONE_MS;
   armPostponed(db);
 }
 
-/** A kick once the wait is over (timers may fire a little early: then it arms again). */
+/** How long flushes wait after a table found no StoC with room. */
+const NO_ROOM_WAIT_MS = 1000;
+
+/** No flush starts for NO_ROOM_WAIT_MS; writes that must wait for one are refused meanwhile (make-room.ts). */
+function waitForRoom(db: EngineState, err: NoRoom): void {
+  if (!db.noRoom) db.warn(`${err.message}; flushes wait ${NO_ROOM_WAIT_MS} ms, and writes that need one are refused`);
+  db.noRoom = err;
+  db.flushesWaitUntil = Date.now() + NO_ROOM_WAIT_MS;
+  armPostponed(db);
+}
+
+/** A kick once the waits are over (timers may fire a little early: then it arms again). */
 function armPostponed(db: EngineState): void {
   if (db.postponeTimer) return;
   db.postponeTimer = setTimeout(() => {
     db.postponeTimer = undefined;
     kick(db);
-  }, Math.max(1, db.compactionsWaitUntil - Date.now() + 1));
+  }, Math.max(1, Math.max(db.compactionsWaitUntil, db.flushesWaitUntil) - Date.now() + 1));
   db.postponeTimer.unref();
 }
 

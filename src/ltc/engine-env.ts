@@ -4,6 +4,7 @@
  * puts tables on StoCs, logs on LogC, and runs compactions on StoCs (stoc-compactor.ts); a
  * lone engine keeps them in its directory (local-store.ts).
  */
+import { NovaError } from '../common/errors.js';
 import type { LogStore, ManifestStore } from '../logc/log-store.js';
 import type { Fragment, TableMeta } from '../log/version-edit.js';
 
@@ -27,6 +28,17 @@ export interface EngineEnv {
    * warning naming it; a table with other copies is stored again (evacuation.ts).
    */
   isLost?: (stoc: number) => boolean;
+}
+
+/**
+ * A table that no place could take now: every StoC that would is out of disk space or its disk
+ * fails writes. Not a failure of the engine: flushes and compactions wait and try again, and
+ * writes that must wait for a flush are refused with this error, which names the cause.
+ */
+export class NoRoom extends NovaError {
+  constructor(why: string) {
+    super('UNAVAILABLE', why);
+  }
 }
 
 /** Where a range's SSTables live. */

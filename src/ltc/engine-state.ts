@@ -107,6 +107,9 @@ export class EngineState {
   merging = false; // a merge instead of flush runs: the Dranges wait (it places its result by them)
   compactionsWaitUntil = 0; // Date.now() before which no compaction starts (one's inputs were away)
   postponeTimer: NodeJS.Timeout | undefined; // kicks the compaction loop when that wait is over
+  degradedRetireAt = 0; // Date.now() of the last retire for a log short of replicas (make-room.ts)
+  flushesWaitUntil = 0; // Date.now() before which no flush starts (the last found no StoC with room)
+  noRoom: NovaError | undefined; // why, until a flush succeeds again (engine-env.ts NoRoom)
   waiters: Array<() => void> = [];
   failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   closed = false;

@@ -36,6 +36,7 @@ import { WriteBatch } from '../log/write-batch.js';
 import { MergingIterator, VisibleIterator } from '../sstable/merging-iterator.js';
 import { loadReport } from './reorganization.js';
 import { Postponed } from './compaction-job.js';
+import { NoRoom } from './engine-env.js';
 import { armIdle, background, compactLevels, flushAll, kick } from './background.js';
 import { betweenWrites, enqueue } from './commit.js';
 import { retire } from './make-room.js';
@@ -343,7 +344,7 @@ export class Engine {
     try {
       await manual;
     } catch (err) {
-      if (err instanceof Postponed || err instanceof Abandoned) throw err; // the engine goes on, or is closing: not a failure
+      if (err instanceof Postponed || err instanceof Abandoned || err instanceof NoRoom) throw err; // the engine goes on, or is closing: not a failure
       throw this.db.fail('manual compaction', err);
     } finally {
       this.db.manual = false;

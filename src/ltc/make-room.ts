@@ -77,8 +77,9 @@ export async function makeRoom(db: EngineState): Promise<void> {
     if (step.kind === 'room') {
       // A log that lost a replica a StoC up could replace: its Drange moves to a new log (R
       // replicas), and the old one goes with its memtable's flush. Never a stall for this.
-      const d = db.memtables.size < db.memtableLimit ? degradedDrange(db) : -1;
+      const d = degradedDrange(db);
       if (d < 0) break;
+      db.degradedRetireAt = Date.now();
       await retire(db, d, false);
       kick(db);
       continue;
@@ -93,6 +94,8 @@ export async function makeRoom(db: EngineState): Promise<void> {
       if (step.onL0) db.counts.l0Stalls++;
       stallCause = step.cause;
     }
+    // No StoC has room for the flush this write waits for: refused, naming why (it retries).
+    if (db.noRoom) throw db.noRoom;
     if (db.held && !db.stopping && !db.failed) {
       // The compaction loop stepped aside for an evacuation step, which kicks it when done;
       // kicking it now would only start a loop that ends at once, and wake us: a busy loop.
@@ -124,8 +127,16 @@ export async function makeRoom(db: EngineState): Promise<void> {
   }
 }
 
-/** A Drange with an active memtable that holds writes on a log short of replicas a StoC up could give it (LogWriter.degraded), or -1. */
+/** Least time between two retires for a log short of replicas: a new log may be short too (a StoC that answers but fails). */
+const DEGRADED_RETIRE_MS = 1000;
+
+/**
+ * A Drange with an active memtable that holds writes on a log short of replicas a StoC up could
+ * give it (LogWriter.degraded), to retire now; -1 if none, if δ memtables exist, or if one was
+ * retired for this less than DEGRADED_RETIRE_MS ago.
+ */
 export function degradedDrange(db: EngineState): number {
+  if (db.memtables.size >= db.memtableLimit || Date.now() - db.degradedRetireAt < DEGRADED_RETIRE_MS) return -1;
   for (let d = 0; d < db.memtables.dranges; d++) {
     if (db.memtables.actives(d).some((m) => m.entries > 0 && db.logs.get(m.id)?.degraded)) return d;
   }

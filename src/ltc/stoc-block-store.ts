@@ -12,7 +12,7 @@
  */
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import type { Settings } from '../cluster/config.js';
-import type { BlockStore } from './engine-env.js';
+import { NoRoom, type BlockStore } from './engine-env.js';
 import { cutTable, everyCopyFailed, piecesOf, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
@@ -25,11 +25,6 @@ const WRITE_ATTEMPTS = 3;
 /** Block reads at offsets this far apart go to different copies of their piece. */
 const SPREAD_BYTES = 4096;
 
-/** A failed read's code: a StoC that is away makes it UNAVAILABLE (clients retry), not the table bad. */
-function readCode(err: Error): ErrorCode {
-  const code = (err as NovaError).code;
-  return code === undefined || STOC_LOST.has(code) || !isErrorCode(code) ? 'UNAVAILABLE' : code;
-}
 
 /** How tables are laid out: the knobs of the one knob table. */
 export type TableLayout = Pick<Settings, 'scatter' | 'tableReplicas' | 'placement'>;
@@ -42,8 +37,10 @@ export class StocBlockStore implements BlockStore {
   constructor(private readonly pool: StocPool, private readonly range: number, private readonly layout: TableLayout) {}
 
   /**
-   * Places and writes the table. A StoC lost meanwhile (the pool shuns it) does not fail the
-   * table: it is placed again, on StoCs that are up, after removing what the attempt wrote.
+   * Places and writes the table. A StoC lost meanwhile (the pool shuns it), or whose disk fails
+   * the write (full: the pool gives it no new file for a while), does not fail the table: it is
+   * placed again, on the other StoCs, after removing what the attempt wrote. NoRoom when too
+   * few StoCs are left because disks failed.
    */
   async writeTable(file: number, bytes: Buffer): Promise<Fragment[]> {
     const started = performance.now();
@@ -52,6 +49,10 @@ export class StocBlockStore implements BlockStore {
     const failed = new Set<number>(); // StoCs a late write of an earlier attempt may still reach
     for (let attempt = 1; ; attempt++) {
       const healthy = this.pool.placeable().filter((id) => !failed.has(id));
+      const disks = this.pool.disksFailed();
+      if (healthy.length < scatter && disks.length > 0) {
+        throw new NoRoom(`no StoC can take table ${name}: ${disks.join(', ')} failed writes to disk, and ${healthy.length} other StoC(s) can take it where ${scatter} are needed; writes resume once a StoC has room`);
+      }
       const shape = tableShape(healthy.length, scatter, tableReplicas);
       const stocs = await place(placement, healthy, shapeStocs(shape), this.state,
         (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
@@ -62,7 +63,9 @@ export class StocBlockStore implements BlockStore {
           throw err;
         }));
       } catch (err) {
-        if (attempt >= WRITE_ATTEMPTS || !STOC_LOST.has((err as NovaError).code)) throw err;
+        const code = (err as NovaError).code;
+        if (!STOC_LOST.has(code) && code !== 'DISK_FAILED') throw err;
+        if (attempt >= WRITE_ATTEMPTS) throw code === 'DISK_FAILED' ? new NoRoom(`table ${name}: ${(err as Error).message}`) : err;
         await Promise.all(fragments.map((f) => this.pool.on(f.stoc, (c) => c.remove(name)).catch(() => undefined)));
         continue;
       }
@@ -77,7 +80,7 @@ export class StocBlockStore implements BlockStore {
     const name = tableFileName(this.range, file);
     return readFragments(this.upFirst(fragments), `table ${name}`,
       (f, into) => this.pool.on(f.stoc, (c) => c.read(name, 0, f.size, undefined, into)).then(() => undefined, (err: Error) => {
-        throw new NovaError(readCode(err), `table ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}: ${err.message}`);
+        throw new NovaError(this.readCode(f.stoc, err), `table ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}: ${err.message}`);
       }),
       undefined, () => { this.counters.otherCopy++; });
   }
@@ -102,7 +105,7 @@ export class StocBlockStore implements BlockStore {
           const f = p.copies[(Math.floor(offset / SPREAD_BYTES) % up + t) % p.copies.length];
           const from = Math.max(offset, f.offset);
           return this.pool.on(f.stoc, (c) => c.read(name, from - f.offset, Math.min(end, f.offset + f.size) - from)).catch((err: Error) => {
-            throw new NovaError(readCode(err), `table ${name}: [${offset}, +${length}) on StoC ${f.stoc}: ${err.message}`);
+            throw new NovaError(this.readCode(f.stoc, err), `table ${name}: [${offset}, +${length}) on StoC ${f.stoc}: ${err.message}`);
           });
         }));
         const out = bytes.length === 1 ? bytes[0] : Buffer.concat(bytes);
@@ -124,6 +127,16 @@ export class StocBlockStore implements BlockStore {
 
   listTables(): Promise<number[]> {
     return filesOnStocs(this.pool, this.range, '.sst');
+  }
+
+  /**
+   * A failed read's code: a StoC that is away makes it UNAVAILABLE (clients retry), not the
+   * table bad; one removed from the cluster never answers again, so its copy counts as damaged.
+   */
+  private readCode(stoc: number, err: Error): ErrorCode {
+    if (!this.pool.ids().includes(stoc)) return 'CORRUPTION';
+    const code = (err as NovaError).code;
+    return code === undefined || STOC_LOST.has(code) || !isErrorCode(code) ? 'UNAVAILABLE' : code;
   }
 
   /** `fragments` with the copies on StoCs that are up before the others (a stable sort). */

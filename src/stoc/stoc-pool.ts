@@ -18,6 +18,10 @@ const CONNECT_MS = 5_000;
 /** Failure codes that mean a StoC went away (it is shunned), not that a request was bad. */
 export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EXCEEDED', 'CLOSED', 'UNAVAILABLE']);
 
+
+/** How long a StoC whose disk failed a write is given no new file; then it is tried again. */
+const DISK_REST_MS = 5_000;
+
 export class StocPool {
   private addresses = new Map<number, string>();
   private readonly clients = new ConnectionCache<number, StocClient>(async (id) => {
@@ -41,6 +45,8 @@ export class StocPool {
   private draining = new Set<number>();
   /** StoCs that failed recently: not offered for new files until this time. */
   private readonly shunned = new Map<number, number>();
+  /** StoCs whose disk failed a write (DISK_FAILED), with why: given no new file until this time. */
+  private readonly diskFailed = new Map<number, { until: number; why: string }>();
 
   constructor(private readonly fabric: Fabric, private readonly rpc: Rpc) {}
 
@@ -77,9 +83,19 @@ export class StocPool {
     return this.addresses.has(id) && (this.shunned.get(id) ?? 0) <= Date.now();
   }
 
-  /** StoC ids to place new files on (tables, logs, MANIFESTs, compactions): healthy and not leaving the cluster. */
+  /**
+   * StoC ids to place new files on (tables, logs, MANIFESTs, compactions): healthy, not leaving
+   * the cluster, and with no disk failure in the last DISK_REST_MS.
+   */
   placeable(): number[] {
-    return this.healthy().filter((id) => !this.draining.has(id));
+    const now = Date.now();
+    return this.healthy().filter((id) => !this.draining.has(id) && (this.diskFailed.get(id)?.until ?? 0) <= now);
+  }
+
+  /** StoCs given no new file because their disk failed a write recently, as `StoC 2 (ENOSPC)`. */
+  disksFailed(): string[] {
+    const now = Date.now();
+    return [...this.diskFailed].filter(([, d]) => d.until > now).map(([id, d]) => `StoC ${id} (${d.why})`);
   }
 
   /** Marks a StoC as failing; it is not chosen for new files for a while. */
@@ -99,6 +115,9 @@ export class StocPool {
     } catch (err) {
       const code = (err as NovaError).code;
       if (STOC_LOST.has(code)) this.shun(id);
+      if (code === 'DISK_FAILED') {
+        this.diskFailed.set(id, { until: Date.now() + DISK_REST_MS, why: /\b(E[A-Z]+)\b/.exec((err as Error).message)?.[1] ?? 'disk failed' });
+      }
       throw err;
     }
   }

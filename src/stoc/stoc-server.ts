@@ -611,10 +611,15 @@ export class StocServer implements CompactionHost, DirectHost {
     } catch (err) {
       if (err instanceof NovaError) throw err;
       const e = err as NodeJS.ErrnoException;
-      throw new NovaError('REMOTE', `StoC ${this.id}: ${what} failed: ${e.code ?? ''} ${e.message}`.trim(), { cause: err });
+      // A disk that refuses writes is the StoC's, not the request's: the LTC places elsewhere.
+      const code = e.code !== undefined && DISK_ERRNOS.has(e.code) ? 'DISK_FAILED' : 'REMOTE';
+      throw new NovaError(code, `StoC ${this.id}: ${what} failed: ${e.code ?? ''} ${e.message}`.trim(), { cause: err });
     }
   }
 }
+
+/** Errnos of a disk that refuses writes: full, over quota, failing, read-only. */
+const DISK_ERRNOS: ReadonlySet<string> = new Set(['ENOSPC', 'EDQUOT', 'EIO', 'EROFS']);
 
 function isName(name: string): boolean {
   try {

@@ -26,13 +26,20 @@ export interface TestCluster {
   destroy(): Promise<void>;
 }
 
-export async function startCluster(o: { ltcs?: number; stocs?: number; args?: string[]; clientTimeoutMs?: number } = {}): Promise<TestCluster> {
+/**
+ * `prepare(dir)` runs before the cluster starts in `dir` (a mount for a component's directory,
+ * say); `release(dir)` once its processes are killed, before the directory is removed.
+ */
+export async function startCluster(o: { ltcs?: number; stocs?: number; args?: string[]; clientTimeoutMs?: number;
+  prepare?: (dir: string) => void; release?: (dir: string) => void } = {}): Promise<TestCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'nova-cluster-'));
+  o.prepare?.(dir);
   const start = () => up({ dir, ltcs: o.ltcs, stocs: o.stocs, host: '127.0.0.1', bin: BIN, coordinatorArgs: o.args ?? [], timeoutMs: 60_000 });
   try {
     await start();
   } catch (err) {
     killAll(dir);
+    o.release?.(dir);
     throw err;
   }
   const client = await NovaClient.connect({ dir, timeoutMs: o.clientTimeoutMs ?? 30_000 });
@@ -56,6 +63,7 @@ export async function startCluster(o: { ltcs?: number; stocs?: number; args?: st
     destroy: async () => {
       client.close();
       killAll(dir);
+      o.release?.(dir);
       rmSync(dir, { recursive: true, force: true });
     },
   };

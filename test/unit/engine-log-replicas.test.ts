@@ -18,6 +18,7 @@ describe('a log short of replicas', () => {
     const dir = tempDir();
     const env = localEnv(dir);
     const created: Array<{ file: number; writer: LogWriter & { short: boolean } }> = [];
+    let shortFromStart = false;
     const logs = env.logs;
     env.logs = {
       ...logs,
@@ -25,7 +26,7 @@ describe('a log short of replicas', () => {
       create: async (file) => {
         const inner = await logs.create(file);
         const writer = {
-          short: false,
+          short: shortFromStart,
           append: (r: readonly Buffer[], sync: boolean) => inner.append(r, sync),
           close: () => inner.close(),
           get degraded() { return this.short; },
@@ -41,10 +42,19 @@ describe('a log short of replicas', () => {
     for (let i = 100; i < 200; i++) await e.put(key(i), val(i));
     expect(created.length).toBe(before + 1); // one new log, not one per write
     expect(created.at(-1)!.writer.short).toBe(false);
-    for (let i = 0; i < 200; i += 17) expect(await e.get(key(i))).toEqual(val(i));
+    // New logs that are short from the start (a StoC that answers but fails) are rolled at most once a second.
+    shortFromStart = true;
+    created.at(-1)!.writer.short = true;
+    const rolled = created.length;
+    for (let i = 200; i < 300; i++) await e.put(key(i), val(i));
+    expect(created.length).toBe(rolled); // the last roll was less than a second ago
+    await new Promise((r) => setTimeout(r, 1100));
+    for (let i = 300; i < 400; i++) await e.put(key(i), val(i));
+    expect(created.length).toBe(rolled + 1); // one roll, onto a log as short, and no more for a second
+    for (let i = 0; i < 400; i += 17) expect(await e.get(key(i))).toEqual(val(i));
     await e.close();
     const again = await Engine.open(dir, { env, memtableBytes: 1 << 20, sync: false });
-    for (let i = 0; i < 200; i += 13) expect(await again.get(key(i))).toEqual(val(i));
+    for (let i = 0; i < 400; i += 13) expect(await again.get(key(i))).toEqual(val(i));
     await again.close();
   });
 });
