@@ -135,7 +135,7 @@ function rangeLine(x: Record<string, unknown>): string {
     `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms); ` +
     `memory ${mib(n('memoryBytes'))}${n('memoryBudgetBytes') > 0 ? ` of ${mib(n('memoryBudgetBytes'))}` : ' (no budget: tables held whole)'}` +
     `; its LTC's resident memory ${mib(n('ltcRssBytes'))}` +
-    `; ${n('tablesUnderReplicated')} tables short of copies, ${n('readsFromOtherCopy')} reads from another copy`;
+    `; ${n('tablesToRepair')} tables with copies to repair, ${n('copiesFoundDamaged')} copies found damaged, ${n('readsFromOtherCopy')} reads from another copy`;
 }
 
 export function addClusterCommands(program: Command, bin: string): void {

@@ -74,6 +74,8 @@ export interface Settings {
   tableReplicas: number;
   /** A StoC silent this long is removed as dead (with more than one copy of each table; 0: never). */
   stocDeadMs: number;
+  /** Bytes per second an LTC re-reads of its tables' copies to find damage (0: none). */
+  scrubBytesPerSec: number;
   placement: Placement;
   /** Engine knobs each range's LSM-tree opens with. */
   memtableBytes: number;

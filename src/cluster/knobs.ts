@@ -136,6 +136,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'shorter: full redundancy back sooner after a disk dies; a StoC down for longer maintenance is taken out and its data copied again',
   }),
   knob({
+    key: 'scrubBytesPerSec', flag: 'scrub-rate', type: 'bytes', min: 0, default: 4 * MiB,
+    meaning: 'bytes per second each LTC re-reads of its tables\' copies on the StoCs, checking each against the checksum its MANIFEST records; a damaged copy is written again from a good one (0: no scrub; reads still find damage)',
+    tradeoff: 'more: damage found sooner; more reads from the StoCs\' disks',
+  }),
+  knob({
     key: 'placement', flag: 'placement', type: 'choice', choices: ['power-of-d', 'random', 'round-robin'], default: 'power-of-d',
     meaning: 'how the StoCs of a table are chosen: power-of-d samples 2ρ and keeps the least loaded',
     tradeoff: 'power-of-d: follows load at the cost of a load report per StoC',

@@ -54,6 +54,19 @@ export interface BlockStore {
    */
   readRange?(file: number, fragments: Fragment[], offset: number, length: number, check?: (bytes: Buffer) => void): Promise<Buffer>;
   deleteTable(file: number): Promise<void>;
+  /**
+   * Whether the table has copies to make again (repair.ts): on a place that left, found
+   * damaged, or fewer than the store keeps. Only a store that keeps copies has it.
+   */
+  needsRepair?(file: number, fragments: readonly Fragment[]): boolean;
+  /**
+   * Makes the table's copies whole from its bytes (`read`: the table, from good copies, asked
+   * for only if there is work it can do now): the new list of its fragments and how many copies
+   * it wrote, or undefined if it could do nothing now (no place to put a copy).
+   */
+  repairTable?(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>): Promise<{ fragments: Fragment[]; written: number } | undefined>;
+  /** Reads each copy of the table and checks it against its checksum; marks damaged ones for repair. Returns the bytes read. */
+  scrubTable?(file: number, fragments: readonly Fragment[]): Promise<number>;
   /** Tables present in the store, referenced or not (so a clean open can drop orphans). */
   listTables(): Promise<number[]>;
 }

@@ -50,8 +50,9 @@ import { recover } from './recovery.js';
 import type { SessionStats } from './sessions.js';
 import { splitKey } from './split-key.js';
 import { evacuateStep, moveManifest, type EvacuationReport } from './evacuation.js';
+import { repairStep, tablesNeedingRepair, type RepairReport } from './repair.js';
 import { logEdit } from './version-set.js';
-import { emptyEdit, type Fragment } from '../log/version-edit.js';
+import { emptyEdit } from '../log/version-edit.js';
 import { typeOf, userKeyOf, ValueType } from '../common/internal-key.js';
 
 /** How often the session table's clock moves (and idle sessions expire). */
@@ -364,11 +365,57 @@ export class Engine {
   async evacuate(from: ReadonlySet<number>, stop: () => boolean = () => false): Promise<EvacuationReport> {
     await this.flushMemtables(true);
     const report: EvacuationReport = { tablesCopied: 0, bytesCopied: 0, l0Merged: 0, lost: [] };
-    // A table at a time, in the compaction loop's place: between two, the loop starts the
-    // jobs due then, so writes do not stall on L0 for the whole evacuation.
+    await this.stepsInLoopPlace(() => evacuateStep(this.db, from, report), () => {
+      if (stop()) throw new NovaError('UNAVAILABLE', 'evacuation stopped: the range is being let go');
+    });
+    await moveManifest(this.db);
+    report.lost = [...this.db.lostTables];
+    return report;
+  }
+
+  /**
+   * Makes again the table copies its store says are missing or damaged (repair.ts): written
+   * from good copies onto StoCs that hold none of the table, or over a damaged copy, and the
+   * table's new places recorded in the MANIFEST. In the compaction loop's place, a table at a
+   * time, as evacuate does.
+   */
+  async repair(stop: () => boolean = () => false): Promise<RepairReport> {
+    const report: RepairReport = { tablesRepaired: 0, copiesMade: 0, failed: 0 };
+    const tried = new Set<number>();
+    await this.stepsInLoopPlace(() => repairStep(this.db, tried, report), () => {
+      if (stop()) throw new NovaError('UNAVAILABLE', 'repair stopped: the range is being let go');
+    });
+    return report;
+  }
+
+  /**
+   * Has the store check every copy of the first table after file number `after` (in file
+   * order, from the start again past the last): BlockStore.scrubTable. The table scrubbed and
+   * the bytes read; undefined with no table, or a store that keeps no checksums.
+   */
+  async scrubOne(after: number): Promise<{ file: number; bytes: number } | undefined> {
+    const store = this.db.store;
+    if (!store.scrubTable) return undefined;
+    const tables = this.db.levels.flat().map((t) => t.meta).sort((a, b) => a.file - b.file);
+    const next = tables.find((t) => t.file > after) ?? tables[0];
+    if (!next) return undefined;
+    return { file: next.file, bytes: await store.scrubTable(next.file, next.fragments) };
+  }
+
+  /** Tables with copies their store says are missing or damaged (repair). */
+  get tablesToRepair(): number {
+    return tablesNeedingRepair(this.db);
+  }
+
+  /**
+   * Runs `step` until it returns false, each run in the compaction loop's place: between two,
+   * the loop starts the jobs due then, so writes do not stall on L0 meanwhile. `check` runs
+   * before each step (it may throw to stop).
+   */
+  private async stepsInLoopPlace(step: () => Promise<boolean>, check: () => void): Promise<void> {
     for (let more = true; more;) {
       await new Promise((resolve) => setImmediate(resolve)); // the loop kicked after the last step picks its jobs
-      if (stop()) throw new NovaError('UNAVAILABLE', 'evacuation stopped: the range is being let go');
+      check();
       // Under steady writes the loop always has a job due: held, it starts no more, and ends.
       this.db.held = true;
       this.db.pokeCompactions?.();
@@ -376,9 +423,9 @@ export class Engine {
         while (this.db.compacting) await this.db.compacting;
         if (this.db.closed) throw new NovaError('CLOSED', 'engine is closed');
         this.db.manual = true;
-        const step = evacuateStep(this.db, from, report);
-        this.db.compacting = step.then(() => 0, () => 0);
-        more = await step;
+        const run = step();
+        this.db.compacting = run.then(() => 0, () => 0);
+        more = await run;
       } finally {
         this.db.held = false;
         if (this.db.manual) {
@@ -388,9 +435,6 @@ export class Engine {
         kick(this.db);
       }
     }
-    await moveManifest(this.db);
-    report.lost = [...this.db.lostTables];
-    return report;
   }
 
   /**
@@ -412,11 +456,6 @@ export class Engine {
     }
     const tables = this.db.levels.flat().map((t) => ({ smallest: userKeyOf(t.meta.smallest), size: t.meta.size }));
     return splitKey(writes, tables, start, end);
-  }
-
-  /** Tables of the tree whose fragments `pred` holds for. */
-  countTables(pred: (fragments: readonly Fragment[]) => boolean): number {
-    return this.db.levels.reduce((n, level) => n + level.filter((t) => pred(t.meta.fragments)).length, 0);
   }
 
   /** Whether a table of the tree has a fragment copy on StoC `stoc`. */

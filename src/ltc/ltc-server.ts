@@ -36,7 +36,6 @@ import { Engine, type EngineStats } from './engine.js';
 import type { SessionRef } from '../common/write-id.js';
 import { rangeEnv } from './range-env.js';
 import type { EvacuationReport } from './evacuation.js';
-import { fewestCopies } from '../compaction/fragments.js';
 import type { StocBlockStore } from './stoc-block-store.js';
 import type { StocCompactor } from './stoc-compactor.js';
 import { StocPool, namesOnStocs } from '../stoc/stoc-pool.js';
@@ -58,6 +57,11 @@ const FILL_ROWS = 1_024;
 const FILL_BYTES = 1024 * 1024;
 /** How long recovery waits for every StoC to answer before replaying the best log replica it has. */
 const STRICT_LOG_READ_MS = 30_000;
+
+/** How often ranges are checked for table copies to repair; the scrub's longest pause. */
+const MAINTAIN_MS = 5_000;
+/** The scrub's shortest pause between two tables. */
+const SCRUB_MIN_PAUSE_MS = 50;
 
 export interface LtcOptions {
   dir: string;
@@ -122,10 +126,12 @@ export interface RangeStats extends EngineStats {
   msToStocs: number;
   /** Compactions declined by StoCs and merged on the LTC instead. */
   compactionsDeclined: number;
-  /** Tables with a piece that has fewer copies on the configuration's StoCs than it should (--table-replicas): written while StoCs were down, or with copies on a StoC removed as dead until they are stored again. */
-  tablesUnderReplicated: number;
+  /** Tables with a copy to make again: fewer on the configuration's StoCs than --table-replicas (written while StoCs were down, or on a StoC removed), or found damaged. */
+  tablesToRepair: number;
   /** Table reads that went to another copy after one failed or failed its checksum. */
   readsFromOtherCopy: number;
+  /** Table copies found damaged (by reads or the scrub) since the range opened here; repair writes them again. */
+  copiesFoundDamaged: number;
   /**
    * Resident memory of the LTC process serving the range, all its ranges together: with Node's
    * heap and the transport's buffers, which the memory budget does not count.
@@ -162,6 +168,7 @@ export class LtcServer {
   static async start(o: LtcOptions): Promise<LtcServer> {
     startWorkers();
     const l = new LtcServer(o);
+    void l.maintain();
     try {
       const advertise = advertisedHost(o.host, o.advertise);
       l.server = await TcpRpcServer.listen({ host: o.host, advertise, port: o.port, name: `ltc ${o.id}`, onLog: o.onLog, handlers: l.handlers() });
@@ -179,6 +186,7 @@ export class LtcServer {
         onConfig: (c) => l.apply(c), onLog: o.onLog, onRenewed: (at) => { l.renewedAt = at; },
       });
     } catch (err) {
+      l.closing = true; // ends maintain()
       await l.server?.close();
       await l.fabric.close();
       l.unlock();
@@ -212,15 +220,11 @@ export class LtcServer {
 
   stats(): RangeStats[] {
     const mem = process.memoryUsage();
-    const { scatter, tableReplicas } = this.config.settings;
-    // Copies a table should have: R, or what the configured StoCs can hold.
-    const want = Math.min(tableReplicas, Math.max(1, Math.floor(this.pool.ids().length / scatter)));
-    const configured = new Set(this.pool.ids());
-    const up = (stoc: number): boolean => configured.has(stoc);
     return [...this.served.values()].filter((s) => s.engine).map((s) => ({
       range: s.info.id, ...s.engine!.stats,
-      tablesUnderReplicated: s.engine!.countTables((f) => fewestCopies(f, (stoc) => !up(stoc)) < want),
+      tablesToRepair: s.engine!.tablesToRepair,
       readsFromOtherCopy: s.store!.counters.otherCopy,
+      copiesFoundDamaged: s.store!.counters.damaged,
       tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
       compactionsDeclined: s.compactor?.counters.declined ?? 0,
       ltcRssBytes: mem.rss, ltcHeapBytes: mem.heapUsed, ltcExternalBytes: mem.external,
@@ -400,6 +404,39 @@ export class LtcServer {
   }
 
   /** Runs `task` on `s`'s engine after the fills and trims before it. */
+  /**
+   * The background care of every open range's tables, until close: each MAINTAIN_MS, ranges
+   * whose store says copies are missing or damaged are repaired (Engine.repair); between, the
+   * scrub reads one table's copies after another, paced to scrubBytesPerSec over the LTC.
+   */
+  private async maintain(): Promise<void> {
+    const scrubbedUpTo = new Map<number, number>(); // range -> last table scrubbed
+    let nextRepair = Date.now() + MAINTAIN_MS;
+    let turn = 0;
+    while (!this.closing) {
+      let pause = MAINTAIN_MS;
+      const open = [...this.served.values()].filter((s) => s.engine && !s.leaving && !s.evacuating);
+      const rate = this.config?.settings.scrubBytesPerSec ?? 0;
+      if (rate > 0 && open.length > 0) {
+        const s = open[turn++ % open.length];
+        const done = await s.engine!.scrubOne(scrubbedUpTo.get(s.info.id) ?? 0).catch(() => undefined);
+        if (done) scrubbedUpTo.set(s.info.id, done.file);
+        pause = Math.max(SCRUB_MIN_PAUSE_MS, Math.min(MAINTAIN_MS, ((done?.bytes ?? 0) / rate) * 1000));
+      }
+      if (Date.now() >= nextRepair) {
+        nextRepair = Date.now() + MAINTAIN_MS;
+        for (const s of open) {
+          const engine = s.engine!;
+          if (engine.tablesToRepair === 0) continue;
+          await this.serially(s, () => engine.repair(() => !!s.leaving || this.closing)).then((r) => {
+            if (r.tablesRepaired > 0) this.log(`range ${s.info.id}: repaired ${r.tablesRepaired} table(s), ${r.copiesMade} copies written`);
+          }, (err: Error) => this.log(`range ${s.info.id}: repair stopped: ${err.message}`));
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause).unref());
+    }
+  }
+
   private serially<T>(s: Served, task: () => Promise<T>): Promise<T> {
     const run = s.work.then(task);
     s.work = run.then(() => undefined, () => undefined);

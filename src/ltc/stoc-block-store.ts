@@ -13,7 +13,7 @@
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import type { Settings } from '../cluster/config.js';
 import { NoRoom, type BlockStore } from './engine-env.js';
-import { cutTable, everyCopyFailed, piecesOf, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
+import { checkCopy, cutTable, everyCopyFailed, fewestCopies, piecesOf, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, filesOnStocs, type StocPool } from '../stoc/stoc-pool.js';
@@ -21,6 +21,9 @@ import type { Fragment } from '../log/version-edit.js';
 
 /** Placements tried for one table before its write fails. */
 const WRITE_ATTEMPTS = 3;
+
+/** Damaged copies remembered at most (the rest are found again by the next scrub). */
+const MAX_DAMAGED = 10_000;
 
 /** Block reads at offsets this far apart go to different copies of their piece. */
 const SPREAD_BYTES = 4096;
@@ -31,8 +34,10 @@ export type TableLayout = Pick<Settings, 'scatter' | 'tableReplicas' | 'placemen
 
 export class StocBlockStore implements BlockStore {
   private readonly state: PlacementState = { next: 0 };
-  /** Bytes and time spent moving flushed and compacted tables to StoCs; copies read after another failed. */
-  readonly counters = { tables: 0, bytes: 0, ms: 0, otherCopy: 0 };
+  /** Bytes and time spent moving flushed and compacted tables to StoCs; copies read after another failed; copies found damaged. */
+  readonly counters = { tables: 0, bytes: 0, ms: 0, otherCopy: 0, damaged: 0 };
+  /** Copies found damaged (`file:stoc`), until repair writes them again (needsRepair). */
+  private readonly damaged = new Set<string>();
 
   constructor(private readonly pool: StocPool, private readonly range: number, private readonly layout: TableLayout) {}
 
@@ -82,7 +87,112 @@ export class StocBlockStore implements BlockStore {
       (f, into) => this.pool.on(f.stoc, (c) => c.read(name, 0, f.size, undefined, into)).then(() => undefined, (err: Error) => {
         throw new NovaError(this.readCode(f.stoc, err), `table ${name}: fragment at table offset ${f.offset} on StoC ${f.stoc}: ${err.message}`);
       }),
-      undefined, () => { this.counters.otherCopy++; });
+      undefined, (f, err) => {
+        this.counters.otherCopy++;
+        if ((err as NovaError).code === 'CORRUPTION') this.markDamaged(file, f);
+      });
+  }
+
+  /** Records that copy `f` of table `file` failed its check, for repair. */
+  private markDamaged(file: number, f: Fragment): void {
+    const key = `${file}:${f.stoc}`;
+    if (this.damaged.has(key) || !this.pool.ids().includes(f.stoc) || this.damaged.size >= MAX_DAMAGED) return;
+    this.damaged.add(key);
+    this.counters.damaged++;
+  }
+
+  needsRepair(file: number, fragments: readonly Fragment[]): boolean {
+    if (fragments.some((f) => this.damaged.has(`${file}:${f.stoc}`))) return true;
+    const configured = new Set(this.pool.ids());
+    const pieces = piecesOf(fragments, `table ${file}`).length;
+    return pieces > 0 && fewestCopies(fragments, (s) => !configured.has(s)) < this.copiesWanted(pieces, configured.size);
+  }
+
+  /** Copies of each of `pieces` pieces a table should have: R, or what `stocs` StoCs can hold (one fragment of a table per StoC). */
+  private copiesWanted(pieces: number, stocs: number): number {
+    return Math.max(1, Math.min(this.layout.tableReplicas, Math.floor(stocs / pieces)));
+  }
+
+  /**
+   * Writes damaged copies again where they are, drops copies on StoCs that left the cluster,
+   * and writes new copies of pieces short of them on placeable StoCs holding none of the table.
+   */
+  async repairTable(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>): Promise<{ fragments: Fragment[]; written: number } | undefined> {
+    const name = tableFileName(this.range, file);
+    const configured = new Set(this.pool.ids());
+    const placeable = this.pool.placeable();
+    const anyDamaged = fragments.some((f) => this.damaged.has(`${file}:${f.stoc}`) && placeable.includes(f.stoc));
+    const gone = fragments.some((f) => f.size > 0 && !configured.has(f.stoc));
+    const roomFor = placeable.filter((s) => !fragments.some((f) => f.stoc === s)).length;
+    const pieceCount = piecesOf(fragments, `table ${name}`).length;
+    const short = fewestCopies(fragments, (s) => !configured.has(s)) < this.copiesWanted(pieceCount, configured.size);
+    if (!anyDamaged && !gone && !(short && roomFor > 0)) return undefined; // nothing it can do now: the table is not read
+    const bytes = await read();
+    let written = 0;
+    const kept: Fragment[] = [];
+    for (const f of fragments) {
+      if (f.size > 0 && !configured.has(f.stoc)) continue; // its StoC left: never read again
+      const key = `${file}:${f.stoc}`;
+      if (this.damaged.has(key)) {
+        try {
+          await this.pool.on(f.stoc, (c) => c.write(name, 0, bytes.subarray(f.offset, f.offset + f.size), true));
+          this.damaged.delete(key);
+          written++;
+        } catch {
+          continue; // damaged and not rewritable now: made again elsewhere below
+        }
+      }
+      kept.push(f);
+    }
+    const pieces = piecesOf(kept, `table ${name}`);
+    const holding = new Set(kept.map((f) => f.stoc));
+    const free = this.pool.placeable().filter((s) => !holding.has(s));
+    const want = this.copiesWanted(pieces.length, configured.size);
+    for (const p of pieces) {
+      while (p.copies.length < want && free.length > 0) {
+        const stoc = free.shift()!;
+        const part = bytes.subarray(p.offset, p.offset + p.size);
+        const crc = p.copies[0].crc;
+        try {
+          await this.pool.on(stoc, (c) => c.write(name, 0, part, true));
+        } catch {
+          continue;
+        }
+        const copy: Fragment = { stoc, offset: p.offset, size: p.size, ...(crc === undefined ? {} : { crc }) };
+        p.copies.push(copy);
+        kept.push(copy);
+        written++;
+      }
+    }
+    const changed = written > 0 || kept.length !== fragments.length;
+    return changed ? { fragments: kept, written } : undefined;
+  }
+
+  /**
+   * Reads every copy of the table on a StoC that is up and checks it against the checksum the
+   * MANIFEST has for it; a damaged one is marked for repair. The bytes read, for the scrub's rate.
+   */
+  async scrubTable(file: number, fragments: readonly Fragment[]): Promise<number> {
+    const name = tableFileName(this.range, file);
+    let read = 0;
+    for (const f of fragments) {
+      if (f.size === 0 || f.crc === undefined || !this.pool.isHealthy(f.stoc)) continue;
+      const bytes = Buffer.allocUnsafe(f.size);
+      try {
+        await this.pool.on(f.stoc, (c) => c.read(name, 0, f.size, undefined, bytes));
+      } catch (err) {
+        // Missing or short there: as good as damaged. Away: not known.
+        if ((err as NovaError).code === 'CORRUPTION') this.markDamaged(file, f);
+        continue;
+      }
+      read += f.size;
+      try {
+        checkCopy(f, bytes, `table ${name}`);
+      } catch {
+        this.markDamaged(file, f);
+      }
+    }
+    return read;
   }
 
   /**
@@ -98,11 +208,13 @@ export class StocBlockStore implements BlockStore {
     const tries = Math.max(...parts.map((p) => p.copies.length));
     const errors: unknown[] = [];
     for (let t = 0; t < tries; t++) {
+      const used: Fragment[] = [];
       try {
         const bytes = await Promise.all(parts.map((p) => {
           // Blocks spread over the copies that are up (listed first); the next try takes the next copy.
           const up = p.copies.filter((f) => this.pool.isHealthy(f.stoc)).length || p.copies.length;
           const f = p.copies[(Math.floor(offset / SPREAD_BYTES) % up + t) % p.copies.length];
+          used.push(f);
           const from = Math.max(offset, f.offset);
           return this.pool.on(f.stoc, (c) => c.read(name, from - f.offset, Math.min(end, f.offset + f.size) - from)).catch((err: Error) => {
             throw new NovaError(this.readCode(f.stoc, err), `table ${name}: [${offset}, +${length}) on StoC ${f.stoc}: ${err.message}`);
@@ -114,6 +226,8 @@ export class StocBlockStore implements BlockStore {
         return out;
       } catch (err) {
         errors.push(err);
+        // One piece read: the copy it came from is the damaged one.
+        if ((err as NovaError).code === 'CORRUPTION' && used.length === 1) this.markDamaged(file, used[0]);
       }
     }
     throw everyCopyFailed(`table ${name}`, errors);

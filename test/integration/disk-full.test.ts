@@ -41,7 +41,7 @@ describe('a StoC whose disk fills', () => {
     expect(check).toMatchObject({ lost: [], stale: [] });
     expect(check.written).toBeGreaterThan(20_000);
     const ltcLog = readFileSync(join(cluster.dir, 'logs', 'ltc-1.log'), 'utf8');
-    expect(ltcLog).toMatch(/StoC 3: write of r1-\d+\.sst .* failed: ENOSPC/); // it did fill, under a table
+    expect(ltcLog).toMatch(/StoC 3: .*(ENOSPC|No space left on device)/); // it did fill
     expect(ltcLog).not.toMatch(/reopen the engine to recover/);
     expect(ltcLog.match(/range 1 open in/g)).toHaveLength(1); // opened once: never reopened
   }, 180_000);

@@ -131,8 +131,8 @@ describe('StoC removal', () => {
     expect(check.written).toBeGreaterThan(100);
     // Every table has its two copies again, on the two StoCs left (files the LTC deleted while a
     // StoC was briefly shunned may linger there until the range's next open: orphans, not copies).
-    const stats = (await c.stats()) as Array<{ tablesUnderReplicated: number }>;
-    expect(stats.map((r) => r.tablesUnderReplicated)).toEqual(stats.map(() => 0));
+    const stats = (await c.stats()) as Array<{ tablesToRepair: number }>;
+    expect(stats.map((r) => r.tablesToRepair)).toEqual(stats.map(() => 0));
     // Reopened from the MANIFEST alone, every range reads every key.
     await cluster.kill('ltc', 1);
     await cluster.up();
@@ -148,7 +148,7 @@ describe('StoC removal', () => {
     await until(() => tablesOn(cluster!.dir, 3).length > 0, 30_000);
     await cluster.kill('stoc', 3);
     await until(async () => ((await fetchStatus(coordinator)).config.removedStocs ?? []).includes(3), 30_000);
-    await until(async () => ((await c.stats()) as Array<{ tablesUnderReplicated: number }>).every((r) => r.tablesUnderReplicated === 0), 30_000);
+    await until(async () => ((await c.stats()) as Array<{ tablesToRepair: number }>).every((r) => r.tablesToRepair === 0), 30_000);
     expect(await missing(c, acked)).toEqual([]);
   }, 120_000);
 });

@@ -2,7 +2,7 @@
  * SSTables on StoCs: fragments placed, written, read and deleted (StocBlockStore).
  * StocServers and LTC-side clients on separate fabrics in this process, over shared memory.
  */
-import { openSync, readSync, writeSync, closeSync } from 'node:fs';
+import { openSync, readFileSync, readSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StocBlockStore } from '../../src/ltc/stoc-block-store.js';
@@ -11,7 +11,7 @@ import { tableFileName } from '../../src/stoc/stoc-protocol.js';
 import { table } from '../fixtures/tables.js';
 import { stocHarness } from '../helpers/stocs.js';
 
-const { servers, startServer, makePool, tempDir } = stocHarness('nova-stoc-tables-');
+const { servers, startServer, makePool, tempDir, config } = stocHarness('nova-stoc-tables-');
 
 /** Flips one byte of `name` in directory `dir`, `at` bytes in. */
 function flip(dir: string, name: string, at: number): void {
@@ -85,5 +85,41 @@ describe('tables on StoCs', () => {
     const f5 = await five.writeTable(7, bytes);
     expect(f5.map((f) => f.offset)).toEqual([0, 0, 0, 0]); // four StoCs: four copies of one piece
     expect((await five.readTable(7, f5)).equals(bytes)).toBe(true);
+  });
+
+  it('the scrub finds a damaged copy and repair writes it again in place; a copy on a StoC that left is made again on another', async () => {
+    const dirs = [tempDir(), tempDir(), tempDir(), tempDir()];
+    const stocs = await Promise.all(dirs.map((d, i) => startServer(i + 1, {}, d)));
+    const pool = makePool(stocs.slice(0, 3));
+    const store = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 2, placement: 'round-robin' });
+    const bytes = table(2000, 1, 5);
+    const fragments = await store.writeTable(5, bytes);
+    const name = tableFileName(7, 5);
+    const [a, b] = fragments.map((f) => f.stoc);
+    expect(store.needsRepair(5, fragments)).toBe(false);
+    flip(dirs[a - 1], name, 500);
+    expect(await store.scrubTable(5, fragments)).toBe(2 * bytes.length);
+    expect(store.needsRepair(5, fragments)).toBe(true);
+    expect(store.counters.damaged).toBe(1);
+    let reads = 0;
+    const fixed = await store.repairTable(5, fragments, async () => { reads++; return store.readTable(5, fragments); });
+    expect(reads).toBe(1);
+    expect(fixed).toMatchObject({ written: 1 });
+    expect(fixed!.fragments).toEqual(fragments); // written again where it was
+    expect(readFileSync(join(dirs[a - 1], name)).equals(bytes)).toBe(true);
+    expect(store.needsRepair(5, fragments)).toBe(false);
+
+    // StoC b leaves the cluster (removed as dead): its copy is dropped, and a new one made on another StoC.
+    pool.update(config([...stocs].filter((s) => s.id !== b)));
+    expect(store.needsRepair(5, fragments)).toBe(true);
+    const moved = await store.repairTable(5, fragments, () => store.readTable(5, fragments));
+    const left = [1, 2, 3, 4].filter((id) => id !== a && id !== b);
+    expect(moved!.fragments.map((f) => f.stoc).sort()).toEqual([a, Math.min(...left)].sort());
+    expect(store.needsRepair(5, moved!.fragments)).toBe(false);
+    for (const f of moved!.fragments) expect(readFileSync(join(dirs[f.stoc - 1], name)).equals(bytes)).toBe(true);
+    // Nothing to do: nothing read.
+    let again = 0;
+    expect(await store.repairTable(5, moved!.fragments, async () => { again++; return bytes; })).toBeUndefined();
+    expect(again).toBe(0);
   });
 });

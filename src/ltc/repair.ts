@@ -1,0 +1,62 @@
+/**
+ * Repair of a range's table copies (doc/decisions/table-redundancy.md): a copy on a StoC that
+ * left the cluster, one a read or the scrub found damaged, or one a table was written without
+ * (too few StoCs up then) is made again from a good copy by the store (BlockStore.repairTable),
+ * and the table's new places replace its old ones in the MANIFEST under the same file number,
+ * so L0's order and every index that names the table stay as they are. Functions over
+ * EngineState, run a table at a time in the compaction loop's place (Engine.repair).
+ */
+import { emptyEdit } from '../log/version-edit.js';
+import type { EngineState } from './engine-state.js';
+import { logEdit } from './version-set.js';
+
+export interface RepairReport {
+  /** Tables whose copies were made whole again, and the copies written. */
+  tablesRepaired: number;
+  copiesMade: number;
+  /** Tables whose repair failed this time (no good copy could be read, no StoC took one). */
+  failed: number;
+}
+
+/** Tables of the tree whose store says they need repair. */
+export function tablesNeedingRepair(db: EngineState): number {
+  const needs = db.store.needsRepair?.bind(db.store);
+  if (!needs) return 0;
+  return db.levels.reduce((n, level) => n + level.filter((t) => needs(t.meta.file, t.meta.fragments)).length, 0);
+}
+
+/**
+ * Repairs one table that needs it and was not `tried` yet this pass; false once none is left.
+ * A table whose repair fails is warned of and left for the next pass.
+ */
+export async function repairStep(db: EngineState, tried: Set<number>, report: RepairReport): Promise<boolean> {
+  if (db.failed) throw db.failed;
+  const store = db.store;
+  if (!store.needsRepair || !store.repairTable) return false;
+  for (let level = 0; level < db.levels.length; level++) {
+    const t = db.levels[level].find((x) => !tried.has(x.meta.file) && store.needsRepair!(x.meta.file, x.meta.fragments));
+    if (!t) continue;
+    tried.add(t.meta.file);
+    try {
+      const meta0 = t.meta;
+      const done = await store.repairTable(meta0.file, meta0.fragments, async () => t.reader.ownBytes() ?? store.readTable(meta0.file, meta0.fragments));
+      if (!done) return true;
+      const meta = { ...t.meta, fragments: done.fragments };
+      const edit = emptyEdit();
+      edit.removed.push({ level, file: meta.file });
+      edit.added.push(meta);
+      edit.nextFile = db.nextFile;
+      edit.lastSequence = db.lastSequence;
+      await logEdit(db, edit);
+      // Compacted away meanwhile? Not in the loop's place: the table is still here.
+      t.meta = meta;
+      report.tablesRepaired++;
+      report.copiesMade += done.written;
+    } catch (err) {
+      report.failed++;
+      db.warn(`repair of table ${t.meta.file} of level ${level}: ${(err as Error).message}; tried again later`);
+    }
+    return true;
+  }
+  return false;
+}
