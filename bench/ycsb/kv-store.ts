@@ -44,6 +44,8 @@ export interface StoreOptions {
 export interface ClusterBenchOptions {
   /** Use this running cluster; otherwise one is started in the engine's directory and stopped after. */
   coordinator?: string;
+  /** The running cluster's secret file (default: NOVA_SECRET_FILE, if set). */
+  secretFile?: string;
   ltcs?: number;
   stocs?: number;
   ranges?: number;

@@ -12,6 +12,7 @@ import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { engineByName, type ClusterBenchOptions, type KvStore } from './engines.js';
 import { coordinatorOf } from '../../src/client/nova-client.js';
+import { SECRET_FILE } from '../../src/common/cluster-secret.js';
 import type { Distribution } from './generators.js';
 import { load, mergeRuns, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
 import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js';
@@ -174,7 +175,8 @@ async function inProcess(engine: string, dir: string, o: SessionOptions): Promis
  * their own. Their results merge into one (runner.ts mergeRuns).
  */
 async function several(main: EngineHandle, engine: string, dir: string, clients: number, o: SessionOptions): Promise<EngineHandle> {
-  const joined = { ...o, cluster: { ...o.cluster, coordinator: o.cluster?.coordinator ?? coordinatorOf(dir) } };
+  const secretFile = o.cluster?.secretFile ?? (o.cluster?.coordinator ? undefined : join(dir, SECRET_FILE));
+  const joined = { ...o, cluster: { ...o.cluster, coordinator: o.cluster?.coordinator ?? coordinatorOf(dir), secretFile } };
   const extras: ChildHandle[] = [];
   try {
     for (let i = 1; i < clients; i++) {

@@ -1,4 +1,5 @@
 /** `nova`: a Nova cluster through NovaClient, started in the run's directory or given. */
+import { readSecretFile } from '../../src/common/cluster-secret.js';
 import { NovaClient } from '../../src/client/nova-client.js';
 import { NOVA_BIN, addComponent, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, up } from '../../src/control/cluster-control.js';
 import type { ActionOutcome, ScheduledAction } from './schedule.js';
@@ -34,7 +35,10 @@ export const nova: EngineAdapter = {
       }
       await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args });
     }
-    const client = await NovaClient.connect(c.coordinator ? { coordinator: c.coordinator } : { dir });
+    const secretFile = c.secretFile ?? process.env.NOVA_SECRET_FILE;
+    const client = await NovaClient.connect(c.coordinator
+      ? { coordinator: c.coordinator, ...(secretFile ? { secret: readSecretFile(secretFile) } : {}) }
+      : { dir });
     return {
       put: (k, v) => client.put(k, v),
       get: (k) => client.get(k),

@@ -204,6 +204,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--host <host>', 'address to listen on (0.0.0.0: every interface, with --advertise)', '127.0.0.1')
     .option('--advertise <host>', 'the address components and clients reach it at (default: --host)')
     .option('--port <n>', 'port (0 picks a free one)', port, 7070)
+    .option('--secret-file <path>', 'the cluster\'s secret (nova up makes one in the cluster\'s directory): components and clients must prove they know it; without one, the coordinator serves anyone who reaches its port')
     .option('--ltcs <n>', 'LTCs a new cluster\'s ranges are spread over', positiveInt, 1))
     .action((o: KnobFlags & { dir: string; host: string; advertise?: string; port: number; ltcs: number }) =>
       runCoordinator({ dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: givenSettings(o) }));
@@ -218,6 +219,7 @@ export function addClusterCommands(program: Command, bin: string): void {
       .requiredOption('--id <n>', `this ${name}'s id (1, 2, ...)`, positiveInt)
       .requiredOption('--coordinator <host:port>', 'the coordinator to register with')
       .option('--cluster-file <path>', 'a cluster.json to read the coordinator\'s address from again if it stops answering (nova up passes its own)')
+      .option('--secret-file <path>', `the cluster's secret (nova up passes its own); without one, the ${name} serves anyone who reaches it`)
       .option('--dir <path>', 'its directory (default nova-data/<role>-<id>)')
       .option('--host <host>', 'address to listen on (LTC: 0.0.0.0 for every interface, with --advertise)', '127.0.0.1')
       .option('--advertise <host>', 'LTC: the address clients reach it at (default: --host)')

@@ -3,6 +3,7 @@
  * SIGINT (an LTC also until the coordinator removes it), then stops gracefully (an LTC flushes
  * its memtables first) and returns.
  */
+import { clusterSecret } from '../common/cluster-secret.js';
 import { Coordinator } from '../coordinator/coordinator.js';
 import type { Settings } from '../cluster/config.js';
 import { Membership } from '../cluster/membership.js';
@@ -34,7 +35,7 @@ export async function runCoordinator(o: CoordinatorCli): Promise<void> {
   const log = logger('coordinator');
   const stop = stopSignal();
   const c = await Coordinator.start({ dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: o.splits, settings: o.settings, onLog: log });
-  log(`serving at ${c.address} (config ${c.current().id}, ${c.current().ranges.length} range(s)); state in ${o.dir}`);
+  log(`serving at ${c.address} (config ${c.current().id}, ${c.current().ranges.length} range(s)); state in ${o.dir}${openNote()}`);
   log(`stopping on ${await stop}`);
   await c.close();
 }
@@ -47,6 +48,11 @@ export interface ComponentCli {
   memoryBytes?: number;
   /** StoC: peers served at once (StocServerOptions.peers). */
   peers?: number;
+}
+
+/** What a component started without the cluster's secret says of it. */
+function openNote(): string {
+  return clusterSecret() ? '' : '; no --secret-file: it serves anyone who reaches it';
 }
 
 export async function runStoc(o: ComponentCli): Promise<void> {
@@ -65,7 +71,7 @@ export async function runStoc(o: ComponentCli): Promise<void> {
     await s.close();
     throw err;
   }
-  log(`serving files in ${o.dir}; registered with ${o.coordinator}`);
+  log(`serving files in ${o.dir}; registered with ${o.coordinator}${openNote()}`);
   log(`stopping on ${await Promise.race([stop, removed])}`);
   m.stop();
   await s.close();
@@ -77,7 +83,7 @@ export async function runLtc(o: ComponentCli): Promise<void> {
   let retire = (): void => undefined;
   const retired = new Promise<string>((resolve) => { retire = () => resolve('removal from the cluster'); });
   const l = await LtcServer.start({ dir: o.dir, id: o.id, coordinator: o.coordinator, clusterFile: o.clusterFile, host: o.host, advertise: o.advertise, port: o.port, onLog: log, onRetired: retire });
-  log(`serving clients at ${o.host}:${l.port}${o.advertise ? ` (reached at ${o.advertise})` : ''}; registered with ${o.coordinator}`);
+  log(`serving clients at ${o.host}:${l.port}${o.advertise ? ` (reached at ${o.advertise})` : ''}; registered with ${o.coordinator}${openNote()}`);
   log(`stopping on ${await Promise.race([stop, retired])}: flushing memtables`);
   await l.close(true);
   log('stopped');

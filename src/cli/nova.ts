@@ -2,7 +2,8 @@
  * `nova`: the program's one command. Subcommands are added here as the components land.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { closeSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import { SECRET_FILE, readSecretFile, useSecret } from '../common/cluster-secret.js';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportReports } from '../../bench/transport.js';
@@ -110,6 +111,16 @@ export function buildProgram(): Command {
     .description('Nova: a distributed, component-based LSM-tree key-value store over an RDMA-style transport (UCX)')
     .version(pkg.version, '-V, --version', 'print the Nova version')
     .showHelpAfterError('(run with --help for usage)');
+
+  // The cluster's secret for the command's connections (cluster-secret.ts): --secret-file,
+  // else NOVA_SECRET_FILE, else (a client's command) the one in the cluster's --dir or nova-data.
+  program.hook('preAction', (_root, action) => {
+    const o = action.opts() as { secretFile?: string; dir?: string };
+    const component = action.name() === 'coordinator' || (action.name() === 'run' && ['ltc', 'stoc'].includes(action.parent?.name() ?? ''));
+    const near = component ? undefined : [o.dir, 'nova-data'].filter((d): d is string => d !== undefined).map((d) => join(d, SECRET_FILE)).find((p) => existsSync(p));
+    const file = o.secretFile ?? process.env.NOVA_SECRET_FILE ?? near;
+    if (file) useSecret(readSecretFile(file));
+  });
 
   addClusterCommands(program, join(root, 'bin', 'nova.js'));
   addRangeCommands(program);

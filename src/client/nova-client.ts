@@ -28,6 +28,9 @@
  * forgets numbers below it. A range's window (newest number minus floor) is kept under
  * SESSION_WINDOW: a new write to a range whose oldest write is stuck waits for it.
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { SECRET_FILE, readSecretFile, useSecret } from '../common/cluster-secret.js';
 import { withDeadline } from '../common/deadline.js';
 import { NovaError, type ErrorCode } from '../common/errors.js';
 import { ConnectionCache } from '../common/connection-cache.js';
@@ -39,6 +42,12 @@ import { idName, randomClientId, type ClientId } from '../common/write-id.js';
 
 export { coordinatorOf } from '../cluster/locator.js';
 
+/** The secret file in cluster directory `dir`, if it has one. */
+function secretInDir(dir: string): Buffer | undefined {
+  const path = join(dir, SECRET_FILE);
+  return existsSync(path) ? readSecretFile(path) : undefined;
+}
+
 export interface NovaClientOptions {
   /** HOST:PORT of the coordinator; or */
   coordinator?: string;
@@ -49,6 +58,12 @@ export interface NovaClientOptions {
   dir?: string;
   /** Deadline of each call, retries included (default 30 s). */
   timeoutMs?: number;
+  /**
+   * The cluster's secret, proved on every connection (default: the secret file in `dir`, if
+   * it has one). It becomes the process's (cluster-secret.ts useSecret): one process talks to
+   * one cluster's members.
+   */
+  secret?: Buffer;
 }
 
 export interface ScanOptions {
@@ -218,6 +233,8 @@ export class NovaClient {
   }
 
   static async connect(o: NovaClientOptions = {}): Promise<NovaClient> {
+    const secret = o.secret ?? (o.coordinator === undefined ? secretInDir(o.dir ?? 'nova-data') : undefined);
+    if (secret) useSecret(secret);
     const c = new NovaClient(o);
     await c.refresh();
     const expiry = c.config.settings.sessionTimeoutMs;

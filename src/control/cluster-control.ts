@@ -15,6 +15,7 @@ import { existsSync, mkdirSync, openSync, closeSync, readFileSync } from 'node:f
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
+import { SECRET_FILE, ensureSecretFile, useSecret } from '../common/cluster-secret.js';
 import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import { isWildcard } from '../net/tcp-rpc-server.js';
@@ -164,6 +165,7 @@ export function storedConfig(dir: string): ClusterConfig | undefined {
 export async function up(o: UpOptions): Promise<ClusterFile> {
   const dir = resolve(o.dir);
   mkdirSync(dir, { recursive: true });
+  clusterSecretFile(dir);
   const progress = o.progress ?? (() => undefined);
   const old = readClusterFile(dir);
   const running = (role: ComponentRole, id: number): Component | undefined =>
@@ -189,7 +191,8 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   if (!coordinator) {
     const port = address ? address.slice(address.lastIndexOf(':') + 1) : '0';
     const cdir = componentDir(dir, 'coordinator', 1);
-    const args = ['coordinator', '--dir', cdir, '--host', o.host, '--advertise', advertiseOf(o), '--port', port, '--ltcs', String(ltcs.keep.length), ...o.coordinatorArgs];
+    const args = ['coordinator', '--dir', cdir, '--host', o.host, '--advertise', advertiseOf(o), '--port', port, '--ltcs', String(ltcs.keep.length),
+      '--secret-file', clusterSecretFile(dir), ...o.coordinatorArgs];
     let pid = startProcess(opts, 'coordinator', args);
     address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: NovaError) => {
       if (port === '0' || err.code === 'DEADLINE_EXCEEDED') throw err;
@@ -244,7 +247,17 @@ async function whenNotBusy<T>(op: () => Promise<T>): Promise<T> {
 /** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
 function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc', id: number, coordinator: string): number {
   return startProcess(o, `${role}-${id}`, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
-    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, ...(role === 'ltc' ? ['--advertise', advertiseOf(o)] : [])]);
+    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, '--secret-file', clusterSecretFile(o.dir), ...(role === 'ltc' ? ['--advertise', advertiseOf(o)] : [])]);
+}
+
+/**
+ * The secret file of the local cluster in `dir`, made if it has none, and made this process's
+ * secret (it talks to that cluster): every component `nova up` starts is given it.
+ */
+export function clusterSecretFile(dir: string): string {
+  const path = join(dir, SECRET_FILE);
+  useSecret(ensureSecretFile(path));
+  return path;
 }
 
 /** The host a local cluster's components are reached at (UpOptions.advertise). */

@@ -5,6 +5,8 @@
  */
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import { NovaError } from '../common/errors.js';
+import { clusterSecret, proofOf } from '../common/cluster-secret.js';
+import { withDeadline } from '../common/deadline.js';
 import { PendingCalls } from '../common/pending-calls.js';
 import { responseError, responseId, responseOk } from '../common/rpc-envelope.js';
 import { DEFAULT_MAX_FRAME, FrameReader } from './frames.js';
@@ -18,6 +20,9 @@ export class TcpRpcClient {
   private readonly closeListeners: Array<() => void> = [];
   /** When the server was last heard from, or the connection last became busy (silentMs). */
   private heardAt = Date.now();
+  /** The server's greeting: the nonce it challenges with, or null (it asks for no secret). */
+  private greeting: Promise<Uint8Array | null>;
+  private greeted!: (challenge: Uint8Array | null) => void;
 
   private constructor(private readonly socket: Socket, readonly address: string, private readonly defaultTimeoutMs: number,
     private readonly grouped: ReadonlySet<string>,
@@ -29,6 +34,7 @@ export class TcpRpcClient {
       p?.reject(new NovaError('BAD_ARGUMENT', `${address} ${p.meta}: the request of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: send less at once`));
       return undefined;
     });
+    this.greeting = new Promise((resolve) => { this.greeted = resolve; });
     const reader = new FrameReader(`connection to ${address}`);
     socket.on('data', (chunk: Buffer) => {
       this.heardAt = Date.now();
@@ -46,7 +52,27 @@ export class TcpRpcClient {
    * `grouped`: ops the server handles in groups (an LTC's writes), whose requests do not cut
    * a frame early (Outbox).
    */
-  static async connect(address: string, options: { timeoutMs?: number; grouped?: readonly string[] } = {}): Promise<TcpRpcClient> {
+  /**
+   * `secret`: the cluster's, proved before any request (default: the process's; null: none,
+   * for a server that asks for none).
+   */
+  static async connect(address: string, options: { timeoutMs?: number; grouped?: readonly string[]; secret?: Buffer | null } = {}): Promise<TcpRpcClient> {
+    const secret = options.secret === undefined ? clusterSecret() : options.secret;
+    const c = await TcpRpcClient.open(address, options);
+    if (!secret) return c;
+    // Proves it knows the cluster's secret, before any other request.
+    try {
+      const timeoutMs = options.timeoutMs ?? 10_000;
+      const challenge = await withDeadline(c.greeting, timeoutMs, () => new NovaError('DEADLINE_EXCEEDED', `connect to ${address}: no greeting in ${timeoutMs} ms`));
+      if (challenge) await c.call('auth', [proofOf(secret, challenge, 'tcp')]);
+      return c;
+    } catch (err) {
+      c.close();
+      throw err;
+    }
+  }
+
+  private static async open(address: string, options: { timeoutMs?: number; grouped?: readonly string[] }): Promise<TcpRpcClient> {
     const { host, port } = parseAddress(address);
     const timeoutMs = options.timeoutMs ?? 10_000;
     const grouped = new Set(options.grouped);
@@ -99,6 +125,11 @@ export class TcpRpcClient {
     for (const m of batch) {
       if (!Array.isArray(m)) continue;
       const id = responseId(m);
+      if (id === 0) {
+        const challenge = (m[2] as { challenge?: unknown } | null)?.challenge;
+        this.greeted(challenge instanceof Uint8Array ? challenge : null);
+        continue;
+      }
       const p = id === undefined ? undefined : this.pending.take(id);
       if (!p) continue; // not a response, or answered after its deadline
       if (responseOk(m)) p.resolve(m[2]);

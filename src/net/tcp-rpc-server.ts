@@ -13,6 +13,11 @@
  * UNKNOWN_METHOD; a frame it cannot parse closes that connection (with a logged reason)
  * and nothing else.
  *
+ * A server with the cluster's secret (cluster-secret.ts) greets each connection with a nonce,
+ *   greeting = [0, 0, {challenge: nonce | null}]
+ * and serves it only once its first request, [id, "auth", [proof]], proves the peer knows the
+ * secret; anything else first is answered BAD_ARGUMENT, logged, and the connection closed.
+ *
  * What a peer can make a server hold is bounded (ServerLimits): connections; bytes of frames not
  * yet whole, over all connections (the connection that would pass the bound is closed); a
  * connection that sent part of a frame and then nothing for a while is closed, and one that
@@ -28,6 +33,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { errorResponse, failureResponse, okResponse } from '../common/rpc-envelope.js';
+import { checkProof, clusterSecret, newNonce } from '../common/cluster-secret.js';
 import { DEFAULT_MAX_FRAME, FrameReader } from './frames.js';
 import { localSocketOf } from './local-socket.js';
 import { Outbox, packr } from './outbox.js';
@@ -45,6 +51,8 @@ export interface ServerOptions {
   handlers: Record<string, TcpHandler>;
   maxFrame?: number;
   limits?: Partial<ServerLimits>;
+  /** The secret peers must prove they know (default: the process's, clusterSecret()). */
+  secret?: Buffer;
   onLog?: (line: string) => void;
 }
 
@@ -72,6 +80,8 @@ interface Conn {
   running: number;
   /** What it adds to the server's count of partial-frame bytes. */
   counted: number;
+  /** The nonce it was challenged with, until it proved it knows the secret (undefined: proven, or none asked). */
+  challenge?: Buffer;
 }
 
 /** Whether `host` listens on every interface, so it cannot be the address peers use. */
@@ -98,12 +108,16 @@ export class TcpRpcServer {
   /** Bytes of frames not yet whole, all connections together. */
   private buffered = 0;
   private readonly sweeper: NodeJS.Timeout;
+  private readonly secret: Buffer | undefined;
   malformed = 0;
+  /** Connections refused for not proving they know the secret. */
+  refused = 0;
   /** Connections closed or refused by the limits. */
   cutOff = 0;
 
   private constructor(private readonly server: Server, private readonly options: ServerOptions) {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.secret = options.secret ?? clusterSecret();
     this.sweeper = setInterval(() => this.sweep(), Math.max(10, Math.min(1_000, this.limits.stallMs / 4)));
     this.sweeper.unref();
   }
@@ -166,12 +180,13 @@ export class TcpRpcServer {
       return;
     }
     const reader = new FrameReader(`${this.options.name} connection from ${peer}`, this.options.maxFrame ?? DEFAULT_MAX_FRAME);
-    const conn: Conn = { socket, peer, reader, heardAt: performance.now(), running: 0, counted: 0 };
+    const conn: Conn = { socket, peer, reader, heardAt: performance.now(), running: 0, counted: 0, challenge: this.secret ? newNonce() : undefined };
     this.conns.add(conn);
     const out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
       this.options.onLog?.(`${this.options.name}: a response of ${bytes} bytes to ${peer} exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit; answered BAD_ARGUMENT`);
       return errorResponse(m[0] as number, 'BAD_ARGUMENT', `the response of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: ask for less`);
     });
+    out.push([0, 0, { challenge: conn.challenge ?? null }]);
     socket.on('data', (chunk: Buffer) => {
       conn.heardAt = performance.now();
       let payloads: Buffer[];
@@ -201,7 +216,10 @@ export class TcpRpcServer {
     const now = performance.now();
     for (const c of this.conns) {
       const quiet = now - c.heardAt;
-      if (c.reader.pending > 0 && quiet > this.limits.stallMs) {
+      if (c.challenge && quiet > this.limits.stallMs) {
+        this.refused++;
+        this.drop(c.socket, `${this.options.name}: ${c.peer} did not prove it knows the cluster's secret within ${this.limits.stallMs} ms`, 'cutOff');
+      } else if (c.reader.pending > 0 && quiet > this.limits.stallMs) {
         this.drop(c.socket, `${this.options.name}: ${c.peer} sent ${c.reader.pending} bytes of a frame, then nothing for ${this.limits.stallMs} ms`, 'cutOff');
       } else if (c.reader.pending === 0 && c.running === 0 && quiet > this.limits.idleMs) {
         this.cutOff++;
@@ -245,6 +263,19 @@ export class TcpRpcServer {
     if (typeof op !== 'string' || !Array.isArray(args)) {
       this.malformed++;
       out.push(errorResponse(id, 'BAD_ARGUMENT', 'a request is [id, op, args]'));
+      return;
+    }
+    if (conn.challenge) {
+      if (op === 'auth' && checkProof(this.secret!, conn.challenge, 'tcp', args[0])) {
+        conn.challenge = undefined;
+        out.push(okResponse(id, null));
+        return;
+      }
+      this.refused++;
+      this.options.onLog?.(`${this.options.name}: refused ${peer}: its first request (${op}) did not prove it knows the cluster's secret`);
+      out.push(errorResponse(id, 'BAD_ARGUMENT', `${this.options.name} serves only the cluster's members and clients, and this connection did not prove it knows the cluster's secret: give --secret-file FILE (the secret file in the cluster's directory), or --dir of the cluster`));
+      // Closed once the answer has left (the outbox sends at the end of this turn).
+      setImmediate(() => conn.socket.end());
       return;
     }
     const handler = Object.hasOwn(this.options.handlers, op) ? this.options.handlers[op] : undefined;

@@ -35,6 +35,7 @@
 import { constants as bufferConstants } from 'node:buffer';
 import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
+import { clusterSecret, proofOf } from '../common/cluster-secret.js';
 import type { Endpoint } from '../transport/endpoint.js';
 import type { Fabric } from '../transport/fabric.js';
 import type { MemoryRegion, RemoteRegion } from '../transport/regions.js';
@@ -56,6 +57,8 @@ export interface StocClientOptions {
   slotBytes?: number;
   /** Transfers that may wait for a slot before calls fail with BUSY (default 65 536). */
   maxWaiting?: number;
+  /** The cluster's secret to prove at hello (default: the process's, clusterSecret(); null: none). */
+  secret?: Buffer | null;
 }
 
 export type LostCode = 'PEER_LOST' | 'CLOSED';
@@ -98,7 +101,13 @@ export class StocClient {
     let id: number | undefined;
     try {
       ep = await fabric.connect(address, { timeoutMs });
-      const hello = parseHello(await rpc.call(ep, Method.hello, { version: STOC_PROTOCOL_VERSION }, { timeoutMs: left(deadline) }));
+      const secret = opts.secret === undefined ? clusterSecret() : opts.secret;
+      let proof: Buffer | undefined;
+      if (secret) {
+        const { nonce } = (await rpc.call(ep, Method.challenge, {}, { timeoutMs: left(deadline) })) as { nonce?: unknown };
+        if (nonce instanceof Uint8Array) proof = proofOf(secret, nonce, 'stoc');
+      }
+      const hello = parseHello(await rpc.call(ep, Method.hello, { version: STOC_PROTOCOL_VERSION, ...(proof ? { proof } : {}) }, { timeoutMs: left(deadline) }));
       id = hello.id;
       const window = ep.importKey(hello.window);
       staging = fabric.allocate(hello.windowBytes);

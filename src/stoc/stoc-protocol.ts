@@ -19,8 +19,9 @@ import { NovaError } from '../common/errors.js';
 /**
  * 1: hello/attach/persist/cancel/fetch/stat/list/remove/sync/load/bye;
  *    later, without a bump (methods only added): mcreate/mget/mextend/mlist/mremove, then
- *    compact, then dopen, then fence. A StoC that predates them answers UNKNOWN_METHOD, and disk files
- *    are untouched by the memory ones.
+ *    compact, then dopen, then fence, then challenge (a StoC with the cluster's secret answers
+ *    it with a nonce, and takes a hello only with `proof` of it). A StoC that predates them
+ *    answers UNKNOWN_METHOD, and disk files are untouched by the memory ones.
  */
 export const STOC_PROTOCOL_VERSION = 1;
 
@@ -51,6 +52,7 @@ export const Method = {
   compact: 'stoc.compact',
   dopen: 'stoc.dopen',
   fence: 'stoc.fence',
+  challenge: 'stoc.challenge',
 } as const;
 
 /** An in-memory file's regions, each a serialised RemoteKey of `regionBytes` bytes, in file order. */

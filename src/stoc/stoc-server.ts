@@ -29,6 +29,7 @@ import { mkdir } from 'node:fs/promises';
 import { BufferPool } from '../common/buffer-pool.js';
 import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
+import { checkProof, clusterSecret, newNonce } from '../common/cluster-secret.js';
 import { lockDir } from '../common/files.js';
 import { Fabric, type FabricOptions } from '../transport/fabric.js';
 import type { Endpoint } from '../transport/endpoint.js';
@@ -49,6 +50,8 @@ import {
 export interface StocServerOptions {
   dir: string;
   id: number;
+  /** The secret a peer must prove it knows at hello (default: the process's, clusterSecret()). */
+  secret?: Buffer;
   /** Connections (LTCs, and StoCs that run compactions) served at once, each with a window; more are BUSY (default DEFAULT_PEERS). */
   peers?: number;
   /** The shared file buffer: one registered region (default peers × windowBytes). */
@@ -119,7 +122,10 @@ export class StocServer implements CompactionHost, DirectHost {
   private readonly conns = new Map<Endpoint, Connection>();
   private readonly freeWindows: number[] = [];
   private readonly windowCount: number;
-  private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0 };
+  private readonly counters = { persists: 0, fetches: 0, bytesWritten: 0, bytesRead: 0, syncs: 0, failures: 0, refused: 0 };
+  /** The secret peers prove at hello, and the nonce each connection that asked was given. */
+  private readonly secret: Buffer | undefined;
+  private readonly challenges = new Map<Endpoint, Buffer>();
   private readonly compactions: CompactionService;
   private readonly direct: DirectFileService;
   /** Writes under way to each range's files, and fences waiting for them to end (counted). */
@@ -143,6 +149,7 @@ export class StocServer implements CompactionHost, DirectHost {
     private readonly unlock: () => void,
   ) {
     this.id = opts.id;
+    this.secret = opts.secret ?? clusterSecret();
     this.direct = new DirectFileService(this);
     this.compactions = new CompactionService(this, opts.onLog ?? ((line) => process.stderr.write(`${line}\n`)),
       new BufferPool(checkUint('compactionMemoryBytes', opts.compactionMemoryBytes ?? 256 * MiB)));
@@ -230,9 +237,14 @@ export class StocServer implements CompactionHost, DirectHost {
     const serve = (method: string, fn: (args: unknown, ep: Endpoint) => unknown): void => {
       this.rpc.serve(method, (args, ep) => {
         if (this.stopping) throw new NovaError('CLOSED', `StoC ${this.id} is closing`);
+        // With a secret, nothing but the challenge and hello before a hello that proved it.
+        if (this.secret && method !== Method.challenge && method !== Method.hello && !this.conns.has(ep)) {
+          throw new NovaError('BAD_ARGUMENT', `StoC ${this.id}: ${method} before a ${Method.hello} that proved the cluster's secret`);
+        }
         return fn(args, ep);
       });
     };
+    serve(Method.challenge, (_a, ep) => this.challenge(ep));
     serve(Method.hello, (a, ep) => this.hello(a, ep));
     serve(Method.attach, (a, ep) => this.attach(a, ep));
     serve(Method.persist, (a, ep) => this.persist(a, ep));
@@ -261,10 +273,34 @@ export class StocServer implements CompactionHost, DirectHost {
 
   // ---- connections and windows ----
 
+  /** A nonce for `ep` to prove the secret with at hello (none without a secret). */
+  private challenge(ep: Endpoint): { nonce: Uint8Array | null } {
+    if (!this.secret) return { nonce: null };
+    if (this.challenges.size >= MAX_CHALLENGES && !this.challenges.has(ep)) {
+      throw new NovaError('BUSY', `StoC ${this.id}: ${MAX_CHALLENGES} connections are proving the secret at once; try again`);
+    }
+    let nonce = this.challenges.get(ep);
+    if (!nonce) {
+      nonce = newNonce();
+      this.challenges.set(ep, nonce);
+      ep.onLost(() => this.challenges.delete(ep));
+    }
+    return { nonce };
+  }
+
   private hello(args: unknown, ep: Endpoint): HelloReply {
     const a = fields(Method.hello, args);
     if (a.version !== STOC_PROTOCOL_VERSION) {
       throw new NovaError('BAD_ARGUMENT', `StoC ${this.id} speaks protocol ${STOC_PROTOCOL_VERSION}, not ${String(a.version)}`);
+    }
+    if (this.secret && !this.conns.has(ep)) {
+      const nonce = this.challenges.get(ep);
+      if (!nonce || !checkProof(this.secret, nonce, 'stoc', a.proof)) {
+        this.counters.refused++;
+        this.log(`StoC ${this.id}: refused a peer that did not prove it knows the cluster's secret`);
+        throw new NovaError('BAD_ARGUMENT', `StoC ${this.id} serves only the cluster's members, and this connection did not prove it knows the cluster's secret (give --secret-file FILE)`);
+      }
+      this.challenges.delete(ep);
     }
     let conn = this.conns.get(ep);
     if (!conn) {
@@ -617,6 +653,9 @@ export class StocServer implements CompactionHost, DirectHost {
     }
   }
 }
+
+/** Connections proving the secret at once, at most (each holds a nonce until its hello). */
+const MAX_CHALLENGES = 4096;
 
 /** Errnos of a disk that refuses writes: full, over quota, failing, read-only. */
 const DISK_ERRNOS: ReadonlySet<string> = new Set(['ENOSPC', 'EDQUOT', 'EIO', 'EROFS']);

@@ -4,7 +4,7 @@
  * under a workload, whole-cluster restarts, and malformed client input.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
@@ -273,6 +273,7 @@ describe('nova cluster', () => {
     // Garbage bytes: the LTC closes that connection.
     const closed = await new Promise<boolean>((resolve) => {
       const s = connect({ host, port }, () => s.write(Buffer.from('GET / HTTP/1.1\r\n\r\n'.repeat(4))));
+      s.resume(); // the greeting is read, so the close arrives
       s.on('close', () => resolve(true));
       s.on('error', () => undefined);
       setTimeout(() => resolve(false), 5000);
@@ -282,14 +283,23 @@ describe('nova cluster', () => {
     const packr = new Packr({ useRecords: false });
     const closed2 = await new Promise<boolean>((resolve) => {
       const s = connect({ host, port }, () => s.write(encodeFrame(packr.pack({ not: 'a batch' }))));
+      s.resume();
       s.on('close', () => resolve(true));
       s.on('error', () => undefined);
       setTimeout(() => resolve(false), 5000);
     });
     expect(closed2).toBe(true);
+    const id = c.configuration.id;
+    // Without the cluster's secret (nova up made one), or with another, the LTC and the coordinator serve nothing.
+    const coordinator = readClusterFile(cluster.dir)!.coordinator;
+    for (const address of [ltc, coordinator]) {
+      const stranger = await TcpRpcClient.connect(address, { secret: null });
+      await expect(stranger.call('config', [])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/did not prove it knows the cluster's secret/) });
+      stranger.close();
+      await expect(TcpRpcClient.connect(address, { secret: Buffer.alloc(32, 7) })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    }
     // Well-framed but wrong requests get errors.
     const raw = await TcpRpcClient.connect(ltc);
-    const id = c.configuration.id;
     await expect(raw.call('frobnicate', [])).rejects.toMatchObject({ code: 'UNKNOWN_METHOD' });
     await expect(raw.call('get', [id, 'not bytes'])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     // A config id that is no id (NaN is neither older nor newer than any) is refused, not served as current.
@@ -304,5 +314,8 @@ describe('nova cluster', () => {
     const log = readFileSync(join(cluster.dir, 'logs', 'ltc-1.log'), 'utf8');
     expect(log).toMatch(/closing connection: .*bad frame header/);
     expect(log).toMatch(/closing connection: .*not a batch of requests/);
+    expect(log).toMatch(/refused .*: its first request \(config\) did not prove it knows the cluster's secret/);
+    expect(readFileSync(join(cluster.dir, 'logs', 'coordinator.log'), 'utf8')).toMatch(/refused .*did not prove it knows the cluster's secret/);
+    expect(statSync(join(cluster.dir, 'secret')).mode & 0o777).toBe(0o600);
   });
 });

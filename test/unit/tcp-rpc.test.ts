@@ -68,6 +68,7 @@ describe('TCP RPC', () => {
     // Garbage on the local socket closes that connection only, as on TCP.
     const raw = createConnection({ path: localSocketOf(address)! });
     raw.on('error', () => undefined); // a reset after the garbage is as good as a close
+    raw.resume(); // the server's greeting is read, so its close arrives
     await new Promise((r) => raw.once('connect', r));
     raw.write(Buffer.alloc(32, 0xee));
     await new Promise((r) => raw.once('close', r));
@@ -180,6 +181,7 @@ describe('TCP RPC', () => {
     const raw = async (): Promise<import('node:net').Socket> => {
       const s = createConnection({ host: '127.0.0.1', port: server.port });
       s.on('error', () => undefined);
+      s.resume(); // the server's greeting is read, so its close arrives
       await new Promise((r) => s.once('connect', r));
       return s;
     };
