@@ -413,25 +413,31 @@ export class LtcServer {
     const scrubbedUpTo = new Map<number, number>(); // range -> last table scrubbed
     let nextRepair = Date.now() + MAINTAIN_MS;
     let turn = 0;
+    // Ranges come and go while it waits: each is taken with its engine of the moment, if any.
+    const open = (): Array<{ s: Served; engine: Engine }> => [...this.served.values()]
+      .filter((s) => s.engine && !s.leaving && !s.evacuating).map((s) => ({ s, engine: s.engine! }));
     while (!this.closing) {
       let pause = MAINTAIN_MS;
-      const open = [...this.served.values()].filter((s) => s.engine && !s.leaving && !s.evacuating);
-      const rate = this.config?.settings.scrubBytesPerSec ?? 0;
-      if (rate > 0 && open.length > 0) {
-        const s = open[turn++ % open.length];
-        const done = await s.engine!.scrubOne(scrubbedUpTo.get(s.info.id) ?? 0).catch(() => undefined);
-        if (done) scrubbedUpTo.set(s.info.id, done.file);
-        pause = Math.max(SCRUB_MIN_PAUSE_MS, Math.min(MAINTAIN_MS, ((done?.bytes ?? 0) / rate) * 1000));
-      }
-      if (Date.now() >= nextRepair) {
-        nextRepair = Date.now() + MAINTAIN_MS;
-        for (const s of open) {
-          const engine = s.engine!;
-          if (engine.tablesToRepair === 0) continue;
-          await this.serially(s, () => engine.repair(() => !!s.leaving || this.closing)).then((r) => {
-            if (r.tablesRepaired > 0) this.log(`range ${s.info.id}: repaired ${r.tablesRepaired} table(s), ${r.copiesMade} copies written`);
-          }, (err: Error) => this.log(`range ${s.info.id}: repair stopped: ${err.message}`));
+      try {
+        const rate = this.config?.settings.scrubBytesPerSec ?? 0;
+        const ranges = open();
+        if (rate > 0 && ranges.length > 0) {
+          const { s, engine } = ranges[turn++ % ranges.length];
+          const done = await engine.scrubOne(scrubbedUpTo.get(s.info.id) ?? 0).catch(() => undefined);
+          if (done) scrubbedUpTo.set(s.info.id, done.file);
+          pause = Math.max(SCRUB_MIN_PAUSE_MS, Math.min(MAINTAIN_MS, ((done?.bytes ?? 0) / rate) * 1000));
         }
+        if (Date.now() >= nextRepair) {
+          nextRepair = Date.now() + MAINTAIN_MS;
+          for (const { s, engine } of open()) {
+            if (s.engine !== engine || engine.tablesToRepair === 0) continue;
+            await this.serially(s, () => engine.repair(() => !!s.leaving || this.closing || s.engine !== engine)).then((r) => {
+              if (r.tablesRepaired > 0) this.log(`range ${s.info.id}: repaired ${r.tablesRepaired} table(s), ${r.copiesMade} copies written`);
+            }, (err: Error) => this.log(`range ${s.info.id}: repair stopped: ${err.message}`));
+          }
+        }
+      } catch (err) {
+        this.log(`table care failed: ${(err as Error).message}; trying again in ${MAINTAIN_MS} ms`);
       }
       await new Promise((resolve) => setTimeout(resolve, pause).unref());
     }
