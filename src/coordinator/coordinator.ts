@@ -42,6 +42,9 @@ const RETIRED_KEPT = 1_000;
 const MAX_ADDRESS = 4_096;
 /** The longest host name a member may register. */
 const MAX_HOST = 255;
+/** Members (LTCs and StoCs) a configuration holds at most, and the largest id one may have: the configuration stays well under a frame. */
+const MAX_MEMBERS = 1_024;
+const MAX_MEMBER_ID = 1_000_000;
 /** Move reports status keeps. */
 const RECENT_MOVES = 100;
 /** Heartbeats a lease spans at least, so one late beat does not cost an LTC its ranges. */
@@ -665,13 +668,20 @@ export class Coordinator {
 
   private register(args: unknown[]): ClusterConfig {
     const [role, id, address, pid, host, incarnation] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id) || typeof address !== 'string' || address.length === 0 || address.length > MAX_ADDRESS ||
+    if ((role !== 'ltc' && role !== 'stoc') || !isId(id) || id > MAX_MEMBER_ID || typeof address !== 'string' || address.length === 0 || address.length > MAX_ADDRESS ||
       !isCount(pid) || (host !== undefined && (typeof host !== 'string' || host.length > MAX_HOST)) ||
       (incarnation !== undefined && (typeof incarnation !== 'string' || incarnation.length > 64))) {
       // Every member's fields are in the configuration every client fetches: bounded, so a
       // bogus registration cannot make it larger than a frame.
-      throw new NovaError('BAD_ARGUMENT', `register takes [role ("ltc" | "stoc"), id (a positive integer), address (1 to ${MAX_ADDRESS} characters), ` +
+      throw new NovaError('BAD_ARGUMENT', `register takes [role ("ltc" | "stoc"), id (1 to ${MAX_MEMBER_ID}), address (1 to ${MAX_ADDRESS} characters), ` +
         `pid (an integer of 0 or more), host (up to ${MAX_HOST} characters), incarnation (up to 64)]`);
+    }
+    // An LTC is reached at host:port by clients; a StoC at its fabric address, in base64.
+    if (role === 'ltc' ? !isHostPort(address) : !/^[A-Za-z0-9+/]+={0,2}$/.test(address)) {
+      throw new NovaError('BAD_ARGUMENT', `register: ${role} ${id}'s address ${JSON.stringify(address.slice(0, 80))} is not ${role === 'ltc' ? 'HOST:PORT' : 'a fabric address in base64'}`);
+    }
+    if (!this.config.members.some((m) => m.role === role && m.id === id) && this.config.members.length >= MAX_MEMBERS) {
+      throw new NovaError('BUSY', `register: the cluster has ${MAX_MEMBERS} members, the most it takes; remove one first`);
     }
     if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
       throw Object.assign(new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster; start a new one to join again`), { detail: 'removed' });
@@ -747,6 +757,12 @@ function memberKey(role: Role, id: number): string {
 
 function isCount(x: unknown): x is number {
   return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+}
+
+/** Whether `a` is HOST:PORT (a name, an IPv4 or an IPv6 address, bracketed or not) with a port of 1 to 65535. */
+function isHostPort(a: string): boolean {
+  const m = /^([A-Za-z0-9.:[\]-]+):(\d{1,5})$/.exec(a);
+  return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65_535;
 }
 
 function isId(x: unknown): x is number {

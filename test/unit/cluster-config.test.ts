@@ -178,10 +178,10 @@ describe('cluster configuration', () => {
     const dir = tempDir();
     let c = await Coordinator.start({ dir, ltcs: 2, splits: [Buffer.from('m')] });
     const link = await TcpRpcClient.connect(c.address);
-    const first = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-a', 111, '']);
-    const again = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-a', 111, '']);
+    const first = await link.call<ClusterConfig>('register', ['stoc', 1, 'addrA', 111, '']);
+    const again = await link.call<ClusterConfig>('register', ['stoc', 1, 'addrA', 111, '']);
     expect(again.id).toBe(first.id); // nothing changed
-    const moved = await link.call<ClusterConfig>('register', ['stoc', 1, 'addr-b', 112, '']);
+    const moved = await link.call<ClusterConfig>('register', ['stoc', 1, 'addrB', 112, '']);
     expect(moved.id).toBe(first.id + 1);
     await expect(link.call('register', ['nope', 1, 'a', 1])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     // Another process of LTC 2: its range takes a new epoch (fencing off the old one), whose beats are refused.
@@ -200,6 +200,10 @@ describe('cluster configuration', () => {
     for (const bad of [['stoc', 9, 'x'.repeat(4097), 1, ''], ['stoc', 9, '', 1, ''], ['stoc', 9, 'a', -1, ''], ['stoc', 9, 'a', Number.NaN, ''], ['stoc', 9, 'a', 1, 'h'.repeat(256)]]) {
       await expect(link.call('register', bad)).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/address \(1 to 4096 characters\)/) });
     }
+    await expect(link.call('register', ['stoc', 1_000_001, 'a', 1, ''])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/id \(1 to 1000000\)/) });
+    await expect(link.call('register', ['ltc', 9, 'no port', 1, ''])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/is not HOST:PORT/) });
+    await expect(link.call('register', ['ltc', 9, '127.0.0.1:70000', 1, ''])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/is not HOST:PORT/) });
+    await expect(link.call('register', ['stoc', 9, 'not base64!', 1, ''])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/is not a fabric address in base64/) });
     expect((await link.call<ClusterConfig>('config', [])).id).toBe(before);
     // An LTC that holds no range is removed even when it does not answer; that process may not come back.
     await link.call('register', ['ltc', 3, '127.0.0.1:9', 301, '', 'cccc']);
@@ -214,7 +218,7 @@ describe('cluster configuration', () => {
     await c.close();
     c = await Coordinator.start({ dir });
     expect(c.current().ranges.map((r) => [r.ltc, r.epoch])).toEqual([[1, 1], [2, l2.id]]);
-    expect(c.current().members).toMatchObject([{ role: 'ltc', id: 2 }, { role: 'ltc', id: 3, incarnation: 'dddd' }, { role: 'stoc', id: 1, address: 'addr-b' }]);
+    expect(c.current().members).toMatchObject([{ role: 'ltc', id: 2 }, { role: 'ltc', id: 3, incarnation: 'dddd' }, { role: 'stoc', id: 1, address: 'addrB' }]);
     await c.close();
     // A lease shorter than four heartbeats is refused for a new cluster.
     await expect(Coordinator.start({ dir: tempDir(), settings: { ltcLeaseMs: 1000 } })).rejects.toThrow(/--ltc-lease-ms 1000 is too short: a lease must span 4 heartbeats \(2000 ms\)/);
