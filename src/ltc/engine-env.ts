@@ -62,9 +62,13 @@ export interface BlockStore {
   /**
    * Makes the table's copies whole from its bytes (`read`: the table, from good copies, asked
    * for only if there is work it can do now): the new list of its fragments and how many copies
-   * it wrote, or undefined if it could do nothing now (no place to put a copy).
+   * it wrote, or undefined if it could do nothing now (no place to put a copy). Copies on the
+   * StoCs of `away` (leaving the cluster) are dropped and made again elsewhere; UNAVAILABLE if a
+   * piece would be left with none.
    */
-  repairTable?(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>): Promise<{ fragments: Fragment[]; written: number } | undefined>;
+  repairTable?(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>, away?: ReadonlySet<number>): Promise<{ fragments: Fragment[]; written: number; bytes: number } | undefined>;
+  /** Removes the table's copy on StoC `stoc` (one it no longer keeps there), if that StoC answers. */
+  removeCopy?(file: number, stoc: number): Promise<void>;
   /** Reads each copy of the table and checks it against its checksum; marks damaged ones for repair. Returns the bytes read. */
   scrubTable?(file: number, fragments: readonly Fragment[]): Promise<number>;
   /** Tables present in the store, referenced or not (so a clean open can drop orphans). */

@@ -1,10 +1,12 @@
 /**
  * Taking a range's files off StoCs that are leaving the cluster (`nova stoc remove`): its
  * memtables get new logs, its tables with a fragment there are stored again elsewhere, and its
- * MANIFEST moves to a new file, all on StoCs that take new files. The same steps repair what a
- * StoC removed as dead held: a table with another copy of each piece is stored again, whole,
- * from those copies; one whose piece had its every copy there cannot be read, and leaves the
- * tree, named (EngineState.loseTable). Functions over EngineState.
+ * MANIFEST moves to a new file, all on StoCs that take new files. With a store that keeps
+ * copies, a table's copies there are made again elsewhere under its own number (repair.ts);
+ * without, the table is stored again under a new one (L0 by merging it into L1). The same steps
+ * repair what a StoC removed as dead held: a table with another copy of each piece is made
+ * whole from those copies; one whose piece had its every copy there cannot be read, and leaves
+ * the tree, named (EngineState.loseTable). Functions over EngineState.
  */
 import { NovaError } from '../common/errors.js';
 import { tableLost } from '../compaction/fragments.js';
@@ -14,6 +16,7 @@ import { runCompaction } from './compaction-job.js';
 import type { EngineState, LiveTable } from './engine-state.js';
 import { readerOf } from './read-path.js';
 import { installTables, rollManifest } from './version-set.js';
+import { placeCopies, tableBytes } from './repair.js';
 
 /** What an evacuation did. */
 export interface EvacuationReport {
@@ -50,6 +53,22 @@ export async function evacuateStep(db: EngineState, from: ReadonlySet<number>, r
     const mems = db.memtables.all().filter((m) => m.entries > 0);
     db.lookup?.refreshed(db.levels[0].length === 0, mems.length > 0 ? Math.min(...mems.map((m) => m.id)) : undefined);
     return true;
+  }
+  // A store that keeps copies moves them, each table under its own number (repair.ts), so L0
+  // keeps its order and no merge is needed.
+  if (db.store.repairTable) {
+    for (let level = 0; level < db.levels.length; level++) {
+      const t = db.levels[level].find((x) => on(x.meta));
+      if (!t) continue;
+      const done = await db.store.repairTable(t.meta.file, t.meta.fragments, () => tableBytes(db, t), from);
+      if (!done) throw new NovaError('UNAVAILABLE', `table ${t.meta.file} could not leave StoC ${[...from].join(', ')}: no StoC could take its copies`);
+      await placeCopies(db, level, t, done.fragments);
+      await Promise.all([...from].map((s) => db.store.removeCopy?.(t.meta.file, s)));
+      report.tablesCopied++;
+      report.bytesCopied += done.bytes;
+      return true;
+    }
+    return false;
   }
   if (db.levels[0].some((t) => on(t.meta))) {
     const l0 = db.levels[0].map((t) => t.meta);

@@ -6,8 +6,8 @@
  * so L0's order and every index that names the table stay as they are. Functions over
  * EngineState, run a table at a time in the compaction loop's place (Engine.repair).
  */
-import { emptyEdit } from '../log/version-edit.js';
-import type { EngineState } from './engine-state.js';
+import { emptyEdit, type Fragment } from '../log/version-edit.js';
+import type { EngineState, LiveTable } from './engine-state.js';
 import { logEdit } from './version-set.js';
 
 export interface RepairReport {
@@ -16,6 +16,26 @@ export interface RepairReport {
   copiesMade: number;
   /** Tables whose repair failed this time (no good copy could be read, no StoC took one). */
   failed: number;
+}
+
+/** Table `t`'s bytes: held, or read from its copies. */
+export async function tableBytes(db: EngineState, t: LiveTable): Promise<Buffer> {
+  return t.reader.ownBytes() ?? db.store.readTable(t.meta.file, t.meta.fragments);
+}
+
+/**
+ * Records table `t` (of `level`) at its new places `fragments`, under its own number: one
+ * MANIFEST edit. The caller holds the compaction loop's place, so the table is still in the tree.
+ */
+export async function placeCopies(db: EngineState, level: number, t: LiveTable, fragments: Fragment[]): Promise<void> {
+  const meta = { ...t.meta, fragments };
+  const edit = emptyEdit();
+  edit.removed.push({ level, file: meta.file });
+  edit.added.push(meta);
+  edit.nextFile = db.nextFile;
+  edit.lastSequence = db.lastSequence;
+  await logEdit(db, edit);
+  t.meta = meta;
 }
 
 /** Tables of the tree whose store says they need repair. */
@@ -39,17 +59,9 @@ export async function repairStep(db: EngineState, tried: Set<number>, report: Re
     tried.add(t.meta.file);
     try {
       const meta0 = t.meta;
-      const done = await store.repairTable(meta0.file, meta0.fragments, async () => t.reader.ownBytes() ?? store.readTable(meta0.file, meta0.fragments));
+      const done = await store.repairTable(meta0.file, meta0.fragments, () => tableBytes(db, t));
       if (!done) return true;
-      const meta = { ...t.meta, fragments: done.fragments };
-      const edit = emptyEdit();
-      edit.removed.push({ level, file: meta.file });
-      edit.added.push(meta);
-      edit.nextFile = db.nextFile;
-      edit.lastSequence = db.lastSequence;
-      await logEdit(db, edit);
-      // Compacted away meanwhile? Not in the loop's place: the table is still here.
-      t.meta = meta;
+      await placeCopies(db, level, t, done.fragments);
       report.tablesRepaired++;
       report.copiesMade += done.written;
     } catch (err) {

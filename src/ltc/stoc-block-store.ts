@@ -117,10 +117,11 @@ export class StocBlockStore implements BlockStore {
    * Writes damaged copies again where they are, drops copies on StoCs that left the cluster,
    * and writes new copies of pieces short of them on placeable StoCs holding none of the table.
    */
-  async repairTable(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>): Promise<{ fragments: Fragment[]; written: number } | undefined> {
+  async repairTable(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>,
+    away: ReadonlySet<number> = new Set()): Promise<{ fragments: Fragment[]; written: number; bytes: number } | undefined> {
     const name = tableFileName(this.range, file);
-    const configured = new Set(this.pool.ids());
-    const placeable = this.pool.placeable();
+    const configured = new Set([...this.pool.ids()].filter((s) => !away.has(s)));
+    const placeable = this.pool.placeable().filter((s) => !away.has(s));
     const anyDamaged = fragments.some((f) => this.damaged.has(`${file}:${f.stoc}`) && placeable.includes(f.stoc));
     const gone = fragments.some((f) => f.size > 0 && !configured.has(f.stoc));
     const roomFor = placeable.filter((s) => !fragments.some((f) => f.stoc === s)).length;
@@ -129,30 +130,34 @@ export class StocBlockStore implements BlockStore {
     if (!anyDamaged && !gone && !(short && roomFor > 0)) return undefined; // nothing it can do now: the table is not read
     const bytes = await read();
     let written = 0;
+    let writtenBytes = 0;
     const kept: Fragment[] = [];
     for (const f of fragments) {
-      if (f.size > 0 && !configured.has(f.stoc)) continue; // its StoC left: never read again
+      if (f.size > 0 && !configured.has(f.stoc)) continue; // its StoC left, or leaves: never read again
       const key = `${file}:${f.stoc}`;
       if (this.damaged.has(key)) {
         try {
           await this.pool.on(f.stoc, (c) => c.write(name, 0, bytes.subarray(f.offset, f.offset + f.size), true));
           this.damaged.delete(key);
           written++;
+          writtenBytes += f.size;
         } catch {
           continue; // damaged and not rewritable now: made again elsewhere below
         }
       }
       kept.push(f);
     }
-    const pieces = piecesOf(kept, `table ${name}`);
+    // Every piece keeps a copy: one whose only copies were dropped is written first, from the bytes read.
+    const all = piecesOf(fragments, `table ${name}`);
+    const pieces = all.map((p) => ({ ...p, copies: kept.filter((f) => f.offset === p.offset && f.size > 0) }));
     const holding = new Set(kept.map((f) => f.stoc));
-    const free = this.pool.placeable().filter((s) => !holding.has(s));
+    const free = placeable.filter((s) => !holding.has(s));
     const want = this.copiesWanted(pieces.length, configured.size);
-    for (const p of pieces) {
+    for (const p of pieces.sort((a, b) => a.copies.length - b.copies.length)) {
       while (p.copies.length < want && free.length > 0) {
         const stoc = free.shift()!;
         const part = bytes.subarray(p.offset, p.offset + p.size);
-        const crc = p.copies[0].crc;
+        const crc = all.find((x) => x.offset === p.offset)!.copies[0].crc;
         try {
           await this.pool.on(stoc, (c) => c.write(name, 0, part, true));
         } catch {
@@ -162,10 +167,19 @@ export class StocBlockStore implements BlockStore {
         p.copies.push(copy);
         kept.push(copy);
         written++;
+        writtenBytes += p.size;
       }
     }
+    const bare = pieces.find((p) => p.copies.length === 0);
+    if (bare) {
+      throw new NovaError('UNAVAILABLE', `table ${name}: no StoC could take a copy of the fragment at table offset ${bare.offset}; its copies stay where they are`);
+    }
     const changed = written > 0 || kept.length !== fragments.length;
-    return changed ? { fragments: kept, written } : undefined;
+    return changed ? { fragments: kept, written, bytes: writtenBytes } : undefined;
+  }
+
+  async removeCopy(file: number, stoc: number): Promise<void> {
+    await this.pool.on(stoc, (c) => c.remove(tableFileName(this.range, file))).catch(() => undefined);
   }
 
   /**
@@ -180,10 +194,8 @@ export class StocBlockStore implements BlockStore {
       const bytes = Buffer.allocUnsafe(f.size);
       try {
         await this.pool.on(f.stoc, (c) => c.read(name, 0, f.size, undefined, bytes));
-      } catch (err) {
-        // Missing or short there: as good as damaged. Away: not known.
-        if ((err as NovaError).code === 'CORRUPTION') this.markDamaged(file, f);
-        continue;
+      } catch {
+        continue; // away, or the file went with a compaction meanwhile: reads find a missing copy
       }
       read += f.size;
       try {

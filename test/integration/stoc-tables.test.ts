@@ -122,4 +122,21 @@ describe('tables on StoCs', () => {
     expect(await store.repairTable(5, moved!.fragments, async () => { again++; return bytes; })).toBeUndefined();
     expect(again).toBe(0);
   });
+
+  it('copies leaving a StoC move under the table\'s own number, and never leave a piece without a copy', async () => {
+    const stocs = [await startServer(1), await startServer(2)];
+    const pool = makePool(stocs);
+    const one = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 1, placement: 'round-robin' });
+    const bytes = table(500, 1, 5);
+    const fragments = await one.writeTable(5, bytes);
+    expect(fragments.map((f) => f.stoc)).toEqual([1, 2]); // data on 1, metadata on 2
+    // StoC 1 leaves: its piece goes to the one StoC that holds none of the table — there is none, so nothing moves.
+    await expect(one.repairTable(5, fragments, () => one.readTable(5, fragments), new Set([1]))).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/no StoC could take a copy/) });
+    const third = await startServer(3);
+    const pool3 = makePool([...stocs, third]);
+    const three = new StocBlockStore(pool3, 7, { scatter: 1, tableReplicas: 1, placement: 'round-robin' });
+    const moved = await three.repairTable(5, fragments, () => three.readTable(5, fragments), new Set([1]));
+    expect(moved!.fragments.map((f) => f.stoc).sort()).toEqual([2, 3]);
+    expect((await three.readTable(5, moved!.fragments)).equals(bytes)).toBe(true);
+  });
 });
