@@ -41,6 +41,9 @@ export class NoRoom extends NovaError {
   }
 }
 
+/** What BlockStore.repairTable did: the table's new places, or nothing to do now, or store it anew. */
+export type RepairResult = { fragments: Fragment[]; written: number; bytes: number } | 'rewrite' | undefined;
+
 /** Where a range's SSTables live. */
 export interface BlockStore {
   /** Stores a whole table durably; returns where its bytes are. */
@@ -64,9 +67,10 @@ export interface BlockStore {
    * for only if there is work it can do now): the new list of its fragments and how many copies
    * it wrote, or undefined if it could do nothing now (no place to put a copy). Copies on the
    * StoCs of `away` (leaving the cluster) are dropped and made again elsewhere; UNAVAILABLE if a
-   * piece would be left with none.
+   * piece would be left with none. 'rewrite' when the copies cannot all be placed as the table
+   * is cut (fewer StoCs than its pieces and copies need): it must be stored anew.
    */
-  repairTable?(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>, away?: ReadonlySet<number>): Promise<{ fragments: Fragment[]; written: number; bytes: number } | undefined>;
+  repairTable?(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>, away?: ReadonlySet<number>): Promise<RepairResult>;
   /** Removes the table's copy on StoC `stoc` (one it no longer keeps there), if that StoC answers. */
   removeCopy?(file: number, stoc: number): Promise<void>;
   /** Reads each copy of the table and checks it against its checksum; marks damaged ones for repair. Returns the bytes read. */

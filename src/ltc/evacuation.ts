@@ -13,10 +13,9 @@ import { tableLost } from '../compaction/fragments.js';
 import { jobFor } from '../compaction/picker.js';
 import { emptyEdit, type TableMeta } from '../log/version-edit.js';
 import { runCompaction } from './compaction-job.js';
-import type { EngineState, LiveTable } from './engine-state.js';
-import { readerOf } from './read-path.js';
+import type { EngineState } from './engine-state.js';
 import { installTables, rollManifest } from './version-set.js';
-import { placeCopies, tableBytes } from './repair.js';
+import { placeCopies, storeAgain, tableBytes } from './repair.js';
 
 /** What an evacuation did. */
 export interface EvacuationReport {
@@ -61,6 +60,14 @@ export async function evacuateStep(db: EngineState, from: ReadonlySet<number>, r
       const t = db.levels[level].find((x) => on(x.meta));
       if (!t) continue;
       const done = await db.store.repairTable(t.meta.file, t.meta.fragments, () => tableBytes(db, t), from);
+      if (done === 'rewrite') {
+        // Cut for more StoCs than are left: stored anew, L0 by merging it into L1 (its order).
+        if (level === 0) return mergeL0(db, report);
+        await storeAgain(db, level, t);
+        report.tablesCopied++;
+        report.bytesCopied += t.meta.size;
+        return true;
+      }
       if (!done) throw new NovaError('UNAVAILABLE', `table ${t.meta.file} could not leave StoC ${[...from].join(', ')}: no StoC could take its copies`);
       await placeCopies(db, level, t, done.fragments);
       await Promise.all([...from].map((s) => db.store.removeCopy?.(t.meta.file, s)));
@@ -70,16 +77,11 @@ export async function evacuateStep(db: EngineState, from: ReadonlySet<number>, r
     }
     return false;
   }
-  if (db.levels[0].some((t) => on(t.meta))) {
-    const l0 = db.levels[0].map((t) => t.meta);
-    await runCompaction(db, jobFor(db.levels.map((l) => l.map((t) => t.meta)), 0, l0));
-    report.l0Merged += l0.length;
-    return true;
-  }
+  if (db.levels[0].some((t) => on(t.meta))) return mergeL0(db, report);
   for (let level = 1; level < db.levels.length; level++) {
     const t = db.levels[level].find((x) => on(x.meta));
     if (!t) continue;
-    await copyTable(db, level, t);
+    await storeAgain(db, level, t);
     report.tablesCopied++;
     report.bytesCopied += t.meta.size;
     return true;
@@ -97,13 +99,10 @@ export async function moveManifest(db: EngineState): Promise<void> {
   if (!await run) throw new NovaError('UNAVAILABLE', 'the MANIFEST could not move to StoCs that take new files (too few answered); the current one goes on');
 }
 
-/** Stores table `t` of sorted level `level` again, under a new number, where new tables go. */
-async function copyTable(db: EngineState, level: number, t: LiveTable): Promise<void> {
-  const bytes = t.reader.ownBytes() ?? await db.store.readTable(t.meta.file, t.meta.fragments);
-  const file = db.nextFile++;
-  const fragments = await db.store.writeTable(file, bytes);
-  const edit = emptyEdit();
-  edit.removed.push({ level, file: t.meta.file });
-  await installTables(db, edit, level, [{ meta: { ...t.meta, file, fragments }, reader: readerOf(db, bytes, file) }], new Set([t.meta.file]));
-  await db.store.deleteTable(t.meta.file);
+/** Merges all of L0 into L1 (a copy of an L0 table under a new number would pass newer ones). */
+async function mergeL0(db: EngineState, report: EvacuationReport): Promise<boolean> {
+  const l0 = db.levels[0].map((t) => t.meta);
+  await runCompaction(db, jobFor(db.levels.map((l) => l.map((t) => t.meta)), 0, l0));
+  report.l0Merged += l0.length;
+  return true;
 }

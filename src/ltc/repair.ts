@@ -8,7 +8,8 @@
  */
 import { emptyEdit, type Fragment } from '../log/version-edit.js';
 import type { EngineState, LiveTable } from './engine-state.js';
-import { logEdit } from './version-set.js';
+import { installTables, logEdit } from './version-set.js';
+import { readerOf } from './read-path.js';
 
 export interface RepairReport {
   /** Tables whose copies were made whole again, and the copies written. */
@@ -38,6 +39,17 @@ export async function placeCopies(db: EngineState, level: number, t: LiveTable, 
   t.meta = meta;
 }
 
+/** Stores table `t` of sorted level `level` again, under a new number, where new tables go. */
+export async function storeAgain(db: EngineState, level: number, t: LiveTable): Promise<void> {
+  const bytes = await tableBytes(db, t);
+  const file = db.nextFile++;
+  const fragments = await db.store.writeTable(file, bytes);
+  const edit = emptyEdit();
+  edit.removed.push({ level, file: t.meta.file });
+  await installTables(db, edit, level, [{ meta: { ...t.meta, file, fragments }, reader: readerOf(db, bytes, file) }], new Set([t.meta.file]));
+  await db.store.deleteTable(t.meta.file);
+}
+
 /** Tables of the tree whose store says they need repair. */
 export function tablesNeedingRepair(db: EngineState): number {
   const needs = db.store.needsRepair?.bind(db.store);
@@ -60,7 +72,12 @@ export async function repairStep(db: EngineState, tried: Set<number>, report: Re
     try {
       const meta0 = t.meta;
       const done = await store.repairTable(meta0.file, meta0.fragments, () => tableBytes(db, t));
-      if (!done) return true;
+      if (done === 'rewrite' && level > 0) {
+        await storeAgain(db, level, t);
+        report.tablesRepaired++;
+        return true;
+      }
+      if (!done || done === 'rewrite') return true; // an L0 table that cannot be repaired in place goes with its compaction
       await placeCopies(db, level, t, done.fragments);
       report.tablesRepaired++;
       report.copiesMade += done.written;

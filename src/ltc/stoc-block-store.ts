@@ -12,7 +12,7 @@
  */
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import type { Settings } from '../cluster/config.js';
-import { NoRoom, type BlockStore } from './engine-env.js';
+import { NoRoom, type BlockStore, type RepairResult } from './engine-env.js';
 import { checkCopy, cutTable, everyCopyFailed, fewestCopies, piecesOf, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
@@ -105,12 +105,12 @@ export class StocBlockStore implements BlockStore {
     if (fragments.some((f) => this.damaged.has(`${file}:${f.stoc}`))) return true;
     const configured = new Set(this.pool.ids());
     const pieces = piecesOf(fragments, `table ${file}`).length;
-    return pieces > 0 && fewestCopies(fragments, (s) => !configured.has(s)) < this.copiesWanted(pieces, configured.size);
+    return pieces > 0 && fewestCopies(fragments, (s) => !configured.has(s)) < this.copiesWanted(configured.size);
   }
 
-  /** Copies of each of `pieces` pieces a table should have: R, or what `stocs` StoCs can hold (one fragment of a table per StoC). */
-  private copiesWanted(pieces: number, stocs: number): number {
-    return Math.max(1, Math.min(this.layout.tableReplicas, Math.floor(stocs / pieces)));
+  /** Copies of each piece a table should have with `stocs` StoCs: as many as a table written now would get (tableShape). */
+  private copiesWanted(stocs: number): number {
+    return tableShape(stocs, this.layout.scatter, this.layout.tableReplicas).copies;
   }
 
   /**
@@ -118,16 +118,21 @@ export class StocBlockStore implements BlockStore {
    * and writes new copies of pieces short of them on placeable StoCs holding none of the table.
    */
   async repairTable(file: number, fragments: readonly Fragment[], read: () => Promise<Buffer>,
-    away: ReadonlySet<number> = new Set()): Promise<{ fragments: Fragment[]; written: number; bytes: number } | undefined> {
+    away: ReadonlySet<number> = new Set()): Promise<RepairResult> {
     const name = tableFileName(this.range, file);
     const configured = new Set([...this.pool.ids()].filter((s) => !away.has(s)));
     const placeable = this.pool.placeable().filter((s) => !away.has(s));
     const anyDamaged = fragments.some((f) => this.damaged.has(`${file}:${f.stoc}`) && placeable.includes(f.stoc));
     const gone = fragments.some((f) => f.size > 0 && !configured.has(f.stoc));
     const roomFor = placeable.filter((s) => !fragments.some((f) => f.stoc === s)).length;
-    const pieceCount = piecesOf(fragments, `table ${name}`).length;
-    const short = fewestCopies(fragments, (s) => !configured.has(s)) < this.copiesWanted(pieceCount, configured.size);
+    const want = this.copiesWanted(configured.size);
+    const short = fewestCopies(fragments, (s) => !configured.has(s)) < want;
     if (!anyDamaged && !gone && !(short && roomFor > 0)) return undefined; // nothing it can do now: the table is not read
+    // One fragment of a table per StoC: the copies missing must fit on the StoCs holding none of
+    // it. If they cannot (a table cut for more StoCs than are left), it must be written anew.
+    const missing = piecesOf(fragments, `table ${name}`)
+      .reduce((n, p) => n + Math.max(0, want - p.copies.filter((f) => configured.has(f.stoc)).length), 0);
+    if (missing > roomFor) return 'rewrite';
     const bytes = await read();
     let written = 0;
     let writtenBytes = 0;
@@ -152,7 +157,6 @@ export class StocBlockStore implements BlockStore {
     const pieces = all.map((p) => ({ ...p, copies: kept.filter((f) => f.offset === p.offset && f.size > 0) }));
     const holding = new Set(kept.map((f) => f.stoc));
     const free = placeable.filter((s) => !holding.has(s));
-    const want = this.copiesWanted(pieces.length, configured.size);
     for (const p of pieces.sort((a, b) => a.copies.length - b.copies.length)) {
       while (p.copies.length < want && free.length > 0) {
         const stoc = free.shift()!;
