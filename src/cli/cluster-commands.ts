@@ -145,12 +145,16 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--ltcs <n>', 'η: LTCs (default 1, or as many as the cluster had); on a running cluster, LTCs are added or removed to reach it', positiveInt)
     .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had); on a running cluster, StoCs are added or removed (drained) to reach it', positiveInt)
     .option('--host <host>', 'address components listen on (0.0.0.0: every interface)', '127.0.0.1')
-    .option('--advertise <host>', 'the address clients reach the coordinator and LTCs at (default: --host, or 127.0.0.1 for 0.0.0.0)'))
-    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string; advertise?: string }) => {
+    .option('--advertise <host>', 'the address clients reach the coordinator and LTCs at (default: --host, or 127.0.0.1 for 0.0.0.0)')
+    .option('--tls-cert <file>', 'TLS on the coordinator and the LTCs\' client ports: their certificate (PEM), for the address they are reached at; kept for later commands')
+    .option('--tls-key <file>', 'TLS: the certificate\'s private key (PEM)')
+    .option('--tls-ca <file>', 'TLS: the CA (PEM) that signed the certificate; components and clients check it'))
+    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string }) => {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);
       const file = await up({
         dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o),
+        ...(o.tlsCert || o.tlsCa ? { tls: { cert: o.tlsCert, key: o.tlsKey, ca: o.tlsCa } } : {}),
         progress: (line) => process.stderr.write(`nova up: ${line}\n`),
       });
       console.log(`cluster serving: coordinator ${file.coordinator}; ${file.components.length} processes; state in ${o.dir}`);
@@ -205,6 +209,9 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--advertise <host>', 'the address components and clients reach it at (default: --host)')
     .option('--port <n>', 'port (0 picks a free one)', port, 7070)
     .option('--secret-file <path>', 'the cluster\'s secret (nova up makes one in the cluster\'s directory): components and clients must prove they know it; without one, the coordinator serves anyone who reaches its port')
+    .option('--tls-cert <file>', 'TLS: this server\'s certificate (PEM); with --tls-key, it serves only TLS')
+    .option('--tls-key <file>', 'TLS: the certificate\'s private key (PEM)')
+    .option('--tls-ca <file>', 'TLS: the CA (PEM) the coordinator\'s and LTCs\' certificates are checked against')
     .option('--ltcs <n>', 'LTCs a new cluster\'s ranges are spread over', positiveInt, 1))
     .action((o: KnobFlags & { dir: string; host: string; advertise?: string; port: number; ltcs: number }) =>
       runCoordinator({ dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: givenSettings(o) }));
@@ -220,6 +227,9 @@ export function addClusterCommands(program: Command, bin: string): void {
       .requiredOption('--coordinator <host:port>', 'the coordinator to register with')
       .option('--cluster-file <path>', 'a cluster.json to read the coordinator\'s address from again if it stops answering (nova up passes its own)')
       .option('--secret-file <path>', `the cluster's secret (nova up passes its own); without one, the ${name} serves anyone who reaches it`)
+      .option('--tls-cert <file>', 'LTC: TLS on its client port: its certificate (PEM), with --tls-key')
+      .option('--tls-key <file>', 'LTC: the certificate\'s private key (PEM)')
+      .option('--tls-ca <file>', 'the CA (PEM) the coordinator\'s and LTCs\' certificates are checked against (a cluster with TLS)')
       .option('--dir <path>', 'its directory (default nova-data/<role>-<id>)')
       .option('--host <host>', 'address to listen on (LTC: 0.0.0.0 for every interface, with --advertise)', '127.0.0.1')
       .option('--advertise <host>', 'LTC: the address clients reach it at (default: --host)')

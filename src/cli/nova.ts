@@ -4,6 +4,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { closeSync, existsSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { SECRET_FILE, readSecretFile, useSecret } from '../common/cluster-secret.js';
+import { clusterTlsFiles, readTlsFiles, useTcpTls } from '../net/tcp-tls.js';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportReports } from '../../bench/transport.js';
@@ -120,6 +121,12 @@ export function buildProgram(): Command {
     const near = component ? undefined : [o.dir, 'nova-data'].filter((d): d is string => d !== undefined).map((d) => join(d, SECRET_FILE)).find((p) => existsSync(p));
     const file = o.secretFile ?? process.env.NOVA_SECRET_FILE ?? near;
     if (file) useSecret(readSecretFile(file));
+    // TLS likewise: --tls-*, else NOVA_TLS_CA, else (a client's command) what nova up kept in the cluster's directory.
+    const t = action.opts() as { tlsCert?: string; tlsKey?: string; tlsCa?: string };
+    const kept = component ? undefined : [o.dir, 'nova-data'].filter((d): d is string => d !== undefined).map((d) => clusterTlsFiles(d)).find((f) => f?.ca);
+    const tls = t.tlsCert || t.tlsKey || t.tlsCa ? { cert: t.tlsCert, key: t.tlsKey, ca: t.tlsCa }
+      : process.env.NOVA_TLS_CA ? { ca: process.env.NOVA_TLS_CA } : kept?.ca ? { ca: kept.ca } : undefined;
+    if (tls) useTcpTls(readTlsFiles(tls));
   });
 
   addClusterCommands(program, join(root, 'bin', 'nova.js'));

@@ -31,6 +31,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { SECRET_FILE, readSecretFile, useSecret } from '../common/cluster-secret.js';
+import { clusterTlsFiles, readTlsFiles, useTcpTls } from '../net/tcp-tls.js';
 import { withDeadline } from '../common/deadline.js';
 import { NovaError, type ErrorCode } from '../common/errors.js';
 import { ConnectionCache } from '../common/connection-cache.js';
@@ -41,6 +42,12 @@ import { CoordinatorLocator } from '../cluster/locator.js';
 import { idName, randomClientId, type ClientId } from '../common/write-id.js';
 
 export { coordinatorOf } from '../cluster/locator.js';
+
+/** The TLS CA nova up kept for cluster directory `dir`, if it keeps one. */
+function caInDir(dir: string): Buffer | undefined {
+  const ca = clusterTlsFiles(dir)?.ca;
+  return ca ? readTlsFiles({ ca }).ca : undefined;
+}
 
 /** The secret file in cluster directory `dir`, if it has one. */
 function secretInDir(dir: string): Buffer | undefined {
@@ -64,6 +71,8 @@ export interface NovaClientOptions {
    * one cluster's members.
    */
   secret?: Buffer;
+  /** The CA (PEM) a cluster with TLS signed its certificates with (default: the one `nova up` kept in `dir`, if any); process-wide too. */
+  tlsCa?: Buffer;
 }
 
 export interface ScanOptions {
@@ -235,6 +244,8 @@ export class NovaClient {
   static async connect(o: NovaClientOptions = {}): Promise<NovaClient> {
     const secret = o.secret ?? (o.coordinator === undefined ? secretInDir(o.dir ?? 'nova-data') : undefined);
     if (secret) useSecret(secret);
+    const ca = o.tlsCa ?? (o.coordinator === undefined ? caInDir(o.dir ?? 'nova-data') : undefined);
+    if (ca) useTcpTls({ ca });
     const c = new NovaClient(o);
     await c.refresh();
     const expiry = c.config.settings.sessionTimeoutMs;

@@ -16,6 +16,7 @@ import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
 import { SECRET_FILE, ensureSecretFile, useSecret } from '../common/cluster-secret.js';
+import { TLS_FILE, clusterTlsFiles, readTlsFiles, useTcpTls, type TlsFiles } from '../net/tcp-tls.js';
 import { processAlive, replaceFile } from '../common/files.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import { isWildcard } from '../net/tcp-rpc-server.js';
@@ -52,6 +53,8 @@ export interface UpOptions {
   bin: string;
   progress?: (line: string) => void;
   timeoutMs?: number;
+  /** TLS for the coordinator and the LTCs' client ports (kept in the cluster's directory for later commands). */
+  tls?: TlsFiles;
 }
 
 function clusterPath(dir: string): string {
@@ -166,6 +169,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   const dir = resolve(o.dir);
   mkdirSync(dir, { recursive: true });
   clusterSecretFile(dir);
+  clusterTls(dir, o.tls);
   const progress = o.progress ?? (() => undefined);
   const old = readClusterFile(dir);
   const running = (role: ComponentRole, id: number): Component | undefined =>
@@ -192,7 +196,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     const port = address ? address.slice(address.lastIndexOf(':') + 1) : '0';
     const cdir = componentDir(dir, 'coordinator', 1);
     const args = ['coordinator', '--dir', cdir, '--host', o.host, '--advertise', advertiseOf(o), '--port', port, '--ltcs', String(ltcs.keep.length),
-      '--secret-file', clusterSecretFile(dir), ...o.coordinatorArgs];
+      '--secret-file', clusterSecretFile(dir), ...tlsArgs(dir, true), ...o.coordinatorArgs];
     let pid = startProcess(opts, 'coordinator', args);
     address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: NovaError) => {
       if (port === '0' || err.code === 'DEADLINE_EXCEEDED') throw err;
@@ -247,7 +251,30 @@ async function whenNotBusy<T>(op: () => Promise<T>): Promise<T> {
 /** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
 function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc', id: number, coordinator: string): number {
   return startProcess(o, `${role}-${id}`, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
-    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, '--secret-file', clusterSecretFile(o.dir), ...(role === 'ltc' ? ['--advertise', advertiseOf(o)] : [])]);
+    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, '--secret-file', clusterSecretFile(o.dir), ...tlsArgs(o.dir, role === 'ltc'),
+    ...(role === 'ltc' ? ['--advertise', advertiseOf(o)] : [])]);
+}
+
+/**
+ * The TLS files of the local cluster in `dir`: `given` (kept there for later commands), or
+ * those kept; made this process's (as a client, it needs only the CA).
+ */
+export function clusterTls(dir: string, given?: TlsFiles): TlsFiles | undefined {
+  if (given && (given.cert || given.ca)) {
+    const abs: TlsFiles = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined).map(([k, v]) => [k, resolve(v as string)]));
+    readTlsFiles(abs); // refused here, not in each component
+    replaceFile(dir, TLS_FILE, JSON.stringify(abs, null, 1) + '\n');
+  }
+  const files = clusterTlsFiles(dir);
+  useTcpTls(files?.ca ? readTlsFiles({ ca: files.ca }) : undefined);
+  return files;
+}
+
+/** The TLS flags of a component of the cluster in `dir`: a server (coordinator, LTC) gets its certificate and key, every one the CA. */
+function tlsArgs(dir: string, serves: boolean): string[] {
+  const f = clusterTlsFiles(dir);
+  if (!f) return [];
+  return [...(serves && f.cert && f.key ? ['--tls-cert', f.cert, '--tls-key', f.key] : []), ...(f.ca ? ['--tls-ca', f.ca] : [])];
 }
 
 /**

@@ -3,7 +3,9 @@
  * calls pipelined and batched per event-loop turn, a deadline each, the server's local socket
  * tried first when it is on this machine.
  */
-import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
+import { createConnection, isIP, type NetConnectOpts, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { tcpTls } from './tcp-tls.js';
 import { NovaError } from '../common/errors.js';
 import { clusterSecret, proofOf } from '../common/cluster-secret.js';
 import { withDeadline } from '../common/deadline.js';
@@ -77,13 +79,15 @@ export class TcpRpcClient {
     const timeoutMs = options.timeoutMs ?? 10_000;
     const grouped = new Set(options.grouped);
     const deadline = Date.now() + timeoutMs;
-    const path = ownAddress(host) ? localSocketOf(address) : undefined;
+    const ca = tcpTls()?.ca;
+    // Under TLS, no local socket: it would carry the bytes in the clear (servers do not listen on one then).
+    const path = ca === undefined && ownAddress(host) ? localSocketOf(address) : undefined;
     if (path !== undefined) {
       // Refused at once when the server is on another machine (or predates local sockets).
       const socket = await open({ path }, address, timeoutMs).catch(() => undefined);
       if (socket) return new TcpRpcClient(socket, address, timeoutMs, grouped, true);
     }
-    const socket = await open({ host, port, noDelay: true }, address, Math.max(1, deadline - Date.now()));
+    const socket = await open({ host, port, noDelay: true }, address, Math.max(1, deadline - Date.now()), ca);
     return new TcpRpcClient(socket, address, timeoutMs, grouped, false);
   }
 
@@ -146,10 +150,16 @@ export class TcpRpcClient {
   }
 }
 
-/** A connected socket, or DEADLINE_EXCEEDED / PEER_LOST naming `address`. */
-function open(to: NetConnectOpts, address: string, timeoutMs: number): Promise<Socket> {
+/**
+ * A connected socket, or DEADLINE_EXCEEDED / PEER_LOST naming `address`. With `ca`, a TLS
+ * connection whose server's certificate that CA signed, for the host it was reached at.
+ */
+function open(to: NetConnectOpts, address: string, timeoutMs: number, ca?: Buffer): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const socket = createConnection(to);
+    const tcp = to as { host?: string; port?: number };
+    const socket: Socket = ca === undefined ? createConnection(to)
+      : tlsConnect({ host: tcp.host, port: tcp.port, ca, ...(tcp.host && isIP(tcp.host) === 0 ? { servername: tcp.host } : {}) });
+    if (ca !== undefined) socket.setNoDelay(true);
     const timer = setTimeout(() => {
       socket.destroy();
       reject(new NovaError('DEADLINE_EXCEEDED', `connect to ${address}: no answer in ${timeoutMs} ms`));
@@ -158,7 +168,7 @@ function open(to: NetConnectOpts, address: string, timeoutMs: number): Promise<S
       clearTimeout(timer);
       reject(new NovaError('PEER_LOST', `connect to ${address}: ${err.message}`));
     });
-    socket.once('connect', () => {
+    socket.once(ca === undefined ? 'connect' : 'secureConnect', () => {
       clearTimeout(timer);
       socket.removeAllListeners('error');
       resolve(socket);

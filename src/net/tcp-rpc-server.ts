@@ -30,6 +30,8 @@
  * listens at (reaching 0.0.0.0:P as 127.0.0.1:P stays on TCP); elsewhere it uses TCP.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
+import { tcpTls, type TcpTls } from './tcp-tls.js';
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { errorResponse, failureResponse, okResponse } from '../common/rpc-envelope.js';
@@ -53,6 +55,8 @@ export interface ServerOptions {
   limits?: Partial<ServerLimits>;
   /** The secret peers must prove they know (default: the process's, clusterSecret()). */
   secret?: Buffer;
+  /** TLS: with a certificate and key, only TLS is served (default: the process's, tcpTls()). */
+  tls?: TcpTls;
   onLog?: (line: string) => void;
 }
 
@@ -124,12 +128,19 @@ export class TcpRpcServer {
 
   static async listen(options: ServerOptions): Promise<TcpRpcServer> {
     const host = options.host ?? '127.0.0.1';
-    const server = createServer({ noDelay: true });
+    const tls = options.tls ?? tcpTls();
+    const secure = tls?.cert !== undefined && tls.key !== undefined;
+    const server = secure ? createTlsServer({ cert: tls.cert, key: tls.key }) : createServer({ noDelay: true });
     const s = new TcpRpcServer(server, options);
-    server.on('connection', (socket) => s.accept(socket, `${socket.remoteAddress}:${socket.remotePort}`));
+    server.on(secure ? 'secureConnection' : 'connection', (socket: Socket) => {
+      socket.setNoDelay(true);
+      s.accept(socket, `${socket.remoteAddress}:${socket.remotePort}`);
+    });
+    if (secure) server.on('tlsClientError', (err: Error) => options.onLog?.(`${options.name}: a TLS handshake failed: ${err.message}`));
     await listening(server, (done) => server.listen(options.port ?? 0, host, done));
     try {
-      await s.listenLocally(`${options.advertise ?? host}:${s.port}`);
+      // Under TLS every client comes over TLS: a local socket would carry the bytes in the clear.
+      if (!secure) await s.listenLocally(`${options.advertise ?? host}:${s.port}`);
     } catch (err) {
       await s.close();
       throw err;

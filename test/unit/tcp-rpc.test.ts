@@ -5,6 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { TcpRpcServer } from '../../src/net/tcp-rpc-server.js';
 import { encodeFrame } from '../../src/net/frames.js';
+import { readTlsFiles, useTcpTls } from '../../src/net/tcp-tls.js';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { until } from '../helpers/until.js';
 import { localSocketOf } from '../../src/net/local-socket.js';
 import { createConnection, createServer } from 'node:net';
@@ -232,5 +235,32 @@ describe('TCP RPC', () => {
     await closed(e);
     await until(() => (server as unknown as { buffered: number }).buffered === 0);
     await server.close();
+  });
+
+  it('with TLS: a server with a certificate serves only TLS clients that trust its CA; a plain client, or a TLS client of a plain server, fails at connect', async () => {
+    const fixtures = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'fixtures', 'tls');
+    const files = readTlsFiles({ cert: join(fixtures, 'server.pem'), key: join(fixtures, 'server.key'), ca: join(fixtures, 'ca.pem') });
+    const secure = await TcpRpcServer.listen({ name: 'test', handlers: { echo: (a) => a[0] }, tls: files });
+    const plain = await TcpRpcServer.listen({ name: 'test', handlers: { echo: (a) => a[0] }, tls: {} });
+    try {
+      useTcpTls({ ca: files.ca });
+      const c = await TcpRpcClient.connect(`127.0.0.1:${secure.port}`, { timeoutMs: 3_000 });
+      expect(c.local).toBe(false);
+      expect(await c.call('echo', ['over tls'])).toBe('over tls');
+      c.close();
+      await expect(TcpRpcClient.connect(`127.0.0.1:${plain.port}`, { timeoutMs: 3_000 })).rejects.toMatchObject({ code: expect.stringMatching(/PEER_LOST|DEADLINE_EXCEEDED/) });
+      useTcpTls(undefined);
+      const clear = await TcpRpcClient.connect(`127.0.0.1:${secure.port}`, { timeoutMs: 2_000 }).catch((err: Error) => err);
+      if (clear instanceof TcpRpcClient) {
+        await expect(clear.call('echo', ['x'], 2_000)).rejects.toMatchObject({ code: expect.stringMatching(/PEER_LOST|DEADLINE_EXCEEDED/) });
+        clear.close();
+      }
+      expect(() => readTlsFiles({ cert: join(fixtures, 'server.pem') })).toThrow(/both --tls-cert and --tls-key/);
+      expect(() => readTlsFiles({ ca: join(fixtures, 'none.pem') })).toThrow(/no such file/);
+    } finally {
+      useTcpTls(undefined);
+      await secure.close();
+      await plain.close();
+    }
   });
 });
