@@ -8,6 +8,11 @@ import { NovaError } from './errors.js';
 
 /** How often deadlines are checked: a call fails at most this late. */
 const SWEEP_MS = 20;
+/**
+ * A sweep this late means the process did not run meanwhile (paused, or starved): the answers
+ * may be waiting unread, so deadlines move by the time lost instead of expiring unseen.
+ */
+const LATE_SWEEP_MS = 1_000;
 
 export interface PendingCall<M> {
   resolve: (value: unknown) => void;
@@ -21,6 +26,7 @@ export class PendingCalls<M> {
   private readonly calls = new Map<number, PendingCall<M>>();
   private nextId = 1;
   private sweeper: NodeJS.Timeout | undefined;
+  private sweptAt = 0;
 
   /**
    * @param expired the message of a call that passed its deadline.
@@ -73,8 +79,15 @@ export class PendingCalls<M> {
 
   private arm(): void {
     if (this.sweeper) return;
+    this.sweptAt = Date.now();
     this.sweeper = setInterval(() => {
       const now = Date.now();
+      const lost = now - this.sweptAt - SWEEP_MS;
+      this.sweptAt = now;
+      if (lost > LATE_SWEEP_MS) {
+        for (const call of this.calls.values()) call.deadline += lost;
+        return;
+      }
       for (const [id, call] of this.calls) {
         if (call.deadline <= now) {
           this.calls.delete(id);

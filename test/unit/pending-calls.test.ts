@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { PendingCalls } from '../../src/common/pending-calls.js';
 
 describe('PendingCalls', () => {
@@ -28,5 +28,26 @@ describe('PendingCalls', () => {
     expect(ids.size).toBe(1000);
     expect(Math.max(...ids)).toBeLessThan(2 ** 31);
     table.failAll(new Error('done'));
+  });
+
+  it('a process that did not run for a while (paused) does not fail its calls for the time it lost: their answers may be waiting unread', () => {
+    vi.useFakeTimers();
+    try {
+      const table = new PendingCalls<string>((m) => `${m}: no answer`, true);
+      const settled: string[] = [];
+      table.add('append', 500, () => settled.push('ok'), (e) => settled.push((e as { code?: string }).code ?? e.message));
+      vi.advanceTimersByTime(100);
+      vi.setSystemTime(Date.now() + 8_000); // SIGSTOP for 8 s, then SIGCONT: the next sweep is late
+      vi.advanceTimersByTime(20);
+      expect(settled).toEqual([]);
+      table.take(1)!.resolve(undefined); // the answer read after the pause
+      expect(table.size).toBe(0);
+      // Without an answer, the call still fails, by its deadline counted in time the process ran.
+      table.add('lost', 500, () => settled.push('late ok'), (e) => settled.push((e as { code?: string }).code ?? e.message));
+      vi.advanceTimersByTime(600);
+      expect(settled).toEqual(['ok', 'DEADLINE_EXCEEDED']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
