@@ -761,7 +761,7 @@ function isCount(x: unknown): x is number {
 
 /** Whether `a` is HOST:PORT (a name, an IPv4 or an IPv6 address, bracketed or not) with a port of 1 to 65535. */
 function isHostPort(a: string): boolean {
-  const m = /^([A-Za-z0-9.:[\]-]+):(\d{1,5})$/.exec(a);
+  const m = /^([A-Za-z0-9._%:[\]-]+):(\d{1,5})$/.exec(a);
   return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65_535;
 }
 

@@ -241,6 +241,8 @@ export async function flushAll(db: EngineState): Promise<void> {
   } finally {
     db.flushingAll = false;
   }
+  // Memtables left because no StoC took their tables: not flushed, and the caller must know.
+  if (db.noRoom && db.memtables.all().some((m) => m.entries > 0)) throw db.noRoom;
 }
 
 /**

@@ -307,6 +307,7 @@ export class Engine {
     try {
       while ([...targets].some((m) => db.memtables.all().includes(m))) {
         if (db.failed) throw db.failed;
+        if (db.noRoom) throw db.noRoom; // no StoC takes a table now: the caller tries again later
         if (db.stopping || db.closed) return;
         kick(db);
         const running = db.flushing;

@@ -10,12 +10,10 @@
  */
 import { NovaError } from '../common/errors.js';
 import { tableLost } from '../compaction/fragments.js';
-import { jobFor } from '../compaction/picker.js';
 import { emptyEdit, type TableMeta } from '../log/version-edit.js';
-import { runCompaction } from './compaction-job.js';
 import type { EngineState } from './engine-state.js';
 import { installTables, rollManifest } from './version-set.js';
-import { placeCopies, storeAgain, tableBytes } from './repair.js';
+import { mergeAllL0, placeCopies, storeAgain, tableBytes } from './repair.js';
 
 /** What an evacuation did. */
 export interface EvacuationReport {
@@ -99,10 +97,8 @@ export async function moveManifest(db: EngineState): Promise<void> {
   if (!await run) throw new NovaError('UNAVAILABLE', 'the MANIFEST could not move to StoCs that take new files (too few answered); the current one goes on');
 }
 
-/** Merges all of L0 into L1 (a copy of an L0 table under a new number would pass newer ones). */
+/** Merges all of L0 into L1, counted in `report`. */
 async function mergeL0(db: EngineState, report: EvacuationReport): Promise<boolean> {
-  const l0 = db.levels[0].map((t) => t.meta);
-  await runCompaction(db, jobFor(db.levels.map((l) => l.map((t) => t.meta)), 0, l0));
-  report.l0Merged += l0.length;
+  report.l0Merged += await mergeAllL0(db);
   return true;
 }

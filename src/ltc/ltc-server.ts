@@ -60,6 +60,8 @@ const STRICT_LOG_READ_MS = 30_000;
 
 /** How often ranges are checked for table copies to repair; the scrub's longest pause. */
 const MAINTAIN_MS = 5_000;
+/** How long a range whose repair pass did nothing waits before the next (unless what needs repair changed). */
+const REPAIR_BACKOFF_MS = 60_000;
 /** The scrub's shortest pause between two tables. */
 const SCRUB_MIN_PAUSE_MS = 50;
 
@@ -411,6 +413,9 @@ export class LtcServer {
    */
   private async maintain(): Promise<void> {
     const scrubbedUpTo = new Map<number, number>(); // range -> last table scrubbed
+    // A range whose last pass repaired nothing is not tried again for REPAIR_BACKOFF_MS, unless
+    // the number of its tables to repair changed (a StoC came back, or left).
+    const idle = new Map<number, { until: number; count: number }>();
     let nextRepair = Date.now() + MAINTAIN_MS;
     let turn = 0;
     // Ranges come and go while it waits: each is taken with its engine of the moment, if any.
@@ -430,9 +435,13 @@ export class LtcServer {
         if (Date.now() >= nextRepair) {
           nextRepair = Date.now() + MAINTAIN_MS;
           for (const { s, engine } of open()) {
-            if (s.engine !== engine || engine.tablesToRepair === 0) continue;
+            const count = s.engine === engine ? engine.tablesToRepair : 0;
+            const last = idle.get(s.info.id);
+            if (count === 0 || (last && last.count === count && Date.now() < last.until)) continue;
             await this.serially(s, () => engine.repair(() => !!s.leaving || this.closing || s.engine !== engine)).then((r) => {
               if (r.tablesRepaired > 0) this.log(`range ${s.info.id}: repaired ${r.tablesRepaired} table(s), ${r.copiesMade} copies written`);
+              if (r.tablesRepaired === 0) idle.set(s.info.id, { until: Date.now() + REPAIR_BACKOFF_MS, count: engine.tablesToRepair });
+              else idle.delete(s.info.id);
             }, (err: Error) => this.log(`range ${s.info.id}: repair stopped: ${err.message}`));
           }
         }

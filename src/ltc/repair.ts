@@ -9,6 +9,8 @@
 import { emptyEdit, type Fragment } from '../log/version-edit.js';
 import type { EngineState, LiveTable } from './engine-state.js';
 import { installTables, logEdit } from './version-set.js';
+import { runCompaction } from './compaction-job.js';
+import { jobFor } from '../compaction/picker.js';
 import { readerOf } from './read-path.js';
 
 export interface RepairReport {
@@ -37,6 +39,13 @@ export async function placeCopies(db: EngineState, level: number, t: LiveTable, 
   edit.lastSequence = db.lastSequence;
   await logEdit(db, edit);
   t.meta = meta;
+}
+
+/** Merges all of L0 into L1 (a copy of an L0 table under a new number would pass newer ones); the tables merged. */
+export async function mergeAllL0(db: EngineState): Promise<number> {
+  const l0 = db.levels[0].map((t) => t.meta);
+  await runCompaction(db, jobFor(db.levels.map((l) => l.map((t) => t.meta)), 0, l0));
+  return l0.length;
 }
 
 /** Stores table `t` of sorted level `level` again, under a new number, where new tables go. */
@@ -72,12 +81,14 @@ export async function repairStep(db: EngineState, tried: Set<number>, report: Re
     try {
       const meta0 = t.meta;
       const done = await store.repairTable(meta0.file, meta0.fragments, () => tableBytes(db, t));
-      if (done === 'rewrite' && level > 0) {
-        await storeAgain(db, level, t);
+      if (done === 'rewrite') {
+        // Stored anew: L0 by merging it into L1 (a new number would pass newer L0 tables).
+        if (level === 0) await mergeAllL0(db);
+        else await storeAgain(db, level, t);
         report.tablesRepaired++;
         return true;
       }
-      if (!done || done === 'rewrite') return true; // an L0 table that cannot be repaired in place goes with its compaction
+      if (!done) return true;
       await placeCopies(db, level, t, done.fragments);
       report.tablesRepaired++;
       report.copiesMade += done.written;

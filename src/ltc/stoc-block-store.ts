@@ -123,7 +123,7 @@ export class StocBlockStore implements BlockStore {
     const configured = new Set([...this.pool.ids()].filter((s) => !away.has(s)));
     const placeable = this.pool.placeable().filter((s) => !away.has(s));
     const anyDamaged = fragments.some((f) => this.damaged.has(`${file}:${f.stoc}`) && placeable.includes(f.stoc));
-    const gone = fragments.some((f) => f.size > 0 && !configured.has(f.stoc));
+    const gone = fragments.some((f) => !configured.has(f.stoc));
     const roomFor = placeable.filter((s) => !fragments.some((f) => f.stoc === s)).length;
     const want = this.copiesWanted(configured.size);
     const short = fewestCopies(fragments, (s) => !configured.has(s)) < want;
@@ -138,8 +138,11 @@ export class StocBlockStore implements BlockStore {
     let writtenBytes = 0;
     const kept: Fragment[] = [];
     for (const f of fragments) {
-      if (f.size > 0 && !configured.has(f.stoc)) continue; // its StoC left, or leaves: never read again
       const key = `${file}:${f.stoc}`;
+      if (!configured.has(f.stoc)) { // its StoC left, or leaves: never read again (an empty piece, nothing to move)
+        this.damaged.delete(key);
+        continue;
+      }
       if (this.damaged.has(key)) {
         try {
           await this.pool.on(f.stoc, (c) => c.write(name, 0, bytes.subarray(f.offset, f.offset + f.size), true));
@@ -252,6 +255,7 @@ export class StocBlockStore implements BlockStore {
   /** Removes the table from every StoC that answers (its fragments' places are not passed in). */
   async deleteTable(file: number): Promise<void> {
     const name = tableFileName(this.range, file);
+    for (const key of this.damaged) if (key.startsWith(`${file}:`)) this.damaged.delete(key);
     await Promise.all(this.pool.healthy().map((id) => this.pool.on(id, (c) => c.remove(name)).catch(() => undefined)));
   }
 

@@ -25,6 +25,7 @@ export class TcpRpcClient {
   /** The server's greeting: the nonce it challenges with, or null (it asks for no secret). */
   private greeting: Promise<Uint8Array | null>;
   private greeted!: (challenge: Uint8Array | null) => void;
+  private ungreeted!: (err: Error) => void;
 
   private constructor(private readonly socket: Socket, readonly address: string, private readonly defaultTimeoutMs: number,
     private readonly grouped: ReadonlySet<string>,
@@ -36,7 +37,8 @@ export class TcpRpcClient {
       p?.reject(new NovaError('BAD_ARGUMENT', `${address} ${p.meta}: the request of ${bytes} bytes exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit: send less at once`));
       return undefined;
     });
-    this.greeting = new Promise((resolve) => { this.greeted = resolve; });
+    this.greeting = new Promise((resolve, reject) => { this.greeted = resolve; this.ungreeted = reject; });
+    this.greeting.catch(() => undefined); // awaited only by a client with a secret
     const reader = new FrameReader(`connection to ${address}`);
     socket.on('data', (chunk: Buffer) => {
       this.heardAt = Date.now();
@@ -145,6 +147,7 @@ export class TcpRpcClient {
     if (this.closedWith) return;
     this.closedWith = error;
     this.socket.destroy();
+    this.ungreeted(error);
     this.pending.failAll(error);
     for (const l of this.closeListeners.splice(0)) l();
   }

@@ -86,6 +86,10 @@ interface Conn {
   counted: number;
   /** The nonce it was challenged with, until it proved it knows the secret (undefined: proven, or none asked). */
   challenge?: Buffer;
+  /** performance.now() at accept: the proof is due within stallMs of it. */
+  acceptedAt: number;
+  /** Refused (no proof): nothing more it sends is read. */
+  refused?: true;
 }
 
 /** Whether `host` listens on every interface, so it cannot be the address peers use. */
@@ -191,7 +195,8 @@ export class TcpRpcServer {
       return;
     }
     const reader = new FrameReader(`${this.options.name} connection from ${peer}`, this.options.maxFrame ?? DEFAULT_MAX_FRAME);
-    const conn: Conn = { socket, peer, reader, heardAt: performance.now(), running: 0, counted: 0, challenge: this.secret ? newNonce() : undefined };
+    const now = performance.now();
+    const conn: Conn = { socket, peer, reader, heardAt: now, running: 0, counted: 0, challenge: this.secret ? newNonce() : undefined, acceptedAt: now };
     this.conns.add(conn);
     const out = new Outbox(socket, DEFAULT_MAX_FRAME, (m, bytes) => {
       this.options.onLog?.(`${this.options.name}: a response of ${bytes} bytes to ${peer} exceeds the ${DEFAULT_MAX_FRAME}-byte frame limit; answered BAD_ARGUMENT`);
@@ -227,7 +232,7 @@ export class TcpRpcServer {
     const now = performance.now();
     for (const c of this.conns) {
       const quiet = now - c.heardAt;
-      if (c.challenge && quiet > this.limits.stallMs) {
+      if (c.challenge && now - c.acceptedAt > this.limits.stallMs) {
         this.refused++;
         this.drop(c.socket, `${this.options.name}: ${c.peer} did not prove it knows the cluster's secret within ${this.limits.stallMs} ms`, 'cutOff');
       } else if (c.reader.pending > 0 && quiet > this.limits.stallMs) {
@@ -248,6 +253,7 @@ export class TcpRpcServer {
 
   private onFrame(payload: Buffer, conn: Conn, out: Outbox): void {
     const { socket, peer } = conn;
+    if (conn.refused) return;
     let batch: unknown;
     try {
       batch = packr.unpack(payload);
@@ -259,7 +265,10 @@ export class TcpRpcServer {
       this.drop(socket, `${this.options.name}: frame from ${peer} is not a batch of requests`);
       return;
     }
-    for (const m of batch) this.onRequest(m, out, conn);
+    for (const m of batch) {
+      if (conn.refused) return;
+      this.onRequest(m, out, conn);
+    }
   }
 
   private onRequest(m: unknown, out: Outbox, conn: Conn): void {
@@ -283,10 +292,11 @@ export class TcpRpcServer {
         return;
       }
       this.refused++;
+      conn.refused = true;
       this.options.onLog?.(`${this.options.name}: refused ${peer}: its first request (${op}) did not prove it knows the cluster's secret`);
       out.push(errorResponse(id, 'BAD_ARGUMENT', `${this.options.name} serves only the cluster's members and clients, and this connection did not prove it knows the cluster's secret: give --secret-file FILE (the secret file in the cluster's directory), or --dir of the cluster`));
       // Closed once the answer has left (the outbox sends at the end of this turn).
-      setImmediate(() => conn.socket.end());
+      setImmediate(() => conn.socket.end(() => conn.socket.destroy()));
       return;
     }
     const handler = Object.hasOwn(this.options.handlers, op) ? this.options.handlers[op] : undefined;

@@ -104,7 +104,12 @@ export class StocClient {
       const secret = opts.secret === undefined ? clusterSecret() : opts.secret;
       let proof: Buffer | undefined;
       if (secret) {
-        const { nonce } = (await rpc.call(ep, Method.challenge, {}, { timeoutMs: left(deadline) })) as { nonce?: unknown };
+        // A StoC that predates secrets knows no challenge, and asks for no proof.
+        const reply = await rpc.call(ep, Method.challenge, {}, { timeoutMs: left(deadline) }).catch((err: NovaError) => {
+          if (err.code === 'UNKNOWN_METHOD') return { nonce: null };
+          throw err;
+        });
+        const nonce = (reply as { nonce?: unknown }).nonce;
         if (nonce instanceof Uint8Array) proof = proofOf(secret, nonce, 'stoc');
       }
       const hello = parseHello(await rpc.call(ep, Method.hello, { version: STOC_PROTOCOL_VERSION, ...(proof ? { proof } : {}) }, { timeoutMs: left(deadline) }));

@@ -148,4 +148,16 @@ describe('tables on StoCs', () => {
     expect(moved.fragments.map((f) => f.stoc).sort()).toEqual([2, 3]);
     expect((await three.readTable(5, moved.fragments)).equals(bytes)).toBe(true);
   });
+
+  it('an empty data piece on a leaving StoC is dropped, not moved', async () => {
+    const stocs = [await startServer(1), await startServer(2), await startServer(3), await startServer(4)];
+    const pool = makePool(stocs);
+    const store = new StocBlockStore(pool, 7, { scatter: 3, tableReplicas: 1, placement: 'round-robin' });
+    const small = table(3, 1, 5); // one block: the second and third data pieces are empty
+    const fragments = await store.writeTable(5, small);
+    const empty = fragments.find((f) => f.size === 0)!;
+    const moved = placed(await store.repairTable(5, fragments, () => store.readTable(5, fragments), new Set([empty.stoc])));
+    expect(moved.fragments.map((f) => f.stoc)).not.toContain(empty.stoc);
+    expect((await store.readTable(5, moved.fragments)).equals(small)).toBe(true);
+  });
 });

@@ -263,4 +263,14 @@ describe('TCP RPC', () => {
       await plain.close();
     }
   });
+
+  it('a client with a secret fails at once, not at its deadline, when the server closes before it greets', async () => {
+    const server = createServer((socket) => socket.destroy());
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    const t0 = Date.now();
+    await expect(TcpRpcClient.connect(`127.0.0.1:${port}`, { secret: Buffer.alloc(32, 3), timeoutMs: 10_000 })).rejects.toMatchObject({ code: 'PEER_LOST' });
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    await new Promise((r) => server.close(r));
+  });
 });
