@@ -66,6 +66,8 @@ const SPLIT_SAMPLES = 4_096;
 
 export interface EngineStats {
   tablesPerLevel: number[];
+  /** Replicas of the active memtables' logs, the fewest (undefined: logs without replicas). */
+  fewestLogReplicas?: number;
   /** Bytes in memtables not yet flushed. */
   memtableBytes: number;
   /** Memtables not yet flushed (active and immutable), and Dranges. */
@@ -499,8 +501,10 @@ export class Engine {
     const r = this.db.searched;
     const per = (n: number, of: number): number => (of > 0 ? n / of : 0);
     const memtableBytes = mems.reduce((n, m) => n + m.approximateBytes, 0);
+    const replicas = [...this.db.memtables.activeAll()].map((m) => this.db.logs.get(m.id)?.replicaCount).filter((n): n is number => n !== undefined);
     return {
       tablesPerLevel: this.db.levels.map((l) => l.length),
+      ...(replicas.length > 0 ? { fewestLogReplicas: Math.min(...replicas) } : {}),
       memtableBytes,
       memtables: mems.length, dranges: this.db.memtables.dranges, lastSequence: this.db.lastSequence,
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { NovaClient } from '../../src/client/nova-client.js';
 import { fetchStatus, readClusterFile } from '../../src/control/cluster-control.js';
+import { until } from '../helpers/until.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
 
 let cluster: TestCluster | undefined;
@@ -31,7 +32,11 @@ describe('exactly-once writes in a cluster', () => {
     // The put below must go to a log on all three StoCs. A range that opened while a StoC was
     // still registering (a loaded machine) has its first log on fewer, where one StoC is a
     // majority: a flush starts a new log on the StoCs up now, which are all three.
-    await b.flush();
+    // On a loaded machine a StoC may be briefly shunned when that log is made, so flush until it has all three.
+    await until(async () => {
+      await b.flush();
+      return ((await b.stats()) as Array<{ fewestLogReplicas?: number }>)[0].fewestLogReplicas === 3;
+    }, 30_000);
     await b.put(k, Buffer.from('before'));
     // Client A speaks the wire itself, so its retry comes exactly when the test says.
     const session = [randomBytes(6).readUIntLE(0, 6), 42, 1, 1, 1];
