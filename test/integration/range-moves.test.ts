@@ -33,7 +33,7 @@ describe('range moves', () => {
     }
     const check = await load.finish();
     expect(check).toMatchObject({ lost: [], stale: [] });
-    expect(check.written).toBeGreaterThan(500); // writes went on through the moves
+    expect(check.written).toBeGreaterThan(100); // writes went on through the moves
     // Each move ended with the range on its new LTC, in a newer configuration than the last.
     reports.forEach((r, i) => expect(r).toMatchObject({ range: 1, from: i % 2 === 0 ? 1 : 2, to: i % 2 === 0 ? 2 : 1 }));
     for (let i = 1; i < reports.length; i++) expect(reports[i].configId).toBeGreaterThan(reports[i - 1].configId);
