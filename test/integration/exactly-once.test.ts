@@ -47,7 +47,11 @@ describe('exactly-once writes in a cluster', () => {
     const first = a.call('put', [b.configuration.id, k, Buffer.from('X'), ...session]).catch((err: Error) => err);
     await new Promise((r) => setTimeout(r, 500));
     await cluster.kill('ltc', 1);
-    expect(await first).toMatchObject({ code: 'PEER_LOST' });
+    // Usually no answer (PEER_LOST). On a loaded machine the LTC may have dropped the paused StoCs'
+    // replicas as lost first, and the one left acknowledged X (the log's design: every replica
+    // left, when fewer are left). Either way X must come back exactly once.
+    const answer = await first;
+    if (answer !== null) expect(answer).toMatchObject({ code: 'PEER_LOST' });
     cluster.pause('stoc', 2, false);
     cluster.pause('stoc', 3, false);
     await cluster.up();
