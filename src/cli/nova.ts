@@ -2,9 +2,9 @@
  * `nova`: the program's one command. Subcommands are added here as the components land.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { closeSync, existsSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
-import { SECRET_FILE, readSecretFile, useSecret } from '../common/cluster-secret.js';
-import { clusterTlsFiles, readTlsFiles, useTcpTls } from '../net/tcp-tls.js';
+import { closeSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import { readSecretFile, secretInDir, useSecret } from '../common/cluster-secret.js';
+import { readTlsFiles, tlsCaInDir, useTcpTls } from '../net/tcp-tls.js';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TRANSPORT_COLUMNS, judgeTargets, runTransportBench, writeTransportReports } from '../../bench/transport.js';
@@ -118,15 +118,16 @@ export function buildProgram(): Command {
   program.hook('preAction', (_root, action) => {
     const o = action.opts() as { secretFile?: string; dir?: string };
     const component = action.name() === 'coordinator' || (action.name() === 'run' && ['ltc', 'stoc'].includes(action.parent?.name() ?? ''));
-    const near = component ? undefined : [o.dir, 'nova-data'].filter((d): d is string => d !== undefined).map((d) => join(d, SECRET_FILE)).find((p) => existsSync(p));
-    const file = o.secretFile ?? process.env.NOVA_SECRET_FILE ?? near;
-    if (file) useSecret(readSecretFile(file));
+    const file = o.secretFile ?? process.env.NOVA_SECRET_FILE;
+    const dirs = component ? [] : [o.dir, 'nova-data'].filter((d): d is string => d !== undefined);
+    const secret = file !== undefined ? readSecretFile(file) : dirs.map((d) => secretInDir(d)).find((s) => s !== undefined);
+    if (secret) useSecret(secret);
     // TLS likewise: --tls-*, else NOVA_TLS_CA, else (a client's command) what nova up kept in the cluster's directory.
     const t = action.opts() as { tlsCert?: string; tlsKey?: string; tlsCa?: string };
-    const kept = component ? undefined : [o.dir, 'nova-data'].filter((d): d is string => d !== undefined).map((d) => clusterTlsFiles(d)).find((f) => f?.ca);
-    const tls = t.tlsCert || t.tlsKey || t.tlsCa ? { cert: t.tlsCert, key: t.tlsKey, ca: t.tlsCa }
-      : process.env.NOVA_TLS_CA ? { ca: process.env.NOVA_TLS_CA } : kept?.ca ? { ca: kept.ca } : undefined;
-    if (tls) useTcpTls(readTlsFiles(tls));
+    const tls = t.tlsCert || t.tlsKey || t.tlsCa ? readTlsFiles({ cert: t.tlsCert, key: t.tlsKey, ca: t.tlsCa })
+      : process.env.NOVA_TLS_CA ? readTlsFiles({ ca: process.env.NOVA_TLS_CA })
+        : dirs.map((d) => tlsCaInDir(d)).filter((ca) => ca !== undefined).map((ca) => ({ ca }))[0];
+    if (tls) useTcpTls(tls);
   });
 
   addClusterCommands(program, join(root, 'bin', 'nova.js'));

@@ -28,10 +28,8 @@
  * forgets numbers below it. A range's window (newest number minus floor) is kept under
  * SESSION_WINDOW: a new write to a range whose oldest write is stuck waits for it.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { SECRET_FILE, readSecretFile, useSecret } from '../common/cluster-secret.js';
-import { clusterTlsFiles, readTlsFiles, useTcpTls } from '../net/tcp-tls.js';
+import { secretInDir, useSecret } from '../common/cluster-secret.js';
+import { tlsCaInDir, useTcpTls } from '../net/tcp-tls.js';
 import { withDeadline } from '../common/deadline.js';
 import { NovaError, type ErrorCode } from '../common/errors.js';
 import { ConnectionCache } from '../common/connection-cache.js';
@@ -43,17 +41,6 @@ import { idName, randomClientId, type ClientId } from '../common/write-id.js';
 
 export { coordinatorOf } from '../cluster/locator.js';
 
-/** The TLS CA nova up kept for cluster directory `dir`, if it keeps one. */
-function caInDir(dir: string): Buffer | undefined {
-  const ca = clusterTlsFiles(dir)?.ca;
-  return ca ? readTlsFiles({ ca }).ca : undefined;
-}
-
-/** The secret file in cluster directory `dir`, if it has one. */
-function secretInDir(dir: string): Buffer | undefined {
-  const path = join(dir, SECRET_FILE);
-  return existsSync(path) ? readSecretFile(path) : undefined;
-}
 
 export interface NovaClientOptions {
   /** HOST:PORT of the coordinator; or */
@@ -244,7 +231,7 @@ export class NovaClient {
   static async connect(o: NovaClientOptions = {}): Promise<NovaClient> {
     const secret = o.secret ?? (o.coordinator === undefined ? secretInDir(o.dir ?? 'nova-data') : undefined);
     if (secret) useSecret(secret);
-    const ca = o.tlsCa ?? (o.coordinator === undefined ? caInDir(o.dir ?? 'nova-data') : undefined);
+    const ca = o.tlsCa ?? (o.coordinator === undefined ? tlsCaInDir(o.dir ?? 'nova-data') : undefined);
     if (ca) useTcpTls({ ca });
     const c = new NovaClient(o);
     await c.refresh();

@@ -6,6 +6,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import { NovaError } from './errors.js';
 
 /** The secret's file in a cluster's directory. */
@@ -56,6 +57,12 @@ export function readSecretFile(path: string): Buffer {
     throw new NovaError('BAD_ARGUMENT', `${path}: a secret file holds at least ${MIN_SECRET_BYTES} bytes as hex`);
   }
   return Buffer.from(text, 'hex');
+}
+
+/** The secret of the cluster whose directory is `dir`, if it keeps one there. */
+export function secretInDir(dir: string): Buffer | undefined {
+  const path = join(dir, SECRET_FILE);
+  return existsSync(path) ? readSecretFile(path) : undefined;
 }
 
 /** The secret in `path`, made first (random, mode 0600) if there is none. */

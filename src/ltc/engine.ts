@@ -478,7 +478,7 @@ export class Engine {
   }
 
   /**
-   * Adds another range's record of client writes (its `sessions()`), and logs it in the MANIFEST:
+   * Adds another range's record of client writes (as its engine exports it), and logs it in the MANIFEST:
    * writes applied there are then answered as applied here too, so a client retrying one after
    * its key came here (a split or merge) does not apply it twice.
    */

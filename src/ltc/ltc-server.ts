@@ -405,16 +405,15 @@ export class LtcServer {
     setTimeout(() => this.tend(s), REOPEN_MS).unref();
   }
 
-  /** Runs `task` on `s`'s engine after the fills and trims before it. */
   /**
-   * The background care of every open range's tables, until close: each MAINTAIN_MS, ranges
-   * whose store says copies are missing or damaged are repaired (Engine.repair); between, the
-   * scrub reads one table's copies after another, paced to scrubBytesPerSec over the LTC.
+   * The background care of every open range's tables, until close: the scrub reads one table's
+   * copies after another, paced to scrubBytesPerSec over the LTC, and every MAINTAIN_MS the
+   * ranges with copies to make again are repaired (Engine.repair).
    */
   private async maintain(): Promise<void> {
     const scrubbedUpTo = new Map<number, number>(); // range -> last table scrubbed
-    // A range whose last pass repaired nothing is not tried again for REPAIR_BACKOFF_MS, unless
-    // the number of its tables to repair changed (a StoC came back, or left).
+    // A repair that made nothing waits REPAIR_BACKOFF_MS before the range is tried again, unless
+    // the count of its tables to repair changed (a StoC came back, or left).
     const idle = new Map<number, { until: number; count: number }>();
     let nextRepair = Date.now() + MAINTAIN_MS;
     let turn = 0;
@@ -452,6 +451,7 @@ export class LtcServer {
     }
   }
 
+  /** Runs `task` on `s`'s engine after the fills and trims before it. */
   private serially<T>(s: Served, task: () => Promise<T>): Promise<T> {
     const run = s.work.then(task);
     s.work = run.then(() => undefined, () => undefined);

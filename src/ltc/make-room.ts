@@ -137,6 +137,10 @@ const DEGRADED_RETIRE_MS = 1000;
  */
 export function degradedDrange(db: EngineState): number {
   if (db.memtables.size >= db.memtableLimit || Date.now() - db.degradedRetireAt < DEGRADED_RETIRE_MS) return -1;
+  // Asked every commit round: the logs are scanned first, and Dranges only once one is short.
+  let short = false;
+  for (const log of db.logs.values()) if (log.degraded) short = true;
+  if (!short) return -1;
   for (let d = 0; d < db.memtables.dranges; d++) {
     if (db.memtables.actives(d).some((m) => m.entries > 0 && db.logs.get(m.id)?.degraded)) return d;
   }

@@ -45,6 +45,12 @@ export function clusterTlsFiles(dir: string): TlsFiles | undefined {
   return { ...(typeof f.cert === 'string' ? { cert: f.cert } : {}), ...(typeof f.key === 'string' ? { key: f.key } : {}), ...(typeof f.ca === 'string' ? { ca: f.ca } : {}) };
 }
 
+/** The CA nova up kept for the cluster whose directory is `dir`, if it keeps one. */
+export function tlsCaInDir(dir: string): Buffer | undefined {
+  const ca = clusterTlsFiles(dir)?.ca;
+  return ca ? readTlsFiles({ ca }).ca : undefined;
+}
+
 /** Where nova up keeps the cluster's TLS file paths. */
 export const TLS_FILE = 'tls.json';
 
