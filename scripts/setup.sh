@@ -13,6 +13,8 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists ucx 2>/dev/n
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 command -v make >/dev/null 2>&1 || command -v ninja >/dev/null 2>&1 || missing+=(make)
+# etcd: the coordinator's optional store (nova coordinator --etcd), which the tests run for real.
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then

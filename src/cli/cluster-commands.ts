@@ -14,6 +14,7 @@ import { printable } from '../common/printable.js';
 import { addComponent, down, fetchStatus, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
 import { DEFAULT_PEERS } from '../stoc/stoc-server.js';
 import { runCoordinator, runLtc, runStoc } from './components.js';
+import { parseEndpoints } from '../coordinator/etcd-store.js';
 
 const DEFAULT_DIR = 'nova-data';
 
@@ -91,7 +92,7 @@ function splitsOf(o: LayoutFlags): Buffer[] | undefined {
 /** Where the client commands find the cluster. */
 function clientOptions(cmd: Command): Command {
   return cmd
-    .option('--coordinator <host:port>', 'the cluster\'s coordinator')
+    .option('--coordinator <host:port,...>', 'the cluster\'s coordinator (several on etcd: the one that leads is found)')
     .option('--dir <path>', 'or the directory of `nova up`', DEFAULT_DIR);
 }
 
@@ -212,9 +213,14 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--tls-cert <file>', 'TLS: this server\'s certificate (PEM); with --tls-key, it serves only TLS')
     .option('--tls-key <file>', 'TLS: the certificate\'s private key (PEM)')
     .option('--tls-ca <file>', 'TLS: the CA (PEM) the coordinator\'s and LTCs\' certificates are checked against')
-    .option('--ltcs <n>', 'LTCs a new cluster\'s ranges are spread over', positiveInt, 1))
-    .action((o: KnobFlags & { dir: string; host: string; advertise?: string; port: number; ltcs: number }) =>
-      runCoordinator({ dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: givenSettings(o) }));
+    .option('--ltcs <n>', 'LTCs a new cluster\'s ranges are spread over', positiveInt, 1)
+    .option('--etcd <host:port,...>', 'keep the configuration in etcd instead of --dir, and run as one of several coordinators: one leads, the others stand by and take over within seconds of its death (components and clients take --coordinator A,B,C)')
+    .option('--etcd-prefix <key>', 'the etcd keys\' prefix: one etcd serves several clusters under different prefixes', '/nova'))
+    .action((o: KnobFlags & { dir: string; host: string; advertise?: string; port: number; ltcs: number; etcd?: string; etcdPrefix: string }) =>
+      runCoordinator({
+        dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: splitsOf(o), settings: givenSettings(o),
+        ...(o.etcd !== undefined ? { etcd: parseEndpoints(o.etcd), etcdPrefix: o.etcdPrefix } : {}),
+      }));
 
   for (const role of ['stoc', 'ltc'] as const) {
     const name = role === 'stoc' ? 'StoC' : 'LTC';
@@ -224,7 +230,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     group.command('run', { isDefault: true })
       .description(role === 'stoc' ? 'run a StoC (storage component) in the foreground' : 'run an LTC (LSM-tree component) in the foreground')
       .requiredOption('--id <n>', `this ${name}'s id (1, 2, ...)`, positiveInt)
-      .requiredOption('--coordinator <host:port>', 'the coordinator to register with')
+      .requiredOption('--coordinator <host:port,...>', 'the coordinator to register with (several on etcd: the one that leads is found)')
       .option('--cluster-file <path>', 'a cluster.json to read the coordinator\'s address from again if it stops answering (nova up passes its own)')
       .option('--secret-file <path>', `the cluster's secret (nova up passes its own); without one, the ${name} serves anyone who reaches it`)
       .option('--tls-cert <file>', 'LTC: TLS on its client port: its certificate (PEM), with --tls-key')

@@ -29,15 +29,37 @@ function stopSignal(): Promise<string> {
 
 export interface CoordinatorCli {
   dir: string; host: string; advertise?: string; port: number; ltcs?: number; splits?: Buffer[]; settings: Partial<Settings>;
+  /** etcd endpoints: keep the configuration there, and lead or stand by. */
+  etcd?: string[];
+  etcdPrefix?: string;
 }
 
 export async function runCoordinator(o: CoordinatorCli): Promise<void> {
   const log = logger('coordinator');
   const stop = stopSignal();
-  const c = await Coordinator.start({ dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: o.splits, settings: o.settings, onLog: log });
-  log(`serving at ${c.address} (config ${c.current().id}, ${c.current().ranges.length} range(s)); state in ${o.dir}${openNote()}`);
-  log(`stopping on ${await stop}`);
-  await c.close();
+  let lost: (err: Error) => void = () => undefined;
+  const gone = new Promise<Error>((resolve) => (lost = resolve));
+  const c = await Coordinator.listen({
+    dir: o.dir, host: o.host, advertise: o.advertise, port: o.port, ltcs: o.ltcs, splits: o.splits, settings: o.settings, onLog: log,
+    etcd: o.etcd, etcdPrefix: o.etcdPrefix, onLost: (err) => lost(err),
+  });
+  if (o.etcd) log(`standing by at ${c.address} until it leads (configuration in etcd ${o.etcd.join(',')})`);
+  else await c.led().catch(async (err: Error) => {
+    await c.close().catch(() => undefined);
+    throw err; // as any failure to start: the command's error
+  });
+  c.led().then(
+    () => log(`serving at ${c.address} (config ${c.current().id}, ${c.current().ranges.length} range(s)); state in ${o.etcd ? 'etcd' : o.dir}${openNote()}`),
+    (err: Error) => lost(err));
+  const end = await Promise.race([stop.then((sig) => `stopping on ${sig}`), gone]);
+  await c.close().catch(() => undefined);
+  if (typeof end === 'string') {
+    log(end);
+    return;
+  }
+  // It could not lead (its store refused), or another coordinator leads now.
+  log(`exiting: ${end.message}${o.etcd ? '; start it again to stand by' : ''}`);
+  process.exitCode = 1;
 }
 
 export interface ComponentCli {

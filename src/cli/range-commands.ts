@@ -12,7 +12,7 @@ const DEFAULT_DIR = 'nova-data';
 
 function where(cmd: Command): Command {
   return cmd
-    .option('--coordinator <host:port>', 'the cluster\'s coordinator')
+    .option('--coordinator <host:port,...>', 'the cluster\'s coordinator (several on etcd: the one that leads is found)')
     .option('--dir <path>', 'or the directory of `nova up`', DEFAULT_DIR)
     .option('--json', 'print JSON', false);
 }

@@ -480,7 +480,7 @@ export class NovaClient {
   private refresh(): Promise<void> {
     this.refreshing ??= (async () => {
       try {
-        const c = configFromWire(await (await this.coordinator.connection()).call('config', []));
+        const c = configFromWire(await this.coordinator.call('config', [], 5_000, 5_000));
         if (!this.config || c.id >= this.config.id) {
           this.config = c;
           // Before any request under it: writes whose keys went to another range (a split or
@@ -488,7 +488,7 @@ export class NovaClient {
           for (const w of this.writing) track(w, rangeOf(c, w.key).id);
         }
       } catch (err) {
-        this.coordinator.moved();
+        this.coordinator.failed(err);
         throw err;
       } finally {
         this.refreshing = undefined;

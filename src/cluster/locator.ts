@@ -1,10 +1,14 @@
 /**
- * Where the coordinator is: a fixed HOST:PORT, or the cluster.json that `nova up` writes in
- * its directory. The file is read again whenever the coordinator cannot be reached, because
- * `nova up` restarts a coordinator on a new port when its old one is taken (another process
- * got it meanwhile), and clients and components that outlived the old one must follow it.
+ * Where the coordinator is: a fixed HOST:PORT, several (coordinators on etcd, one leading and
+ * the others standing by), or the cluster.json that `nova up` writes in its directory. The
+ * file is read again whenever the coordinator cannot be reached, because `nova up` restarts a
+ * coordinator on a new port when its old one is taken (another process got it meanwhile), and
+ * clients and components that outlived the old one must follow it. With several addresses, a
+ * standby's NOT_LEADER names the leader, and an address that does not answer gives way to the
+ * next.
  */
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
@@ -39,13 +43,17 @@ function coordinatorIn(path: string, dir: string): string {
  */
 export class CoordinatorLocator {
   private current: string;
+  /** The coordinators given (one, or several on etcd). */
+  private readonly addresses: string[];
   private link: TcpRpcClient | undefined;
   private connecting: Promise<TcpRpcClient> | undefined;
   private closed = false;
 
-  /** `address` to use first; `clusterFile` (a cluster.json) to read again if it does not answer. */
+  /** `address`: HOST:PORT[,HOST:PORT…], the first used first; `clusterFile` (a cluster.json) to read again if it does not answer. */
   constructor(address: string, private readonly clusterFile?: string) {
-    this.current = address;
+    this.addresses = address.split(',').map((a) => a.trim()).filter((a) => a.length > 0);
+    if (this.addresses.length === 0) throw new NovaError('BAD_ARGUMENT', `no coordinator address in ${JSON.stringify(address)}: give HOST:PORT[,HOST:PORT…]`);
+    this.current = this.addresses[0]!;
   }
 
   /** From `nova up`'s directory. */
@@ -80,22 +88,55 @@ export class CoordinatorLocator {
   }
 
   /**
-   * After the coordinator failed to answer: reads the cluster file again, and true if it names
-   * another address, which `connection` uses from now on (the old link is closed).
+   * After the coordinator failed to answer with `err`: the leader a standby named, else the
+   * address cluster.json now gives, else the next address given. True if that is another
+   * address, which `connection` uses from now on (the old link is closed).
    */
-  moved(): boolean {
-    if (this.clusterFile === undefined) return false;
-    let now: string;
-    try {
-      now = coordinatorIn(this.clusterFile, this.clusterFile);
-    } catch {
-      return false; // being rewritten, or gone: keep trying the address we have
+  failed(err?: unknown): boolean {
+    const e = err as { code?: unknown; detail?: unknown } | undefined;
+    let now: string | undefined;
+    if (e?.code === 'NOT_LEADER' && typeof e.detail === 'string' && e.detail !== this.current) now = e.detail;
+    else if (this.clusterFile !== undefined) {
+      try {
+        now = coordinatorIn(this.clusterFile, this.clusterFile);
+      } catch {
+        return false; // being rewritten, or gone: keep trying the address we have
+      }
+    } else if (this.addresses.length > 1) {
+      now = this.addresses[(this.addresses.indexOf(this.current) + 1) % this.addresses.length];
     }
-    if (now === this.current) return false;
+    if (now === undefined || now === this.current) return false;
     this.current = now;
     this.link?.close();
     this.link = undefined;
     return true;
+  }
+
+  /**
+   * Calls the coordinator that leads. A standby's NOT_LEADER, or an address that does not
+   * connect when there is another to try, sends the call on (failed) until `untilMs` has
+   * passed; any other failure is the answer, since the call may have been applied.
+   */
+  async call<T>(op: string, args: unknown[], timeoutMs: number, untilMs = 15_000): Promise<T> {
+    const until = performance.now() + untilMs;
+    for (;;) {
+      let link: TcpRpcClient;
+      try {
+        link = await this.connection(Math.min(timeoutMs, 5_000));
+      } catch (err) {
+        // One address that does not connect is the answer; several are tried in turn.
+        if (performance.now() > until || (err as NovaError).code === 'CLOSED' || !this.failed(err)) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+        continue;
+      }
+      try {
+        return await link.call<T>(op, args, timeoutMs);
+      } catch (err) {
+        if ((err as NovaError).code !== 'NOT_LEADER' || performance.now() > until) throw err;
+        // A standby that knows no leader yet (a takeover under way) is asked again after a pause.
+        if (!this.failed(err)) await new Promise((r) => setTimeout(r, 200));
+      }
+    }
   }
 
   /** Closes the link; later and pending connections fail with CLOSED. */

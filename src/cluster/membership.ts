@@ -77,7 +77,7 @@ export class Membership {
         await m.register();
         break;
       } catch (err) {
-        m.followMove();
+        m.followMove(err);
         if (Date.now() > until) {
           m.stop(); // and its link, which may be connected to something that never answers
           throw new NovaError('DEADLINE_EXCEEDED', `could not register with the coordinator at ${m.locator.address} in ${deadlineMs} ms: ${(err as Error).message}; is it running?`);
@@ -116,7 +116,7 @@ export class Membership {
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         const sentAt = performance.now();
         this.lastFetch = sentAt;
-        this.accept(configFromWire(await (await this.locator.connection()).call('config', [])));
+        this.accept(configFromWire(await this.locator.call('config', [], 5_000, 5_000)));
         return sentAt;
       } finally {
         this.fetching = undefined;
@@ -132,9 +132,9 @@ export class Membership {
     this.locator.close();
   }
 
-  /** Follows the coordinator if cluster.json says it moved (CoordinatorLocator.moved). */
-  private followMove(): void {
-    if (this.locator.moved()) this.o.onLog?.(`the coordinator moved to ${this.locator.address}`);
+  /** Follows the coordinator to where it is now, after it failed with `err` (CoordinatorLocator.failed). */
+  private followMove(err: unknown): void {
+    if (this.locator.failed(err)) this.o.onLog?.(`the coordinator is now at ${this.locator.address}`);
   }
 
   private async register(): Promise<void> {
@@ -186,7 +186,7 @@ export class Membership {
         this.removedIf(e);
         return;
       }
-      this.followMove();
+      this.followMove(e);
       if (e.message !== this.lastError) {
         this.lastError = e.message;
         this.o.onLog?.(`heartbeat to the coordinator failed: ${e.message} (retrying)`);

@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'STALE_CONFIG' // the request named an old configuration, or a range this LTC does not serve
   | 'UNAVAILABLE' // a component is starting or recovering; retry shortly
   | 'DISK_FAILED' // a StoC's disk refused a write: full, over quota, failing or read-only (the message has the errno)
+  | 'NOT_LEADER' // a standby coordinator: ask the leader (the error's detail is its address, if known)
   | 'SESSION_EXPIRED' // an LTC no longer knows the client's session (idle too long): this attempt applied nothing
   | 'FAILED' // a client's write that was certainly not applied (`reason` says why)
   | 'UNKNOWN_OUTCOME'; // a client's write that may or may not have been applied (`reason` says why)
@@ -48,7 +49,7 @@ export class RemoteError extends NovaError {
 const CODES: ReadonlySet<string> = new Set<ErrorCode>([
   'PEER_LOST', 'OUT_OF_BOUNDS', 'BAD_REMOTE_KEY', 'CLOSED', 'BAD_ARGUMENT', 'TRANSPORT',
   'TIMEOUT', 'DEADLINE_EXCEEDED', 'UNKNOWN_METHOD', 'REMOTE', 'CORRUPTION', 'BUSY', 'STALE_CONFIG', 'UNAVAILABLE',
-  'SESSION_EXPIRED', 'FAILED', 'UNKNOWN_OUTCOME', 'DISK_FAILED',
+  'SESSION_EXPIRED', 'FAILED', 'UNKNOWN_OUTCOME', 'DISK_FAILED', 'NOT_LEADER',
 ]);
 
 export function isErrorCode(code: string): code is ErrorCode {

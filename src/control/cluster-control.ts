@@ -18,7 +18,7 @@ import { NovaError } from '../common/errors.js';
 import { SECRET_FILE, ensureSecretFile, useSecret } from '../common/cluster-secret.js';
 import { TLS_FILE, clusterTlsFiles, readTlsFiles, useTcpTls, type TlsFiles } from '../net/tcp-tls.js';
 import { processAlive, replaceFile } from '../common/files.js';
-import { TcpRpcClient } from '../net/tcp-rpc-client.js';
+import { CoordinatorLocator } from '../cluster/locator.js';
 import { isWildcard } from '../net/tcp-rpc-server.js';
 import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type ReshapeReport, type StocRemoveReport, type RemoveReport } from '../coordinator/coordinator.js';
 import { configFromWire, type ClusterConfig } from '../cluster/config.js';
@@ -120,13 +120,8 @@ async function sleep(ms: number): Promise<void> {
 }
 
 export async function fetchStatus(coordinator: string, timeoutMs = 5_000): Promise<ClusterStatus> {
-  const link = await TcpRpcClient.connect(coordinator, { timeoutMs });
-  try {
-    const s = await link.call<ClusterStatus>('status', [], timeoutMs);
-    return { ...s, config: configFromWire(s.config) };
-  } finally {
-    link.close();
-  }
+  const s = await coordinatorCall<ClusterStatus>(coordinator, 'status', [], timeoutMs, timeoutMs);
+  return { ...s, config: configFromWire(s.config) };
 }
 
 /** How long `nova up` waits for a rebalance under way (BUSY) before it removes an LTC or StoC: one moves many ranges. */
@@ -363,12 +358,13 @@ export function rebalance(coordinator: string, dryRun: boolean): Promise<Rebalan
   return coordinatorCall<RebalanceReport>(coordinator, 'rebalance', [dryRun], MOVE_TIMEOUT_MS * 8);
 }
 
-async function coordinatorCall<T>(coordinator: string, op: string, args: unknown[], timeoutMs: number): Promise<T> {
-  const link = await TcpRpcClient.connect(coordinator, { timeoutMs: 5_000 });
+/** Calls the leading coordinator of those in `coordinator` (HOST:PORT[,HOST:PORT…]): CoordinatorLocator.call. */
+async function coordinatorCall<T>(coordinator: string, op: string, args: unknown[], timeoutMs: number, untilMs?: number): Promise<T> {
+  const locator = new CoordinatorLocator(coordinator);
   try {
-    return await link.call<T>(op, args, timeoutMs);
+    return await locator.call<T>(op, args, timeoutMs, untilMs);
   } finally {
-    link.close();
+    locator.close();
   }
 }
 

@@ -1,7 +1,8 @@
 /**
- * The coordinator (DESIGN.md §7): holds the configuration in an embedded store (one JSON
- * file in its directory, replaced atomically and fsync'd), lets components register and
- * heartbeat, and serves the configuration to clients and components over TCP.
+ * The coordinator (DESIGN.md §7): holds the configuration in a store (config-store.ts: one
+ * JSON file in its directory, or etcd shared by several coordinators of which one leads),
+ * lets components register and heartbeat, and serves the configuration to clients and
+ * components over TCP.
  *
  * The configuration changes (and its id grows) when a component registers with an address
  * it did not have (a restarted StoC has a new fabric address, a restarted LTC may have a new
@@ -16,7 +17,7 @@
  * configuration and not the range: so a move survives the coordinator's restart and the old
  * LTC's, and two LTCs never have the range open at once.
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { withDeadline } from '../common/deadline.js';
@@ -25,17 +26,19 @@ import { lockDir, replaceFile } from '../common/files.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import {
-  abandonMove, configFromJson, configToJson, endFill, endMove, failOver, makeRanges, memberOf, removeStoc, startDrain, startMerge, startMove, startSplit, type ClusterConfig, type Fill, type Member, type RangeInfo, type Role, type Settings,
+  abandonMove, endFill, endMove, failOver, makeRanges, memberOf, removeStoc, startDrain, startMerge, startMove, startSplit, type ClusterConfig, type Fill, type Member, type RangeInfo, type Role, type Settings,
 } from '../cluster/config.js';
 import { HEARTBEAT_MS } from '../cluster/membership.js';
 import { newSettings, refuseConflicts } from '../cluster/knobs.js';
 import { RangeLoad, type RangeRate } from './range-load.js';
 import { loadOf, planRebalance, type PlannedMove } from '../cluster/rebalance.js';
+import { FileConfigStore, type ConfigStore } from './config-store.js';
+import { EtcdConfigStore } from './etcd-store.js';
+
+export { readConfigFile } from './config-store.js';
 
 /** A member missing this many heartbeats in a row is reported down. */
 const MISSED_BEATS = 6;
-/** The configuration in the coordinator's directory. */
-const CONFIG_FILE = 'config.json';
 /** Removed processes remembered, so that one that did not stop cannot join again unasked. */
 const RETIRED_KEPT = 1_000;
 /** The longest address a member may register (well above a StoC's fabric address in base64). */
@@ -61,19 +64,6 @@ const EVACUATE_MS = 600_000;
 /** How long a split or merge waits for its LTC to copy the keys (it goes on after). */
 const FILL_MS = 600_000;
 
-/** The configuration a coordinator keeps in `dir`, if it has one; CORRUPTION naming the file if it does not read. */
-export function readConfigFile(dir: string): ClusterConfig | undefined {
-  const path = join(dir, CONFIG_FILE);
-  if (!existsSync(path)) return undefined;
-  let json: unknown;
-  try {
-    json = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (err) {
-    throw new NovaError('CORRUPTION', `${path}: not valid JSON (${(err as Error).message}); restore it from a backup`);
-  }
-  return configFromJson(json, path);
-}
-
 export interface CoordinatorOptions {
   dir: string;
   /** Where to listen; `advertise`: the host components and clients reach it at, if not `host`. */
@@ -84,7 +74,13 @@ export interface CoordinatorOptions {
   ltcs?: number;
   splits?: Buffer[];
   settings?: Partial<Settings>;
+  /** Keep the configuration in etcd (HOST:PORT each) and lead or stand by; else in `dir`. */
+  etcd?: string[];
+  /** The etcd keys' prefix (one etcd, several clusters). */
+  etcdPrefix?: string;
   onLog?: (line: string) => void;
+  /** Called once this coordinator can no longer lead (etcd): it must stop, and a standby takes over. */
+  onLost?: (err: Error) => void;
 }
 
 export interface MemberStatus extends Member {
@@ -199,35 +195,58 @@ export class Coordinator {
   private graceUntil = 0;
   private server!: TcpRpcServer;
   private readonly unlock: () => void;
+  private readonly store: ConfigStore;
+  /** This coordinator leads: until then it answers NOT_LEADER, naming the leader if it knows it. */
+  private leading = false;
+  /** The newest configuration id durable in the store (what may be told to others), and its waiters. */
+  private durableId = 0;
+  private readonly durableWaiters: Array<{ id: number; resolve: () => void; reject: (err: Error) => void }> = [];
+  private lostErr: Error | undefined;
 
   private constructor(private readonly o: CoordinatorOptions) {
     mkdirSync(o.dir, { recursive: true });
     this.unlock = lockDir(o.dir);
-    try {
-      this.config = this.load();
-    } catch (err) {
-      this.unlock();
-      throw err;
-    }
+    this.store = o.etcd ? new EtcdConfigStore({ endpoints: o.etcd, prefix: o.etcdPrefix ?? '/nova', onLog: o.onLog }) : new FileConfigStore(o.dir);
+    this.config = { id: 0, ranges: [], lastRange: 0, members: [], settings: newSettings({}) }; // until it leads (load)
   }
 
+  /** Starts serving, once it leads (with the file store, at once; with etcd, once the others let it). */
   static async start(o: CoordinatorOptions): Promise<Coordinator> {
+    const c = await Coordinator.listen(o);
+    try {
+      await c.led();
+    } catch (err) {
+      await c.close().catch(() => undefined);
+      throw err;
+    }
+    return c;
+  }
+
+  /** Listens (NOT_LEADER until it leads) and campaigns; `led()` says when it leads. */
+  static async listen(o: CoordinatorOptions): Promise<Coordinator> {
     const advertise = advertisedHost(o.host, o.advertise);
     const c = new Coordinator(o);
+    const lead = <A extends unknown[], R>(f: (...a: A) => R) => (...a: A): R => {
+      if (!c.leading) {
+        const at = c.store.leader();
+        throw Object.assign(new NovaError('NOT_LEADER', `this coordinator stands by${at ? `; the leader is at ${at}` : ' and knows no leader yet'}`), { detail: at ?? null });
+      }
+      return f(...a);
+    };
     try {
       c.server = await TcpRpcServer.listen({
         host: o.host, advertise, port: o.port, name: 'coordinator', onLog: o.onLog,
         handlers: {
-          register: (a) => c.register(a),
-          heartbeat: (a) => c.heartbeat(a),
-          config: () => c.config,
-          status: () => c.status(),
-          move: (a) => c.move(a),
-          rebalance: (a) => c.rebalance(a),
-          removeLtc: (a) => c.removeLtc(a),
-          removeStoc: (a) => c.removeStoc(a),
-          split: (a) => c.split(a),
-          merge: (a) => c.merge(a),
+          register: lead((a) => c.told(c.register(a))),
+          heartbeat: lead(async (a) => (await c.told(c.heartbeat(a)))),
+          config: lead(() => c.told(c.config)),
+          status: lead(() => c.told(c.status())),
+          move: lead((a) => c.move(a)),
+          rebalance: lead((a) => c.rebalance(a)),
+          removeLtc: lead((a) => c.removeLtc(a)),
+          removeStoc: lead((a) => c.removeStoc(a)),
+          split: lead((a) => c.split(a)),
+          merge: lead((a) => c.merge(a)),
         },
       });
     } catch (err) {
@@ -235,11 +254,53 @@ export class Coordinator {
       throw err;
     }
     replaceFile(o.dir, 'address', `${advertise}:${c.server.port}\n`);
-    c.graceUntil = performance.now() + c.config.settings.ltcLeaseMs;
-    c.leaseTimer = setInterval(() => c.expireLeases(), LEASE_TICK_MS);
-    const every = c.config.settings.autoRebalanceMs;
-    if (every > 0) c.rebalanceTimer = setInterval(() => c.autoRebalance('the periodic rebalance'), every);
+    c.store.onLost((err) => c.lose(err));
+    c.leadership = c.campaign(`${advertise}:${c.server.port}`);
+    c.leadership.catch(() => undefined);
     return c;
+  }
+
+  private leadership: Promise<void> = Promise.resolve();
+
+  /** Resolves once this coordinator leads (with etcd, once a standby took over). */
+  led(): Promise<void> {
+    return this.leadership;
+  }
+
+  private async campaign(address: string): Promise<void> {
+    await this.store.lead(address);
+    this.config = await this.load();
+    this.durableId = this.config.id;
+    this.graceUntil = performance.now() + this.config.settings.ltcLeaseMs;
+    this.leading = true;
+    if (this.o.etcd) this.o.onLog?.(`leading: config ${this.config.id} from ${this.store.where}`);
+    this.leaseTimer = setInterval(() => this.expireLeases(), LEASE_TICK_MS);
+    const every = this.config.settings.autoRebalanceMs;
+    if (every > 0) this.rebalanceTimer = setInterval(() => this.autoRebalance('the periodic rebalance'), every);
+  }
+
+  /** Leadership lost for good (etcd): serve nothing more; the owner stops the process. */
+  private lose(err: Error): void {
+    if (this.lostErr) return;
+    this.lostErr = err;
+    this.leading = false;
+    clearInterval(this.leaseTimer);
+    clearInterval(this.rebalanceTimer);
+    for (const w of this.durableWaiters.splice(0)) w.reject(err);
+    this.o.onLog?.(`no longer leads: ${err.message}`);
+    this.o.onLost?.(err);
+  }
+
+  /**
+   * `answer` once the configuration it names (or holds) is durable in the store: nothing is
+   * told about a configuration before.
+   */
+  private told<T extends number | ClusterConfig | ClusterStatus>(answer: T): Promise<T> {
+    const a: number | ClusterConfig | ClusterStatus = answer;
+    const id = typeof a === 'number' ? a : 'config' in a ? a.config.id : a.id;
+    if (id <= this.durableId) return Promise.resolve(answer);
+    if (this.lostErr) return Promise.reject(this.lostErr);
+    return new Promise((resolve, reject) => this.durableWaiters.push({ id, resolve: () => resolve(answer), reject }));
   }
 
   get address(): string {
@@ -272,14 +333,19 @@ export class Coordinator {
   async close(): Promise<void> {
     clearInterval(this.leaseTimer);
     clearInterval(this.rebalanceTimer);
-    await this.server.close();
-    this.unlock();
+    this.leading = false;
+    try {
+      await this.server.close();
+      await this.store.close();
+    } finally {
+      this.unlock();
+    }
   }
 
-  private load(): ClusterConfig {
-    const stored = readConfigFile(this.o.dir);
+  private async load(): Promise<ClusterConfig> {
+    const stored = await this.store.load();
     if (stored) {
-      refuseConflicts(stored, this.o.settings ?? {}, this.o.splits, join(this.o.dir, CONFIG_FILE));
+      refuseConflicts(stored, this.o.settings ?? {}, this.o.splits, this.store.where);
       return stored;
     }
     const ranges = makeRanges(this.o.splits ?? [], this.o.ltcs ?? 1);
@@ -293,19 +359,30 @@ export class Coordinator {
     if (c.settings.ltcLeaseMs < MIN_LEASE_BEATS * HEARTBEAT_MS) {
       throw new NovaError('BAD_ARGUMENT', `--ltc-lease-ms ${c.settings.ltcLeaseMs} is too short: a lease must span ${MIN_LEASE_BEATS} heartbeats (${MIN_LEASE_BEATS * HEARTBEAT_MS} ms) or more`);
     }
-    this.save(c);
+    await this.store.save(c);
     return c;
   }
 
-  private save(c: ClusterConfig): void {
-    replaceFile(this.o.dir, CONFIG_FILE, JSON.stringify(configToJson(c), null, 1) + '\n');
-  }
-
-  /** Makes `next` the configuration: durable before anyone is told about it. */
+  /**
+   * Makes `next` the configuration. The coordinator goes on from it at once; it is told to
+   * others (told) only once durable. A save that fails means another coordinator leads (or
+   * the file could not be written, which throws here as before).
+   */
   private publish(next: ClusterConfig, why: string): void {
-    this.save(next);
+    if (this.lostErr) throw this.lostErr;
+    const saved = this.store.save(next);
     this.config = next;
     this.o.onLog?.(`${why}; config ${next.id}`);
+    saved.then(() => {
+      this.durableId = Math.max(this.durableId, next.id);
+      for (let i = this.durableWaiters.length - 1; i >= 0; i--) {
+        const w = this.durableWaiters[i]!;
+        if (w.id <= this.durableId) {
+          this.durableWaiters.splice(i, 1);
+          w.resolve();
+        }
+      }
+    }, (err: Error) => this.lose(err));
   }
 
   private alive(role: Role, id: number, now = performance.now()): boolean {

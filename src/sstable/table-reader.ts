@@ -14,6 +14,7 @@ import { TwoLevelIterator } from './two-level-iterator.js';
 import { filterHash, filterMayContain } from './filter.js';
 import { BlockCache } from './block-cache.js';
 import { TRAILER_BYTES as BLOCK_TRAILER, decodeHandle, readBlock, readFooter, type BlockHandle, type Footer } from './format.js';
+import { TableBuilder } from './table-builder.js';
 
 export type GetResult = { type: 'put'; value: Buffer } | { type: 'delete' } | undefined;
 
@@ -44,6 +45,8 @@ export class TableReader {
   private dropped = false;
   /** Where `bytes` starts in the table (0 when it is the whole table). */
   private base = 0;
+  /** Set for a table no copy of which reads (damaged): reads of its keys fail with this. */
+  private damage: Damage | undefined;
 
   // The index decoded once into flat arrays: seeks and point lookups binary-search the
   // abbreviated keys and touch full keys only on ties. An abbreviation is the 6 user-key bytes
@@ -116,6 +119,22 @@ export class TableReader {
     return new TableReader(meta, name, { start, cache });
   }
 
+  /**
+   * A stand-in for a table that no copy of could be read (`error`, CORRUPTION naming table and
+   * offset), whose internal keys span [smallest, largest]: a read or scan that reaches those
+   * keys fails with `error`; others pass it by. It holds none of the table's bytes.
+   */
+  static damaged(name: string, error: NovaError, smallest: Buffer, largest: Buffer): TableReader {
+    const r = new TableReader(new TableBuilder().finish().bytes, name);
+    r.damage = { error, smallest, largest };
+    return r;
+  }
+
+  /** Why the table cannot be read, if it is a stand-in (damaged). */
+  get damaged(): NovaError | undefined {
+    return this.damage?.error;
+  }
+
   /** Whether the reader holds the whole table (`bytes`), or only its metadata. */
   get whole(): boolean {
     return this.cache === undefined;
@@ -128,6 +147,7 @@ export class TableReader {
 
   /** The whole table's bytes, if the reader has them (whole, or cached whole). */
   ownBytes(): Buffer | undefined {
+    if (this.damage) return undefined; // it has none of the table's
     return this.cache ? this.cache.table(this.tableKey) : this.bytes;
   }
 
@@ -192,6 +212,12 @@ export class TableReader {
 
   /** The newest version of `userKey` with sequence <= `snapshot`, if this table has one. */
   get(userKey: Uint8Array, snapshot: number): GetResult {
+    if (this.damage) {
+      const d = this.damage;
+      if (compareBytes(userKey, 0, userKey.length, d.smallest, 0, d.smallest.length - KEY_TRAILER) >= 0 &&
+        compareBytes(userKey, 0, userKey.length, d.largest, 0, d.largest.length - KEY_TRAILER) <= 0) throw d.error;
+      return undefined;
+    }
     if (!this.mayContain(userKey)) return undefined;
     // Point lookups reuse one lookup key and the blocks' scratch iterators: no allocation
     // beyond the result. Safe because a get runs to completion synchronously.
@@ -214,7 +240,7 @@ export class TableReader {
 
   /** The table's entries in order; keys and values are views, copy them to keep them. */
   iterator(): InternalIterator {
-    return new TableIterator(this);
+    return this.damage ? new DamagedIterator(this.damage) : new TableIterator(this);
   }
 
   /** Data blocks in the table. */
@@ -334,6 +360,29 @@ class TableIterator extends TwoLevelIterator<BlockIterator> {
 
   protected check(key: Buffer): void {
     this.table.checkEntry(key, this.b);
+  }
+}
+
+interface Damage {
+  error: NovaError;
+  smallest: Buffer;
+  largest: Buffer;
+}
+
+/** A damaged table's iterator: positioning it anywhere at or before its largest key fails. */
+class DamagedIterator implements InternalIterator {
+  readonly valid = false;
+  readonly key = Buffer.alloc(0);
+  readonly value = Buffer.alloc(0);
+  constructor(private readonly d: Damage) {}
+  first(): void {
+    throw this.d.error;
+  }
+  seek(target: Uint8Array): void {
+    if (compareInternalKeys(target, this.d.largest) <= 0) throw this.d.error;
+  }
+  next(): void {
+    throw this.d.error; // never valid, so never called
   }
 }
 
