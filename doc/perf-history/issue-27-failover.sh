@@ -21,7 +21,7 @@ NODE_OPTIONS=--max-semi-space-size=64 node bin/nova.js ltc --id 1 --coordinator 
 sleep 3
 node bin/nova.js bench run --engine nova --coordinator $LIST --workload A --records ${RECORDS:-200000} --duration ${DURATION:-90} --quiet-wait 0 --json $B/bench.json > $B/bench.log 2>&1 &
 BENCH=$!
-while ! grep -q "run " $B/bench.log 2>/dev/null && kill -0 $BENCH 2>/dev/null; do sleep 1; done   # the load is done
+while ! grep -q "loaded" $B/bench.log 2>/dev/null && kill -0 $BENCH 2>/dev/null; do sleep 1; done   # the load is done
 sleep 10
 for k in $(seq 1 ${KILLS:-5}); do
   node --input-type=module -e "

@@ -5,6 +5,7 @@
  */
 import { Command, Option } from 'commander';
 import { nonNegativeInt, onOff, port, positiveInt } from './args.js';
+import type { SalvageReport } from '../ltc/salvage.js';
 import { join } from 'node:path';
 import { NovaClient, coordinatorOf } from '../client/nova-client.js';
 import type { Settings } from '../cluster/config.js';
@@ -136,7 +137,19 @@ function rangeLine(x: Record<string, unknown>): string {
     `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms); ` +
     `memory ${mib(n('memoryBytes'))}${n('memoryBudgetBytes') > 0 ? ` of ${mib(n('memoryBudgetBytes'))}` : ' (no budget: tables held whole)'}` +
     `; its LTC's resident memory ${mib(n('ltcRssBytes'))}` +
-    `; ${n('tablesToRepair')} tables with copies to repair, ${n('copiesFoundDamaged')} copies found damaged, ${n('readsFromOtherCopy')} reads from another copy`;
+    `; ${n('tablesToRepair')} tables with copies to repair, ${n('copiesFoundDamaged')} copies found damaged, ${n('readsFromOtherCopy')} reads from another copy` +
+    (n('tablesDamaged') > 0 ? `; ${n('tablesDamaged')} tables damaged in every copy (no compaction takes them): run nova repair ${String(x.range)}` : '');
+}
+
+/** What `nova repair` (and `nova db repair`) found and did, as lines for a person. */
+export function salvageLines(what: string, r: SalvageReport): string[] {
+  const lines = [`${what}: ${r.tablesChecked} tables read (${(r.bytesRead / 2 ** 20).toFixed(1)} MiB); ${r.salvaged.length} damaged` +
+    (r.salvaged.length > 0 ? `, ${r.entriesLost} entries lost${r.l0Merged > 0 ? `; L0 (${r.l0Merged} tables) merged into L1 to keep its order` : ''}` : '')];
+  for (const t of r.salvaged) {
+    lines.push(`  table ${t.file} (level ${t.level}): kept ${t.kept} of ${t.entries} entries; ${t.unreadable !== undefined ? `its index does not read (${t.unreadable})` : `${t.blocksLost} of ${t.blocks} blocks lost`}`);
+    for (const l of t.lost) lines.push(`    lost: keys ${l.keys} (block at offset ${l.offset}${l.why ? `: ${l.why}` : ''})`);
+  }
+  return lines;
 }
 
 export function addClusterCommands(program: Command, bin: string): void {
@@ -332,6 +345,14 @@ export function addClusterCommands(program: Command, bin: string): void {
     }));
   clientOptions(program.command('compact').description('make every LTC flush and merge each range\'s whole tree into its deepest level (writes go on meanwhile)'))
     .action((o: { coordinator?: string; dir: string }) => withClient(o, (c) => c.compact()));
+  clientOptions(program.command('repair <range>')
+    .description('read every table of a range, each copy tried, and salvage those damaged in every copy: the entries of the blocks that read are kept, what was lost is reported, and the range\'s tree is made consistent again (compactions, which wait while a table is damaged, go on). Reads of lost keys may then see an older version, or none')
+    .option('--json', 'print the report as JSON', false))
+    .action((range: string, o: { coordinator?: string; dir: string; json: boolean }) => withClient(o, async (c) => {
+      const r = await c.repairRange(positiveInt(range));
+      if (o.json) console.log(JSON.stringify(r, null, 1));
+      else for (const line of salvageLines(`range ${r.range}`, r)) console.log(line);
+    }));
   clientOptions(program.command('del <key>').description('delete a key'))
     .action((key: string, o: { coordinator?: string; dir: string }) => withClient(o, (c) => c.delete(Buffer.from(key))));
   clientOptions(program.command('scan <start>').description('print key<TAB>value lines from <start> in key order, across ranges')

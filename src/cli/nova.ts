@@ -22,7 +22,7 @@ import { checkFile, dumpFile, type FileKind } from '../tools/inspect.js';
 import { printable } from '../common/printable.js';
 import { FAULT_KINDS, MULTI_LTC_FAULTS, runFaults, type FaultKind } from '../../bench/faults/runner.js';
 import { faultHtml, faultSummary } from '../../bench/faults/report.js';
-import { addClusterCommands } from './cluster-commands.js';
+import { addClusterCommands, salvageLines } from './cluster-commands.js';
 import { addRangeCommands } from './range-commands.js';
 import { intList, nonNegativeInt, positiveInt, positiveNumber } from './args.js';
 
@@ -225,6 +225,13 @@ export function buildProgram(): Command {
     .action((dir: string) => withEngine(dir, (e) => e.flush()));
   db.command('compact <dir>').description('flush, then merge the whole tree into its deepest level (a manual full compaction)')
     .action((dir: string) => withEngine(dir, (e) => e.compactAll()));
+  db.command('repair <dir>').description('read every table and salvage those that are damaged: the entries of the blocks that read are kept, what was lost is reported, and the tree is made consistent again (reads of lost keys may then see an older version, or none)')
+    .option('--json', 'print the report as JSON', false)
+    .action((dir: string, o: { json: boolean }) => withEngine(dir, async (e) => {
+      const r = await e.salvage();
+      if (o.json) console.log(JSON.stringify(r, null, 1));
+      else for (const line of salvageLines(dir, r)) console.log(line);
+    }));
 
   const ycsb = (cmd: Command): Command => cmd
     .option('--records <n>', 'records loaded before the runs', positiveInt, 100_000)

@@ -37,6 +37,7 @@ import { RpcRemoteError } from '../common/rpc-envelope.js';
 import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../cluster/config.js';
 import { CoordinatorLocator } from '../cluster/locator.js';
+import type { SalvageReport } from '../ltc/salvage.js';
 import { idName, randomClientId, type ClientId } from '../common/write-id.js';
 
 export { coordinatorOf } from '../cluster/locator.js';
@@ -325,6 +326,20 @@ export class NovaClient {
    */
   async compact(): Promise<void> {
     await this.everyLtc('compact', Math.max(this.timeoutMs, COMPACT_TIMEOUT_MS));
+  }
+
+  /**
+   * `nova repair`: has the LTC serving `range` read every table of it and salvage those with
+   * damage no copy escapes; what was lost (SalvageReport). It runs to the end on the LTC even
+   * if this call's deadline passes first.
+   */
+  async repairRange(range: number): Promise<SalvageReport & { range: number }> {
+    if (!this.config.ranges.some((r) => r.id === range)) throw new NovaError('BAD_ARGUMENT', `no range ${range}: see nova range list`);
+    await this.refresh();
+    const r = this.config.ranges.find((x) => x.id === range);
+    const m = r && this.config.members.find((x) => x.role === 'ltc' && x.id === r.ltc);
+    if (!m) throw new NovaError('UNAVAILABLE', `range ${range} has no LTC now; try again`);
+    return (await this.ltc(m.address)).call('repairRange', [range], Math.max(this.timeoutMs, COMPACT_TIMEOUT_MS));
   }
 
   /**

@@ -72,6 +72,8 @@ export interface Settings {
   scatter: number;
   /** R: copies of each fragment of a table, on distinct StoCs. */
   tableReplicas: number;
+  /** Data fragments kept once with an XOR parity fragment, the metadata in R copies (fragments.ts). */
+  parity: boolean;
   /** A StoC silent this long is removed as dead (with more than one copy of each table; 0: never). */
   stocDeadMs: number;
   /** Bytes per second an LTC re-reads of its tables' copies to find damage (0: none). */

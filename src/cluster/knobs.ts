@@ -131,6 +131,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: survives more StoCs lost for good; each flush and compaction writes that many times the bytes (doc/decisions/table-redundancy.md)',
   }),
   knob({
+    key: 'parity', flag: 'parity', type: 'bool', default: false,
+    meaning: 'each SSTable\'s ρ data fragments are kept once and one XOR parity fragment over them on a StoC of its own, the metadata in --table-replicas copies (the paper\'s hybrid); a lost or damaged data fragment is rebuilt from the parity and the others. Needs ρ + R + 1 StoCs up, else tables are written with copies',
+    tradeoff: 'on: writes 1 + 1/ρ times a table\'s data instead of R times; a read of a lost fragment reads all the others (doc/decisions/table-redundancy.md)',
+  }),
+  knob({
     key: 'stocDeadMs', flag: 'stoc-dead-ms', type: 'ms', min: 0, default: 600_000,
     meaning: 'a StoC silent this long is removed as dead, as `nova stoc remove --dead` does, and the copies it held are stored again on the others; never with --table-replicas 1, where that would drop tables (0: only by hand)',
     tradeoff: 'shorter: full redundancy back sooner after a disk dies; a StoC down for longer maintenance is taken out and its data copied again',

@@ -43,8 +43,9 @@ function coordinatorIn(path: string, dir: string): string {
  */
 export class CoordinatorLocator {
   private current: string;
-  /** The coordinators given (one, or several on etcd). */
+  /** The coordinators given (one, or several on etcd), and which of them was tried last. */
   private readonly addresses: string[];
+  private at = 0;
   private link: TcpRpcClient | undefined;
   private connecting: Promise<TcpRpcClient> | undefined;
   private closed = false;
@@ -103,7 +104,9 @@ export class CoordinatorLocator {
         return false; // being rewritten, or gone: keep trying the address we have
       }
     } else if (this.addresses.length > 1) {
-      now = this.addresses[(this.addresses.indexOf(this.current) + 1) % this.addresses.length];
+      // The next given address, even after a leader's own (which may not be among them, or reachable).
+      this.at = (this.at + 1) % this.addresses.length;
+      now = this.addresses[this.at];
     }
     if (now === undefined || now === this.current) return false;
     this.current = now;

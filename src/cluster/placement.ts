@@ -45,17 +45,19 @@ export async function place(policy: Placement, ids: number[], rho: number, state
 }
 
 /**
- * Places `count` tables of `shape.width` × `shape.copies` StoCs each (a compaction's outputs,
+ * Places `count` tables of `shape.width` × `shape.copies` StoCs each (with parity, ρ + R + 1; a compaction's outputs,
  * before it runs) from one reading of the StoCs' queue depths: power-of-d weighs each StoC's
  * depth plus the data fragments this call already gave it (of each copy's `width` StoCs the
  * first `rho` hold data; one more holds only the small metadata), so the outputs' bytes spread
  * as if placed one by one.
  */
-export function placeMany(policy: Placement, ids: number[], rho: number, shape: { width: number; copies: number }, count: number,
+export function placeMany(policy: Placement, ids: number[], rho: number, shape: { width: number; copies: number; parity?: boolean }, count: number,
   state: PlacementState, depth: ReadonlyMap<number, number>, random: () => number = Math.random): number[][] {
   const given = new Map<number, number>();
   const out: number[][] = [];
-  const width = shape.width * shape.copies;
+  // With parity: ρ data StoCs, the metadata's copies, and the parity's StoC (fragments.ts cutTable).
+  const width = shape.parity ? shape.width + shape.copies : shape.width * shape.copies;
+  const holdsData = (i: number): boolean => (shape.parity ? i < rho || i === width - 1 : i % shape.width < rho);
   for (let n = 0; n < count; n++) {
     let stocs: number[];
     if (policy !== 'power-of-d') {
@@ -65,7 +67,7 @@ export function placeMany(policy: Placement, ids: number[], rho: number, shape: 
       const candidates = sample(ids, 2 * width, random);
       stocs = leastOf(candidates, (id) => (depth.get(id) ?? Infinity) + (given.get(id) ?? 0), width);
     }
-    stocs.forEach((id, i) => { if (i % shape.width < rho) given.set(id, (given.get(id) ?? 0) + 1); });
+    stocs.forEach((id, i) => { if (holdsData(i)) given.set(id, (given.get(id) ?? 0) + 1); });
     out.push(stocs);
   }
   return out;

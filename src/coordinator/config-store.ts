@@ -19,6 +19,8 @@ export interface ConfigStore {
   /** Resolves once this coordinator leads; until then `leader` names the one that does, if known. */
   lead(address: string): Promise<void>;
   leader(): string | undefined;
+  /** Whether this coordinator, once it led, may still act (its hold on the lead is sure). */
+  holds(): boolean;
   /** The stored configuration, or undefined for a new cluster. */
   load(): Promise<ClusterConfig | undefined>;
   /** Makes `c` durable; rejects if this coordinator no longer leads. */
@@ -58,6 +60,10 @@ export class FileConfigStore implements ConfigStore {
 
   leader(): string | undefined {
     return undefined;
+  }
+
+  holds(): boolean {
+    return true; // the directory's lock
   }
 
   load(): Promise<ClusterConfig | undefined> {

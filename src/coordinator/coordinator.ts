@@ -227,8 +227,8 @@ export class Coordinator {
     const advertise = advertisedHost(o.host, o.advertise);
     const c = new Coordinator(o);
     const lead = <A extends unknown[], R>(f: (...a: A) => R) => (...a: A): R => {
-      if (!c.leading) {
-        const at = c.store.leader();
+      if (!c.leading || !c.store.holds()) {
+        const at = c.leading ? undefined : c.store.leader();
         throw Object.assign(new NovaError('NOT_LEADER', `this coordinator stands by${at ? `; the leader is at ${at}` : ' and knows no leader yet'}`), { detail: at ?? null });
       }
       return f(...a);
@@ -269,7 +269,9 @@ export class Coordinator {
 
   private async campaign(address: string): Promise<void> {
     await this.store.lead(address);
-    this.config = await this.load();
+    const config = await this.load();
+    if (this.lostErr) throw this.lostErr; // lost while it loaded: it never leads
+    this.config = config;
     this.durableId = this.config.id;
     this.graceUntil = performance.now() + this.config.settings.ltcLeaseMs;
     this.leading = true;
@@ -369,7 +371,11 @@ export class Coordinator {
    * the file could not be written, which throws here as before).
    */
   private publish(next: ClusterConfig, why: string): void {
-    if (this.lostErr) throw this.lostErr;
+    if (this.lostErr) {
+      // Another coordinator leads: this one changes nothing more (it is stopping).
+      this.o.onLog?.(`${why}: not done, this coordinator no longer leads`);
+      return;
+    }
     const saved = this.store.save(next);
     this.config = next;
     this.o.onLog?.(`${why}; config ${next.id}`);

@@ -12,6 +12,7 @@
  * wrote: a deposed leader (paused past its lease, or cut off from etcd) can never overwrite
  * what its successor wrote. Its saves fail, and it stops (onLost).
  */
+import { performance } from 'node:perf_hooks';
 import { Etcd3, type Lease } from 'etcd3';
 import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
@@ -20,6 +21,8 @@ import type { ConfigStore } from './config-store.js';
 
 /** The leader's lease: how long after its death a standby may take over, at most. */
 const LEASE_TTL_S = 2;
+/** A leader stops acting this long before its lease could have expired in etcd (clock rates differ a little). */
+const LEASE_MARGIN_MS = 250;
 /** How often a standby tries to take the lead. */
 const CAMPAIGN_MS = 250;
 /** Each call to etcd's deadline. */
@@ -56,6 +59,9 @@ export class EtcdConfigStore implements ConfigStore {
   private lost: ((err: Error) => void) | undefined;
   private lostErr: Error | undefined;
   private closed = false;
+  /** Until when (performance.now()) etcd surely still holds our lease: the last keepalive answered, from when it was sent. */
+  private heldUntil = 0;
+  private keepaliveSentAt = 0;
 
   constructor(private readonly o: EtcdStoreOptions) {
     this.client = new Etcd3({ hosts: o.endpoints, dialTimeout: CALL_MS });
@@ -80,12 +86,16 @@ export class EtcdConfigStore implements ConfigStore {
     const lease = this.client.lease(LEASE_TTL_S, { autoKeepAlive: true });
     this.lease = lease;
     lease.on('lost', (err) => this.fail(new NovaError('UNAVAILABLE', `lost the etcd lease that makes this coordinator the leader (${err.message})`)));
-    this.leaseId = await this.call('a lease grant', lease.grant());
+    lease.on('keepaliveFired', () => { this.keepaliveSentAt = performance.now(); });
+    lease.on('keepaliveSucceeded', () => { this.heldUntil = Math.max(this.heldUntil, this.keepaliveSentAt + LEASE_TTL_S * 1000 - LEASE_MARGIN_MS); });
+    const granting = performance.now();
+    this.leaseId = await this.retried('a lease grant', () => lease.grant());
+    this.heldUntil = granting + LEASE_TTL_S * 1000 - LEASE_MARGIN_MS;
     const leaderKey = this.key('leader');
     let told = '';
     while (!this.closed) {
       if (this.lostErr) throw this.lostErr;
-      const r = await this.call('a campaign', this.client.if(leaderKey, 'Create', '==', 0)
+      const r = await this.retried('a campaign', () => this.client.if(leaderKey, 'Create', '==', 0)
         .then(this.client.put(leaderKey).value(address).lease(this.leaseId))
         .else(this.client.get(leaderKey))
         .commit());
@@ -107,6 +117,28 @@ export class EtcdConfigStore implements ConfigStore {
 
   leader(): string | undefined {
     return this.leaderAddress;
+  }
+
+  /**
+   * Whether this leader may act now: etcd surely holds its lease (its last keepalive answered
+   * within the lease's time). A leader cut off from etcd stops answering before a standby can
+   * take over, so no member is told anything by two leaders at once.
+   */
+  holds(): boolean {
+    return this.leading && !this.lostErr && performance.now() < this.heldUntil;
+  }
+
+  /** `work` again (a second apart) while it fails as etcd being away, until the lease is lost or the store closes. */
+  private async retried<T>(what: string, work: () => Promise<T>): Promise<T> {
+    for (;;) {
+      try {
+        return await this.call(what, work());
+      } catch (err) {
+        if (this.closed || this.lostErr) throw err;
+        this.o.onLog?.(`${(err as Error).message}; trying again`);
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+    }
   }
 
   async load(): Promise<ClusterConfig | undefined> {
@@ -132,16 +164,39 @@ export class EtcdConfigStore implements ConfigStore {
       if (this.lostErr) throw this.lostErr;
       if (!this.leading) throw new NovaError('UNAVAILABLE', 'this coordinator does not lead');
       const configKey = this.key('config');
-      const r = await this.call('a write of the configuration', this.client.if(this.key('leader'), 'Lease', '==', this.leaseId)
-        .and(configKey, 'Mod', '==', this.revision)
-        .then(this.client.put(configKey).value(text))
-        .commit());
-      if (!r.succeeded) {
+      for (;;) {
+        let r;
+        try {
+          r = await this.call('a write of the configuration', this.client.if(this.key('leader'), 'Lease', '==', this.leaseId)
+            .and(configKey, 'Mod', '==', this.revision)
+            .then(this.client.put(configKey).value(text))
+            .commit());
+        } catch (err) {
+          // etcd away for a moment: the same write again while the lease holds (it may have landed: see below).
+          if (!this.holds()) {
+            this.fail(err as Error);
+            throw err;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          continue;
+        }
+        if (r.succeeded) {
+          this.revision = r.header.revision;
+          return;
+        }
+        // Refused: an earlier try of this very write landed (we still lead and the configuration is
+        // what we wrote), or another coordinator leads or wrote since.
+        const now = await this.call('a read of the configuration', this.client.if(this.key('leader'), 'Lease', '==', this.leaseId)
+          .then(this.client.get(configKey)).commit()).catch(() => undefined);
+        const kv = now?.succeeded ? now.responses[0]?.response_range?.kvs?.[0] : undefined;
+        if (kv && kv.value.toString() === text && this.holds()) {
+          this.revision = kv.mod_revision;
+          return;
+        }
         const err = new NovaError('UNAVAILABLE', `config ${c.id} was not written: another coordinator leads now, or wrote the configuration since`);
         this.fail(err);
         throw err;
       }
-      this.revision = r.header.revision;
     });
     this.tail = run.catch(() => undefined);
     return run;

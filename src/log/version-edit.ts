@@ -20,10 +20,13 @@ import { NovaError } from '../common/errors.js';
  * 4: tag 10, active memtables per Drange (duplicated Dranges).
  * 5: each fragment of tag 4 carries flags, and with flag 1 the checksum of its bytes; a table
  *    may list several copies of a fragment (same offset and size, other StoCs).
+ * 6: fragment flag 2, a parity fragment (the XOR of the table's data pieces).
  */
-const EDIT_VERSION = 5;
+const EDIT_VERSION = 6;
 /** Fragment flag: a checksum of the fragment's bytes follows. */
 const FRAGMENT_CRC = 1;
+/** Fragment flag (version 6): the fragment is the table's parity. */
+const FRAGMENT_PARITY = 2;
 
 /** Active memtables a range may have, all Dranges' copies together: a bound on what an edit may claim. */
 export const MAX_ACTIVE_MEMTABLES = 1024;
@@ -48,6 +51,8 @@ export interface Fragment {
   offset: number;
   size: number;
   crc?: number;
+  /** The XOR of the table's data pieces (each zero-padded to the longest), not a part of the table (fragments.ts). */
+  parity?: boolean;
 }
 
 export interface TableMeta {
@@ -141,7 +146,7 @@ export function encodeEdit(e: VersionEdit): Buffer {
     out.varint(t.fragments.length);
     for (const f of t.fragments) {
       out.varint(f.stoc); out.varint(f.offset); out.varint(f.size);
-      out.varint(f.crc === undefined ? 0 : FRAGMENT_CRC);
+      out.varint((f.crc === undefined ? 0 : FRAGMENT_CRC) | (f.parity ? FRAGMENT_PARITY : 0));
       if (f.crc !== undefined) out.u32(f.crc);
     }
   }
@@ -221,7 +226,8 @@ export function decodeEdit(b: Buffer, where: string): VersionEdit {
           if (version >= 5) {
             const flagsAt = c.at;
             const flags = num();
-            if ((flags & ~FRAGMENT_CRC) !== 0) bad(flagsAt, `has fragment flags ${flags}`);
+            if ((flags & ~(version >= 6 ? FRAGMENT_CRC | FRAGMENT_PARITY : FRAGMENT_CRC)) !== 0) bad(flagsAt, `has fragment flags ${flags}`);
+            if (flags & FRAGMENT_PARITY) f.parity = true;
             if (flags & FRAGMENT_CRC) {
               if (c.at + 4 > b.length) bad(c.at, 'ends inside a fragment checksum');
               f.crc = readU32(b, c.at);

@@ -8,6 +8,9 @@ import { type CompactionJob, jobFor, LEVELS, pickCompactions } from '../compacti
 import { Postponed, runCompaction } from './compaction-job.js';
 import { NoRoom } from './engine-env.js';
 import type { NovaError } from '../common/errors.js';
+import type { TableMeta } from '../log/version-edit.js';
+import { salvageTable } from '../sstable/salvage.js';
+import { tableName } from './local-store.js';
 import { Abandoned, EngineState, type LiveTable } from './engine-state.js';
 import { flushGroup } from './flush-job.js';
 import { mergeableDrange, mergeGroup } from './merge-job.js';
@@ -101,7 +104,9 @@ export async function compactionLoop(db: EngineState): Promise<number> {
       waiting.length = 0;
     } else {
       const room = db.options.compactionJobs - running.size;
-      if (waiting.length === 0) for (const job of pickNow(db, busy, room)) waiting.push(hold(job));
+      // No job takes a damaged table: L0's jobs group overlapping tables, so nothing newer passes one either.
+      const blocked = db.damaged.size === 0 ? busy : new Set([...busy, ...db.damaged.keys()]);
+      if (waiting.length === 0) for (const job of pickNow(db, blocked, room)) waiting.push(hold(job));
       while (waiting.length > 0 && running.size < db.options.compactionJobs) running.add(start(waiting.shift()!));
     }
     if (running.size === 0) break;
@@ -127,8 +132,9 @@ export async function compactionLoop(db: EngineState): Promise<number> {
     const p: Promise<void> = runCompaction(db, job).then(() => {
       n++;
       db.steps++;
-    }, (err: unknown) => {
+    }, async (err: unknown) => {
       if (err instanceof Postponed || err instanceof NoRoom) postpone(db, err);
+      else if ((err as NovaError).code === 'CORRUPTION' && await findDamaged(db, [...job.inputs, ...job.overlapping])) return;
       else if (!(err instanceof Abandoned)) db.fail('compaction', err);
     }).finally(() => {
       for (const f of tables) busy.delete(f);
@@ -272,4 +278,26 @@ export async function compactLevels(db: EngineState): Promise<void> {
 /** Scans an L0 table may serve before it makes L0 due at l0ScanTrigger (LevelDB: allowed_seeks). */
 export function scanAllowance(t: LiveTable): number {
   return Math.max(100, Math.floor(t.meta.size / 16384));
+}
+
+/**
+ * After a compaction failed with CORRUPTION: reads each of its tables as salvage would and
+ * marks those with a block no copy of which reads (EngineState.markDamaged). True if any was:
+ * the range then serves on, no compaction taking a damaged table until `nova repair`, instead
+ * of failing.
+ */
+async function findDamaged(db: EngineState, tables: readonly TableMeta[]): Promise<boolean> {
+  let found = false;
+  for (const t of tables) {
+    try {
+      const s = salvageTable(await db.store.readTable(t.file, t.fragments, true), tableName(t.file));
+      const why = s.unreadable ?? s.lost[0]?.why ?? s.filterDamaged;
+      if (why === undefined) continue;
+      db.markDamaged(t.file, why);
+      found = true;
+    } catch {
+      // Out of reach now: not known to be damaged.
+    }
+  }
+  return found;
 }

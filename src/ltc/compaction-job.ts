@@ -17,9 +17,10 @@ import { installTables, logEdit } from './version-set.js';
 /**
  * Merges the job's tables into level + 1, cutting outputs at the table size between user
  * keys (merge.ts): on the Compactor (a StoC) when there is one, else here, on the merge
- * worker thread unless `mergeInWorker` is off.
+ * worker thread unless `mergeInWorker` is off. `instead`: bytes to merge in place of some
+ * inputs' own (what nova repair salvaged of them); such a job merges here.
  */
-export async function runCompaction(db: EngineState, job: CompactionJob): Promise<void> {
+export async function runCompaction(db: EngineState, job: CompactionJob, instead?: ReadonlyMap<number, Buffer>): Promise<void> {
   const out = job.level + 1;
   const inputs = [...job.inputs, ...job.overlapping];
   const smallestSnapshot = db.smallestSnapshot();
@@ -27,8 +28,8 @@ export async function runCompaction(db: EngineState, job: CompactionJob): Promis
   const { smallest, largest } = keySpan(inputs);
   const deeper = overlapping(db.levels.slice(out + 1).flat().map((t) => t.meta), smallest, largest)
     .map((t) => ({ smallest: t.smallest, largest: t.largest }));
-  const added = (db.env.compactor && await offload(db, db.env.compactor, out, inputs, smallestSnapshot, deeper))
-    ?? await mergeHere(db, out, inputs, smallestSnapshot, deeper);
+  const added = (db.env.compactor && !instead ? await offload(db, db.env.compactor, out, inputs, smallestSnapshot, deeper) : undefined)
+    ?? await mergeHere(db, out, inputs, smallestSnapshot, deeper, instead);
   const edit = emptyEdit();
   for (const m of job.inputs) edit.removed.push({ level: job.level, file: m.file });
   for (const m of job.overlapping) edit.removed.push({ level: out, file: m.file });
@@ -59,10 +60,10 @@ export class Postponed extends NovaError {
 
 /** Merges on this process; each output is stored as soon as it is cut. */
 export async function mergeHere(db: EngineState, out: number, inputs: TableMeta[], smallestSnapshot: number,
-  deeper: CompactionRequest['deeper']): Promise<LiveTable[]> {
+  deeper: CompactionRequest['deeper'], instead?: ReadonlyMap<number, Buffer>): Promise<LiveTable[]> {
   const tables = await Promise.all(inputs.map((m) => {
     const reader = db.tableFor(m.file);
-    return reader.ownBytes() ?? db.store.readTable(m.file, m.fragments);
+    return instead?.get(m.file) ?? reader.ownBytes() ?? db.store.readTable(m.file, m.fragments);
   })).catch((err: unknown) => {
     throw AWAY.has((err as NovaError).code) ? new Postponed((err as Error).message) : err;
   });

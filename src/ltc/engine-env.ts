@@ -48,7 +48,8 @@ export type RepairResult = { fragments: Fragment[]; written: number; bytes: numb
 export interface BlockStore {
   /** Stores a whole table durably; returns where its bytes are. */
   writeTable(file: number, bytes: Buffer): Promise<Fragment[]>;
-  readTable(file: number, fragments: Fragment[]): Promise<Buffer>;
+  /** `salvage`: a piece every copy of which is damaged comes back as read, not as CORRUPTION (nova repair). */
+  readTable(file: number, fragments: Fragment[], salvage?: boolean): Promise<Buffer>;
   /**
    * `length` bytes of the table from `offset` (a block, or its metadata), when the store can
    * read part of a table; an engine with a block cache then holds its tables' metadata, and

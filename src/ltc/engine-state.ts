@@ -185,6 +185,20 @@ export class EngineState {
     });
   }
 
+  /**
+   * Tables no copy of which reads whole (every copy damaged), by file, with why: reads that
+   * need what is damaged fail with CORRUPTION, and no compaction takes them (it would carry
+   * the damage on, or reorder L0 around them) until `nova repair` salvages them (salvage.ts).
+   */
+  readonly damaged = new Map<number, string>();
+
+  /** Records table `file` as damaged beyond its copies (damaged), once. */
+  markDamaged(file: number, why: string): void {
+    if (this.damaged.has(file)) return;
+    this.damaged.set(file, why);
+    this.warn(`table ${file} is damaged in every copy (${why}); reads that need it fail, and compactions that would take it wait: run \`nova repair\` on the range`);
+  }
+
   /** Tables dropped since the open because a StoC holding a fragment was removed as dead (loseTable). */
   readonly lostTables: string[] = [];
 

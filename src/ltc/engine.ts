@@ -51,6 +51,7 @@ import type { SessionStats } from './sessions.js';
 import { splitKey } from './split-key.js';
 import { evacuateStep, moveManifest, type EvacuationReport } from './evacuation.js';
 import { repairStep, tablesNeedingRepair, type RepairReport } from './repair.js';
+import { salvageRange, type SalvageReport } from './salvage.js';
 import { logEdit } from './version-set.js';
 import { emptyEdit } from '../log/version-edit.js';
 import { typeOf, userKeyOf, ValueType } from '../common/internal-key.js';
@@ -389,6 +390,27 @@ export class Engine {
       if (stop()) throw new NovaError('UNAVAILABLE', 'repair stopped: the range is being let go');
     });
     return report;
+  }
+
+  /**
+   * `nova repair`: reads every table, salvages those with damage no copy escapes (salvage.ts)
+   * and reports what was lost; then compactions, held while any table was damaged, go on.
+   */
+  async salvage(stop: () => boolean = () => false): Promise<SalvageReport> {
+    this.db.assertOpen();
+    let report: SalvageReport | undefined;
+    await this.stepsInLoopPlace(async () => {
+      report = await salvageRange(this.db, stop);
+      return false;
+    }, () => {
+      if (stop()) throw new NovaError('UNAVAILABLE', 'repair stopped: the range is being let go');
+    });
+    return report!;
+  }
+
+  /** Tables damaged in every copy: reads that need them fail, and no compaction takes them until `salvage`. */
+  get tablesDamaged(): number {
+    return this.db.damaged.size;
   }
 
   /**

@@ -134,6 +134,8 @@ export interface RangeStats extends EngineStats {
   readsFromOtherCopy: number;
   /** Table copies found damaged (by reads or the scrub) since the range opened here; repair writes them again. */
   copiesFoundDamaged: number;
+  /** Tables damaged in every copy: reads that need them fail, and no compaction takes them until `nova repair`. */
+  tablesDamaged: number;
   /**
    * Resident memory of the LTC process serving the range, all its ranges together: with Node's
    * heap and the transport's buffers, which the memory budget does not count.
@@ -225,6 +227,7 @@ export class LtcServer {
     return [...this.served.values()].filter((s) => s.engine).map((s) => ({
       range: s.info.id, ...s.engine!.stats,
       tablesToRepair: s.engine!.tablesToRepair,
+      tablesDamaged: s.engine!.tablesDamaged,
       readsFromOtherCopy: s.store!.counters.otherCopy,
       copiesFoundDamaged: s.store!.counters.damaged,
       tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
@@ -716,6 +719,12 @@ export class LtcServer {
       // Every memtable to an SSTable, then the compactions due.
       flush: async () => {
         for (const s of this.served.values()) await s.engine?.flush();
+      },
+      // nova repair: the range's damaged tables salvaged (Engine.salvage).
+      repairRange: async ([range]) => {
+        const s = typeof range === 'number' ? this.served.get(range) : undefined;
+        if (!s?.engine || s.leaving) throw new NovaError('BAD_ARGUMENT', `range ${String(range)} is not open on LTC ${this.o.id}`);
+        return { range, ...await s.engine.salvage(() => s.leaving !== undefined) };
       },
       // Every range's whole tree merged into its deepest level (Engine.compactAll).
       compact: async () => {

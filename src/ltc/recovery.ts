@@ -13,7 +13,8 @@ import { readLog } from '../log/log-format.js';
 import { decodeEdit, emptyEdit, ManifestState, type TableMeta } from '../log/version-edit.js';
 import { decodeBatch } from '../log/write-batch.js';
 import { Memtable } from '../memtable/memtable.js';
-import type { TableReader } from '../sstable/table-reader.js';
+import { TableReader } from '../sstable/table-reader.js';
+import { tableName } from './local-store.js';
 import { copiesOf, drangeOf, type Layout, layoutOf } from './dranges.js';
 import { LookupIndex } from './lookup-index.js';
 import { EngineState, type LiveTable } from './engine-state.js';
@@ -62,7 +63,12 @@ export async function recover(db: EngineState): Promise<void> {
   await Promise.all(Array.from({ length: Math.min(OPEN_AT_ONCE, metas.length) }, async () => {
     while (next < metas.length) {
       const i = next++;
-      readers[i] = await openTable(db, metas[i], false);
+      readers[i] = await openTable(db, metas[i], false).catch((err: NovaError) => {
+        // Every copy of its metadata damaged: the range opens all the same (salvage.ts).
+        if (err.code !== 'CORRUPTION') throw err;
+        db.markDamaged(metas[i].file, err.message);
+        return TableReader.damaged(tableName(metas[i].file), err, metas[i].smallest, metas[i].largest);
+      });
     }
   }));
   metas.forEach((meta, i) => db.levels[meta.level].push({ meta, reader: readers[i] }));

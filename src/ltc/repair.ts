@@ -12,6 +12,7 @@ import { installTables, logEdit } from './version-set.js';
 import { runCompaction } from './compaction-job.js';
 import { jobFor } from '../compaction/picker.js';
 import { readerOf } from './read-path.js';
+import type { BuiltTable } from '../sstable/table-builder.js';
 
 export interface RepairReport {
   /** Tables whose copies were made whole again, and the copies written. */
@@ -41,21 +42,31 @@ export async function placeCopies(db: EngineState, level: number, t: LiveTable, 
   t.meta = meta;
 }
 
-/** Merges all of L0 into L1 (a copy of an L0 table under a new number would pass newer ones); the tables merged. */
-export async function mergeAllL0(db: EngineState): Promise<number> {
+/**
+ * Merges all of L0 into L1 (a copy of an L0 table under a new number would pass newer ones),
+ * with `instead` in place of some tables' bytes (runCompaction); the tables merged.
+ */
+export async function mergeAllL0(db: EngineState, instead?: ReadonlyMap<number, Buffer>): Promise<number> {
   const l0 = db.levels[0].map((t) => t.meta);
-  await runCompaction(db, jobFor(db.levels.map((l) => l.map((t) => t.meta)), 0, l0));
+  await runCompaction(db, jobFor(db.levels.map((l) => l.map((t) => t.meta)), 0, l0), instead);
   return l0.length;
 }
 
-/** Stores table `t` of sorted level `level` again, under a new number, where new tables go. */
-export async function storeAgain(db: EngineState, level: number, t: LiveTable): Promise<void> {
-  const bytes = await tableBytes(db, t);
+/**
+ * Stores table `t` of sorted level `level` again, under a new number, where new tables go:
+ * as it is, or as `instead` (what nova repair salvaged of it: within its keys, so the level
+ * stays sorted).
+ */
+export async function storeAgain(db: EngineState, level: number, t: LiveTable, instead?: BuiltTable): Promise<void> {
+  const bytes = instead?.bytes ?? await tableBytes(db, t);
   const file = db.nextFile++;
   const fragments = await db.store.writeTable(file, bytes);
   const edit = emptyEdit();
   edit.removed.push({ level, file: t.meta.file });
-  await installTables(db, edit, level, [{ meta: { ...t.meta, file, fragments }, reader: readerOf(db, bytes, file) }], new Set([t.meta.file]));
+  const meta = instead
+    ? { ...t.meta, file, fragments, size: bytes.length, entries: instead.entries, smallest: instead.smallest!, largest: instead.largest! }
+    : { ...t.meta, file, fragments };
+  await installTables(db, edit, level, [{ meta, reader: readerOf(db, bytes, file) }], new Set([t.meta.file]));
   await db.store.deleteTable(t.meta.file);
 }
 

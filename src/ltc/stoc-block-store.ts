@@ -13,7 +13,9 @@
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import type { Settings } from '../cluster/config.js';
 import { NoRoom, type BlockStore, type RepairResult } from './engine-env.js';
-import { checkCopy, cutTable, everyCopyFailed, fewestCopies, piecesOf, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
+import {
+  checkCopy, copiesMissing, copiesWanted, cutTable, everyCopyFailed, parityBytes, parityOf, piecesOf, readFragments, rebuildSpan, shapeStocs, tableShape, writeFragments,
+} from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
 import { STOC_LOST, filesOnStocs, type StocPool } from '../stoc/stoc-pool.js';
@@ -30,7 +32,7 @@ const SPREAD_BYTES = 4096;
 
 
 /** How tables are laid out: the knobs of the one knob table. */
-export type TableLayout = Pick<Settings, 'scatter' | 'tableReplicas' | 'placement'>;
+export type TableLayout = Pick<Settings, 'scatter' | 'tableReplicas' | 'placement'> & Partial<Pick<Settings, 'parity'>>;
 
 export class StocBlockStore implements BlockStore {
   private readonly state: PlacementState = { next: 0 };
@@ -50,7 +52,7 @@ export class StocBlockStore implements BlockStore {
   async writeTable(file: number, bytes: Buffer): Promise<Fragment[]> {
     const started = performance.now();
     const name = tableFileName(this.range, file);
-    const { scatter, tableReplicas, placement } = this.layout;
+    const { scatter, tableReplicas, placement, parity } = this.layout;
     const failed = new Set<number>(); // StoCs a late write of an earlier attempt may still reach
     for (let attempt = 1; ; attempt++) {
       const healthy = this.pool.placeable().filter((id) => !failed.has(id));
@@ -58,10 +60,10 @@ export class StocBlockStore implements BlockStore {
       if (healthy.length < scatter && disks.length > 0) {
         throw new NoRoom(`no StoC can take table ${name}: ${disks.join(', ')} failed writes to disk, and ${healthy.length} other StoC(s) can take it where ${scatter} are needed; writes resume once a StoC has room`);
       }
-      const shape = tableShape(healthy.length, scatter, tableReplicas);
+      const shape = tableShape(healthy.length, scatter, tableReplicas, parity);
       const stocs = await place(placement, healthy, shapeStocs(shape), this.state,
         (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
-      const fragments = cutTable(bytes, stocs, scatter, name, shape.copies);
+      const fragments = cutTable(bytes, stocs, scatter, name, shape.copies, shape.parity);
       try {
         await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true)).catch((err: Error) => {
           failed.add(f.stoc);
@@ -81,7 +83,7 @@ export class StocBlockStore implements BlockStore {
     }
   }
 
-  async readTable(file: number, fragments: Fragment[]): Promise<Buffer> {
+  async readTable(file: number, fragments: Fragment[], salvage = false): Promise<Buffer> {
     const name = tableFileName(this.range, file);
     return readFragments(this.upFirst(fragments), `table ${name}`,
       (f, into) => this.pool.on(f.stoc, (c) => c.read(name, 0, f.size, undefined, into)).then(() => undefined, (err: Error) => {
@@ -90,7 +92,7 @@ export class StocBlockStore implements BlockStore {
       undefined, (f, err) => {
         this.counters.otherCopy++;
         if ((err as NovaError).code === 'CORRUPTION') this.markDamaged(file, f);
-      });
+      }, salvage);
   }
 
   /** Records that copy `f` of table `file` failed its check, for repair. */
@@ -105,12 +107,12 @@ export class StocBlockStore implements BlockStore {
     if (fragments.some((f) => this.damaged.has(`${file}:${f.stoc}`))) return true;
     const configured = new Set(this.pool.ids());
     const pieces = piecesOf(fragments, `table ${file}`).length;
-    return pieces > 0 && fewestCopies(fragments, (s) => !configured.has(s)) < this.copiesWanted(configured.size);
+    return pieces > 0 && copiesMissing(fragments, this.copiesWanted(configured.size), (s) => !configured.has(s)) > 0;
   }
 
   /** Copies of each piece a table should have with `stocs` StoCs: as many as a table written now would get (tableShape). */
   private copiesWanted(stocs: number): number {
-    return tableShape(stocs, this.layout.scatter, this.layout.tableReplicas).copies;
+    return tableShape(stocs, this.layout.scatter, this.layout.tableReplicas, this.layout.parity).copies;
   }
 
   /**
@@ -126,14 +128,14 @@ export class StocBlockStore implements BlockStore {
     const gone = fragments.some((f) => !configured.has(f.stoc));
     const roomFor = placeable.filter((s) => !fragments.some((f) => f.stoc === s)).length;
     const want = this.copiesWanted(configured.size);
-    const short = fewestCopies(fragments, (s) => !configured.has(s)) < want;
-    if (!anyDamaged && !gone && !(short && roomFor > 0)) return undefined; // nothing it can do now: the table is not read
     // One fragment of a table per StoC: the copies missing must fit on the StoCs holding none of
     // it. If they cannot (a table cut for more StoCs than are left), it must be written anew.
-    const missing = piecesOf(fragments, `table ${name}`)
-      .reduce((n, p) => n + Math.max(0, want - p.copies.filter((f) => configured.has(f.stoc)).length), 0);
+    const missing = copiesMissing(fragments, want, (s) => !configured.has(s));
+    if (!anyDamaged && !gone && !(missing > 0 && roomFor > 0)) return undefined; // nothing it can do now: the table is not read
     if (missing > roomFor) return 'rewrite';
     const bytes = await read();
+    // A fragment's bytes: its part of the table, or the parity of the data pieces.
+    const partOf = (f: Fragment): Buffer => (f.parity ? parityBytes(bytes, fragments, `table ${name}`) : bytes.subarray(f.offset, f.offset + f.size));
     let written = 0;
     let writtenBytes = 0;
     const kept: Fragment[] = [];
@@ -145,7 +147,7 @@ export class StocBlockStore implements BlockStore {
       }
       if (this.damaged.has(key)) {
         try {
-          await this.pool.on(f.stoc, (c) => c.write(name, 0, bytes.subarray(f.offset, f.offset + f.size), true));
+          await this.pool.on(f.stoc, (c) => c.write(name, 0, partOf(f), true));
           this.damaged.delete(key);
           written++;
           writtenBytes += f.size;
@@ -157,26 +159,35 @@ export class StocBlockStore implements BlockStore {
     }
     // Every piece keeps a copy: one whose only copies were dropped is written first, from the bytes read.
     const all = piecesOf(fragments, `table ${name}`);
-    const pieces = all.map((p) => ({ ...p, copies: kept.filter((f) => f.offset === p.offset && f.size > 0) }));
+    const pieces = all.map((p) => ({ ...p, copies: kept.filter((f) => f.offset === p.offset && f.size > 0 && !f.parity) }));
     const holding = new Set(kept.map((f) => f.stoc));
     const free = placeable.filter((s) => !holding.has(s));
-    for (const p of pieces.sort((a, b) => a.copies.length - b.copies.length)) {
-      while (p.copies.length < want && free.length > 0) {
+    const place1 = async (like: Fragment): Promise<Fragment | undefined> => {
+      while (free.length > 0) {
         const stoc = free.shift()!;
-        const part = bytes.subarray(p.offset, p.offset + p.size);
-        const crc = all.find((x) => x.offset === p.offset)!.copies[0].crc;
         try {
-          await this.pool.on(stoc, (c) => c.write(name, 0, part, true));
+          await this.pool.on(stoc, (c) => c.write(name, 0, partOf(like), true));
         } catch {
           continue;
         }
-        const copy: Fragment = { stoc, offset: p.offset, size: p.size, ...(crc === undefined ? {} : { crc }) };
-        p.copies.push(copy);
+        const copy: Fragment = { ...like, stoc };
         kept.push(copy);
         written++;
-        writtenBytes += p.size;
+        writtenBytes += like.size;
+        return copy;
+      }
+      return undefined;
+    };
+    for (const p of pieces.sort((a, b) => a.copies.length - b.copies.length)) {
+      const like = all.find((x) => x.offset === p.offset)!.copies[0];
+      while (p.copies.length < copiesWanted(fragments, p.offset, want)) {
+        const copy = await place1({ stoc: 0, offset: p.offset, size: p.size, ...(like.crc === undefined ? {} : { crc: like.crc }) });
+        if (!copy) break;
+        p.copies.push(copy);
       }
     }
+    const parity = parityOf(fragments);
+    if (parity && !kept.some((f) => f.parity)) await place1(parity);
     const bare = pieces.find((p) => p.copies.length === 0);
     if (bare) {
       throw new NovaError('UNAVAILABLE', `table ${name}: no StoC could take a copy of the fragment at table offset ${bare.offset}; its copies stay where they are`);
@@ -249,7 +260,36 @@ export class StocBlockStore implements BlockStore {
         if ((err as NovaError).code === 'CORRUPTION' && used.length === 1) this.markDamaged(file, used[0]);
       }
     }
+    const parity = parityOf(fragments);
+    const all = piecesOf(fragments, `table ${name}`);
+    if (parity && parts.length === 1 && parts[0].offset !== all[all.length - 1].offset) {
+      // Within one data piece (blocks never span two): the same span of the parity and the others, XORed.
+      try {
+        const out = await rebuildSpan(fragments, `table ${name}`, parts[0].offset, offset - parts[0].offset, length, (src, from, n) => {
+          const copies = 'copies' in src ? src.copies : [src];
+          return this.firstOf(copies, (f) => this.pool.on(f.stoc, (c) => c.read(name, from, n)));
+        });
+        check?.(out);
+        this.counters.otherCopy++;
+        return out;
+      } catch (err) {
+        errors.push(err);
+      }
+    }
     throw everyCopyFailed(`table ${name}`, errors);
+  }
+
+  /** `read` of the first of `copies` (those up first) that answers. */
+  private async firstOf(copies: Fragment[], read: (f: Fragment) => Promise<Buffer>): Promise<Buffer> {
+    const errors: unknown[] = [];
+    for (const f of this.upFirst(copies)) {
+      try {
+        return await read(f);
+      } catch (err) {
+        errors.push(err);
+      }
+    }
+    throw everyCopyFailed('a fragment', errors);
   }
 
   /** Removes the table from every StoC that answers (its fragments' places are not passed in). */

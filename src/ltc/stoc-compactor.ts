@@ -13,7 +13,7 @@
  */
 import type { NovaError } from '../common/errors.js';
 import { leastLoaded, placeMany, type PlacementState, type StocLoadView } from '../cluster/placement.js';
-import { fewestCopies, tableShape } from '../compaction/fragments.js';
+import { copiesMissing, tableShape } from '../compaction/fragments.js';
 import type { TableLayout } from './stoc-block-store.js';
 import type { CompactArgs } from '../stoc/compaction-executor.js';
 import type { CompactedTable, CompactionRequest, Compactor } from './engine-env.js';
@@ -37,11 +37,11 @@ export class StocCompactor implements Compactor {
     private readonly log: (line: string) => void) {}
 
   async compact(job: CompactionRequest): Promise<CompactedTable[] | undefined> {
-    const { scatter, tableReplicas, placement } = this.layout;
+    const { scatter, tableReplicas, placement, parity } = this.layout;
     const up = this.pool.placeable().filter((s) => this.pool.address(s));
     if (up.length === 0) return this.decline('no StoC is up');
     if (up.length < scatter) return this.decline(`scatter ${scatter} needs ${scatter} StoCs and ${up.length} are up`);
-    const shape = tableShape(up.length, scatter, tableReplicas);
+    const shape = tableShape(up.length, scatter, tableReplicas, parity);
     const loads = await this.loads(up);
     const id = leastLoaded(up, loads, this.turn++);
     const depth = new Map([...loads].map(([s, l]) => [s, l.queueDepth]));
@@ -63,6 +63,7 @@ export class StocCompactor implements Compactor {
       maxFiles: job.maxFiles,
       scatter,
       copies: shape.copies,
+      ...(shape.parity ? { parity: true } : {}),
       placements: placeMany(placement, up, scatter, shape, job.maxFiles, this.state, depth),
       cuts: job.cuts,
     };
@@ -73,7 +74,7 @@ export class StocCompactor implements Compactor {
       client = await this.pool.get(id);
       const outputs = await client.compact(args, { timeoutMs });
       // A StoC that does not know copies (an older one) writes one: not what the range asked for.
-      const short = outputs.find((o) => fewestCopies(o.fragments) < shape.copies);
+      const short = outputs.find((o) => copiesMissing(o.fragments, shape.copies) > 0);
       if (short) return this.decline(`StoC ${id} wrote output ${short.file} with fewer than the ${shape.copies} copies asked for`);
       this.counters.jobs++;
       this.counters.ms += performance.now() - started;

@@ -24,6 +24,7 @@ export async function installTables(db: EngineState, edit: VersionEdit, level: n
   edit.lastSequence = db.lastSequence;
   await logEdit(db, edit);
   if (gone) {
+    for (const f of gone) db.damaged.delete(f); // left the tree: no compaction waits on it
     for (let l = 0; l < LEVELS; l++) {
       // A table that leaves the tree leaves the block cache too: its blocks would only wait
       // there to be evicted, taking the room new tables are cached in.

@@ -66,6 +66,8 @@ export interface CompactArgs {
   scatter: number;
   /** Copies of each output fragment (fragments.ts cutTable); absent: one. */
   copies?: number;
+  /** Outputs keep their data fragments once with a parity fragment, the metadata in `copies` copies; absent: no parity. */
+  parity?: boolean;
   /**
    * Where output n's fragments go, for n < placements.length: per copy, ρ StoCs for its data
    * and one more for its metadata when there is one more, chosen by the LTC's placement policy.
@@ -114,6 +116,8 @@ export function parseCompactArgs(args: unknown): CompactArgs {
       const f = fields(`${Method.compact} fragment`, y);
       const fragment: Fragment = { stoc: checkUint('fragment StoC', f.stoc, 0xffffffff), offset: checkUint('fragment offset', f.offset), size: checkUint('fragment size', f.size) };
       if (f.crc !== undefined) fragment.crc = checkUint('fragment checksum', f.crc, 0xffffffff);
+      if (f.parity !== undefined && typeof f.parity !== 'boolean') throw new NovaError('BAD_ARGUMENT', `${Method.compact}: a fragment's parity flag must be a boolean`);
+      if (f.parity === true) fragment.parity = true;
       total += fragment.size;
       return fragment;
     });
@@ -128,11 +132,14 @@ export function parseCompactArgs(args: unknown): CompactArgs {
   const maxFiles = checkUint('maxFiles', a.maxFiles, 1_000_000);
   const copies = a.copies === undefined ? 1 : checkUint('copies', a.copies, MAX_COPIES);
   if (copies < 1) throw new NovaError('BAD_ARGUMENT', `${Method.compact}: copies must be at least 1`);
+  if (a.parity !== undefined && typeof a.parity !== 'boolean') throw new NovaError('BAD_ARGUMENT', `${Method.compact}: parity must be a boolean`);
+  const parity = a.parity === true;
   const known = new Set(stocs.map(([id]) => id));
+  const sizes = parity ? [scatter + copies + 1] : [scatter * copies, (scatter + 1) * copies];
   const placements = a.placements === undefined ? undefined : list('placements', a.placements, maxFiles).map((p) => {
-    const ids = list('a placement', p, (scatter + 1) * copies).map((id) => checkUint('a placement\'s StoC', id, 0xffffffff));
-    if ((ids.length !== scatter * copies && ids.length !== (scatter + 1) * copies) || new Set(ids).size !== ids.length || ids.some((id) => !known.has(id))) {
-      throw new NovaError('BAD_ARGUMENT', `${Method.compact}: a placement must name ${scatter * copies} or ${(scatter + 1) * copies} distinct StoCs of the job's stocs (${copies} cop${copies === 1 ? 'y' : 'ies'}), not [${ids.join(', ')}]`);
+    const ids = list('a placement', p, Math.max(...sizes)).map((id) => checkUint('a placement\'s StoC', id, 0xffffffff));
+    if (!sizes.includes(ids.length) || new Set(ids).size !== ids.length || ids.some((id) => !known.has(id))) {
+      throw new NovaError('BAD_ARGUMENT', `${Method.compact}: a placement must name ${sizes.join(' or ')} distinct StoCs of the job's stocs (${copies} cop${copies === 1 ? 'y' : 'ies'}${parity ? ', with parity' : ''}), not [${ids.join(', ')}]`);
     }
     return ids;
   });
@@ -154,6 +161,7 @@ export function parseCompactArgs(args: unknown): CompactArgs {
     maxFiles,
     scatter,
     copies,
+    parity,
     placements,
     cuts,
   };
@@ -174,6 +182,8 @@ export function parseCompactReply(reply: unknown): CompactOutput[] {
       fragments: (o.fragments as Array<Record<string, unknown>>).map((f): Fragment => {
         const fragment: Fragment = { stoc: uint(f?.stoc), offset: uint(f?.offset), size: uint(f?.size) };
         if (f?.crc !== undefined) fragment.crc = uint(f.crc) <= 0xffffffff ? uint(f.crc) : bad(`checksum ${String(f.crc)} is not 32 bits`);
+        if (f?.parity !== undefined && typeof f.parity !== 'boolean') bad('a fragment\'s parity flag is not a boolean');
+        if (f?.parity === true) fragment.parity = true;
         return fragment;
       }),
     };
@@ -216,7 +226,8 @@ export async function runCompaction(env: ExecutorEnv, job: CompactArgs, lost: ()
       const file = job.firstFile + outputs.length;
       const name = tableFileName(job.range, file);
       const placed = job.placements?.[outputs.length];
-      const fragments = cutTable(t.bytes, placed ?? fallback.stocs, job.scatter, `StoC ${env.id}: compaction output ${name}`, placed ? job.copies ?? 1 : fallback.copies);
+      const fragments = cutTable(t.bytes, placed ?? fallback.stocs, job.scatter, `StoC ${env.id}: compaction output ${name}`,
+        placed ? job.copies ?? 1 : fallback.copies, placed ? job.parity === true : fallback.parity);
       await writeOutput(env, name, t.bytes, fragments, addresses, written);
       outputs.push({ ...describe(t), file, fragments });
       // Written: nothing holds the output's memory any more (describe copied its keys). An
@@ -243,13 +254,13 @@ function describe(t: MergedTable): Omit<CompactOutput, 'file' | 'fragments'> {
  * Where an output the job did not place goes: this StoC first, then the others of the job in
  * their order, in the shape (fragments.ts tableShape) their number allows.
  */
-function outputStocs(self: number, job: CompactArgs): { stocs: number[]; copies: number } {
+function outputStocs(self: number, job: CompactArgs): { stocs: number[]; copies: number; parity: boolean } {
   const all = [self, ...job.stocs.map(([id]) => id).filter((id) => id !== self)];
   if (all.length < job.scatter) {
     throw new NovaError('UNAVAILABLE', `compaction of range ${job.range}: scatter ${job.scatter} needs ${job.scatter} StoCs; the job names ${all.length}`);
   }
-  const shape = tableShape(all.length, job.scatter, job.copies ?? 1);
-  return { stocs: all.slice(0, shapeStocs(shape)), copies: shape.copies };
+  const shape = tableShape(all.length, job.scatter, job.copies ?? 1, job.parity === true);
+  return { stocs: all.slice(0, shapeStocs(shape)), copies: shape.copies, parity: shape.parity === true };
 }
 
 function readInput(env: ExecutorEnv, range: number, input: CompactInput, addresses: Map<number, Uint8Array>): Promise<Buffer> {

@@ -125,6 +125,7 @@ function checkFragment(path: string): string | undefined {
   if (bytes.length !== f.size) throw new NovaError('CORRUPTION', `${path}: ${bytes.length} bytes, where the MANIFEST's fragment at table offset ${f.offset} has ${f.size}, at offset ${Math.min(bytes.length, f.size)}`);
   if (f.crc === undefined) return `${path}: size OK (a data fragment of table ${table}, table offset ${f.offset}; written before fragments had checksums)`;
   checkCopy(f, bytes, path);
+  if (f.parity) return `${path}: OK (the parity of table ${table}'s data fragments, ${f.size} bytes, checksum as the MANIFEST records)`;
   return `${path}: OK (a data fragment of table ${table}, ${f.size} bytes from table offset ${f.offset}, checksum as the MANIFEST records)`;
 }
 

@@ -145,7 +145,7 @@ describe('offloaded compaction on a StoC', () => {
     const { s, clients, args } = await setup();
     await s[2].close(); // StoC 3 holds inputs 2 and 3
     const err = await clients.get(1)!.compact(args).then(() => undefined, (e: unknown) => e as { code: string; message: string });
-    expect(err).toMatchObject({ message: expect.stringContaining('compaction input r3-000002.sst') });
+    expect(err?.message).toMatch(/compaction input r3-00000[23]\.sst/); // whichever of the two failed first
     expect(err?.code).not.toBe('CORRUPTION');
     expect(await tablesOn(clients.get(1)!)).toEqual([]);
   });

@@ -39,4 +39,23 @@ describe('nova tool on StoC fragment files', () => {
     expect(bad.status).toBe(1);
     expect(bad.stderr).toMatch(/CORRUPTION: .*\.sst: the copy on StoC \d+ of the fragment at table offset \d+ \(\d+ bytes\) fails its checksum/);
   }, 120_000);
+
+  it('checks a parity fragment by the checksum the MANIFEST records, and names one damaged', async () => {
+    cluster = await startCluster({ ltcs: 1, stocs: 4, args: ['--scatter', '2', '--parity', '--table-replicas', '1', '--memtable-bytes', String(64 * 1024), '--ranges', '1'] });
+    await writeKeys(cluster.client, 0, 4000, 16); // tables enough that some parity lies on a StoC with the MANIFEST
+    await cluster.client.compact();
+    // On the StoCs holding a replica of the range's MANIFEST (three of the four), where the checksums are known.
+    const withManifest = [1, 2, 3, 4].filter((id) => readdirSync(componentDir(cluster!.dir, 'stoc', id)).some((f) => f.endsWith('.manifest')));
+    const files = withManifest.flatMap((id) => readdirSync(componentDir(cluster!.dir, 'stoc', id)).filter((f) => f.endsWith('.sst')).map((f) => join(componentDir(cluster!.dir, 'stoc', id), f)));
+    const verdicts = files.map((f) => ({ f, r: check(f) }));
+    for (const { f, r } of verdicts) expect(r.status, `${f}: ${r.stderr}`).toBe(0);
+    const parity = verdicts.find((v) => /OK \(the parity of table \d+'s data fragments, \d+ bytes, checksum as the MANIFEST records\)/.test(v.r.stdout));
+    expect(parity).toBeDefined();
+    const bytes = readFileSync(parity!.f);
+    bytes[3] ^= 0x01;
+    writeFileSync(parity!.f, bytes);
+    const bad = check(parity!.f);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/CORRUPTION: .*fails its checksum/);
+  }, 120_000);
 });

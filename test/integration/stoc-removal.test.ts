@@ -108,23 +108,29 @@ describe('StoC removal', () => {
     expect(tablesOn(dir, 1).length + tablesOn(dir, 2).length).toBeGreaterThan(0);
   }, 240_000);
 
-  it('two copies of each table (the default): a StoC killed and its directory deleted under a verified workload loses nothing; no read fails; --dead stores its copies again', async () => {
+  /**
+   * A StoC killed and its directory deleted under a verified workload, then removed as dead:
+   * no read fails meanwhile, nothing is lost, every table is whole again, and a reopen reads all.
+   */
+  async function loseStoc(stocs: number, args: string[], victimOf: (dir: string) => number, layout?: (dir: string) => void): Promise<void> {
     // A small LTC memory, so reads fetch blocks from the StoCs rather than from tables held whole.
-    cluster = await startCluster({ ltcs: 1, stocs: 3, args: [...SMALL, '--ltc-memory', String(16 * 2 ** 20)] });
+    cluster = await startCluster({ ltcs: 1, stocs, args: [...SMALL, ...args, '--ltc-memory', String(16 * 2 ** 20)] });
     const dir = cluster.dir;
     const coordinator = readClusterFile(dir)!.coordinator;
     const c = cluster.client;
     const before = await writeKeys(c, 0, 3000, 16);
     await c.compact();
-    await until(() => tablesOn(dir, 3).length > 0, 30_000);
+    layout?.(dir);
+    const victim = victimOf(dir);
+    await until(() => tablesOn(dir, victim).length > 0, 30_000);
     const load = verifiedWorkload(c, 3000, before, Array.from({ length: 20 }, (_, i) => `over-${i}`));
     await new Promise((r) => setTimeout(r, 500));
-    await cluster.kill('stoc', 3);
-    rmSync(componentDir(dir, 'stoc', 3), { recursive: true, force: true });
-    await until(async () => !(await fetchStatus(coordinator)).members.find((m) => m.role === 'stoc' && m.id === 3)!.alive, 10_000);
-    expect(await missing(c, before)).toEqual([]); // read from the other copies
+    await cluster.kill('stoc', victim);
+    rmSync(componentDir(dir, 'stoc', victim), { recursive: true, force: true });
+    await until(async () => !(await fetchStatus(coordinator)).members.find((m) => m.role === 'stoc' && m.id === victim)!.alive, 10_000);
+    expect(await missing(c, before)).toEqual([]); // read from the other copies, or rebuilt from parity
 
-    const dead = spawnSync(process.execPath, [BIN, 'stoc', 'remove', '3', '--dead', '--json', '--dir', dir], { encoding: 'utf8', timeout: 120_000 });
+    const dead = spawnSync(process.execPath, [BIN, 'stoc', 'remove', String(victim), '--dead', '--json', '--dir', dir], { encoding: 'utf8', timeout: 120_000 });
     expect(dead.stderr).toBe('');
     expect(dead.status).toBe(0);
     const report = JSON.parse(dead.stdout) as { ltcs: Array<{ lost: string[]; tablesCopied: number; l0Merged: number }> };
@@ -134,14 +140,29 @@ describe('StoC removal', () => {
     const check = await load.finish();
     expect(check).toMatchObject({ lost: [], stale: [] });
     expect(check.written).toBeGreaterThan(100);
-    // Every table has its two copies again, on the two StoCs left (files the LTC deleted while a
-    // StoC was briefly shunned may linger there until the range's next open: orphans, not copies).
+    // Every table whole again on the StoCs left (files the LTC deleted while a StoC was briefly
+    // shunned may linger there until the range's next open: orphans, not copies).
     const stats = (await c.stats()) as Array<{ tablesToRepair: number }>;
     expect(stats.map((r) => r.tablesToRepair)).toEqual(stats.map(() => 0));
     // Reopened from the MANIFEST alone, every range reads every key.
     await cluster.kill('ltc', 1);
     await cluster.up();
     expect(await missing(c, before)).toEqual([]);
+  }
+
+  it('two copies of each table (the default): a StoC killed and its directory deleted under a verified workload loses nothing; no read fails; --dead stores its copies again', async () => {
+    await loseStoc(3, [], () => 3);
+  }, 240_000);
+
+  it('parity (ρ = 2): a StoC killed and its directory deleted under a verified workload loses nothing; data is rebuilt from parity for reads, then stored again', async () => {
+    const ids = [1, 2, 3, 4, 5, 6];
+    await loseStoc(6, ['--scatter', '2', '--parity'], (dir) => ids.sort((a, b) => tablesOn(dir, b).length - tablesOn(dir, a).length)[0], (dir) => {
+      // Each table on five StoCs: two data fragments, two copies of its metadata, its parity (copies would take six).
+      const holders = new Map<string, number>();
+      for (const s of ids) for (const f of tablesOn(dir, s)) holders.set(f, (holders.get(f) ?? 0) + 1);
+      expect(holders.size).toBeGreaterThan(0);
+      expect([...holders.values()].every((n) => n === 5)).toBe(true);
+    });
   }, 240_000);
 
   it('a StoC silent for --stoc-dead-ms is removed as dead on its own, and its copies are stored again', async () => {

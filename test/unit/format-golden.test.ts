@@ -105,6 +105,19 @@ const EDIT5: VersionEdit = {
   }],
 };
 
+/** Version 6 adds parity: table 11's data in two pieces (StoCs 2 and 3), their parity on 6, the metadata on 4 and 5. */
+const EDIT6: VersionEdit = {
+  ...EDIT4,
+  added: [{
+    ...EDIT.added[0],
+    fragments: [
+      { stoc: 2, offset: 0, size: 1600, crc: 0x01234567 }, { stoc: 3, offset: 1600, size: 1400, crc: 0x02468ace },
+      { stoc: 4, offset: 3000, size: 1096, crc: 0x89abcdef }, { stoc: 5, offset: 3000, size: 1096, crc: 0x89abcdef },
+      { stoc: 6, offset: 0, size: 1600, crc: 0x13579bdf, parity: true },
+    ],
+  }],
+};
+
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
 /** A MANIFEST golden of two edits, `first` and a release of log 9: how it is read, and corrupted. */
@@ -224,14 +237,16 @@ const GOLDEN: Golden[] = [
   { file: 'manifest-edits-v3.log', ...manifestEdits(EDIT3) },
   // Version 4, as it was written.
   { file: 'manifest-edits-v4.log', ...manifestEdits(EDIT4) },
+  // Version 5, as it was written.
+  { file: 'manifest-edits-v5.log', ...manifestEdits(EDIT5) },
   {
-    file: 'manifest-edits-v5.log',
-    make: () => framed([encodeEdit(EDIT5), encodeEdit({ removed: [], added: [], boundLogs: [], releasedLogs: [9], nextFile: 13 })]),
-    ...manifestEdits(EDIT5),
+    file: 'manifest-edits-v6.log',
+    make: () => framed([encodeEdit(EDIT6), encodeEdit({ removed: [], added: [], boundLogs: [], releasedLogs: [9], nextFile: 13 })]),
+    ...manifestEdits(EDIT6),
     example: {
       doc: 'doc/format/manifest.md', marker: 'manifest',
       dump: (bytes) => {
-        const e1 = encodeEdit(EDIT5).length;
+        const e1 = encodeEdit(EDIT6).length;
         return dump(bytes, [[0, 7, 'fragment header (log format)'], [7, 7 + e1, 'version edit: tagged fields (the grammar above)'],
           [7 + e1, 14 + e1, 'fragment header'], [14 + e1, bytes.length, 'version edit: released log 9, next file 13']]);
       },

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
-import { cutTable, fewestCopies, piecesOf, readFragments, tableLost, tableShape } from '../../src/compaction/fragments.js';
+import { copiesMissing, cutTable, parityBytes, parityOf, piecesOf, readFragments, shapeStocs, tableLost, tableShape, writeFragments, xorOf } from '../../src/compaction/fragments.js';
 import type { Fragment } from '../../src/log/version-edit.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
@@ -51,7 +51,7 @@ describe('cutting a table into fragments', () => {
       .then((b) => {
         expect(b.equals(small)).toBe(true);
         expect(tableLost(f, (s) => s === 2 || s === 3)).toBe(false);
-        expect(fewestCopies(f)).toBe(1);
+        expect(copiesMissing(f, 1)).toBe(0);
       });
   });
 });
@@ -82,13 +82,15 @@ describe('copies of a table\'s fragments', () => {
     expect(() => cutTable(bytes, [1, 2, 1, 2], 2, 't', 2)).toThrow(/a StoC named twice/);
   });
 
-  it('a piece is lost only when every copy is; the fewest copies left is counted', () => {
+  it('a piece is lost only when every copy is; the copies missing are counted', () => {
     const f = cutTable(bytes, [1, 2, 3, 4], 1, 't', 2); // data on 1 and 3, metadata on 2 and 4
     expect(tableLost(f, (s) => s === 1)).toBe(false);
     expect(tableLost(f, (s) => s === 1 || s === 4)).toBe(false);
     expect(tableLost(f, (s) => s === 1 || s === 3)).toBe(true);
-    expect(fewestCopies(f)).toBe(2);
-    expect(fewestCopies(f, (s) => s === 2)).toBe(1);
+    expect(copiesMissing(f, 2)).toBe(0);
+    expect(copiesMissing(f, 2, (s) => s === 2)).toBe(1);
+    expect(copiesMissing(f, 2, (s) => s === 2 || s === 3)).toBe(2);
+    expect(copiesMissing(f, 3)).toBe(2);
   });
 
   it('pieces that do not tile, or copies that differ in size, are corruption', () => {
@@ -108,5 +110,70 @@ describe('copies of a table\'s fragments', () => {
     expect(bad.sort()).toEqual([1, 2]);
     await expect(read({ 1: 'down', 3: 'damaged' })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/every copy failed: StoC 1 is down; .*copy on StoC 3 .* fails its checksum/) });
     await expect(read({ 1: 'damaged', 3: 'damaged' })).rejects.toMatchObject({ code: 'CORRUPTION' });
+  });
+});
+
+describe('parity over a table\'s data fragments', () => {
+  const bytes = table(3000);
+  /** Reads each fragment from `store` (StoC → its bytes), failing for StoCs in `down`. */
+  const reader = (store: Map<number, Buffer>, down: Set<number>) => async (f: Fragment, into: Buffer): Promise<void> => {
+    if (down.has(f.stoc)) throw Object.assign(new Error(`StoC ${f.stoc} is down`), { code: 'UNAVAILABLE' });
+    store.get(f.stoc)!.copy(into, 0, 0, f.size);
+  };
+  const written = async (f: Fragment[]): Promise<Map<number, Buffer>> => {
+    const store = new Map<number, Buffer>();
+    await writeFragments(bytes, f, async (x, part) => { store.set(x.stoc, Buffer.from(part)); });
+    return store;
+  };
+
+  it('the shape: ρ data StoCs, R for the metadata and one for parity, when that many are up; else copies', () => {
+    expect(tableShape(6, 3, 2, true)).toEqual({ width: 4, copies: 2, parity: true });
+    expect(shapeStocs(tableShape(6, 3, 2, true))).toBe(6);
+    expect(tableShape(5, 3, 2, true).parity).toBeUndefined();
+    expect(shapeStocs(tableShape(4, 1, 2, true))).toBe(4);
+  });
+
+  it('cut with parity: one copy of each data piece, R of the metadata, and the XOR of the data pieces', async () => {
+    const f = cutTable(bytes, [1, 2, 3, 4, 5, 6], 3, 't', 2, true);
+    expect(f.map((x) => x.stoc)).toEqual([1, 2, 3, 4, 5, 6]);
+    const pieces = piecesOf(f, 't');
+    expect(pieces.map((p) => p.copies.map((c) => c.stoc))).toEqual([[1], [2], [3], [4, 5]]);
+    const p = parityOf(f)!;
+    expect(p).toMatchObject({ stoc: 6, parity: true });
+    const data = pieces.slice(0, 3).map((x) => bytes.subarray(x.offset, x.offset + x.size));
+    expect(p.size).toBe(Math.max(...data.map((d) => d.length)));
+    const store = await written(f);
+    expect(store.get(6)!.equals(xorOf(data))).toBe(true);
+    expect(parityBytes(bytes, f, 't').equals(xorOf(data))).toBe(true);
+    expect(() => cutTable(bytes, [1, 2, 3, 4, 5], 3, 't', 2, true)).toThrow(/want 6/);
+  });
+
+  it('any one data piece lost or damaged is rebuilt from the parity and the others; two, or the parity with one, are not', async () => {
+    const f = cutTable(bytes, [1, 2, 3, 4, 5, 6], 3, 't', 2, true);
+    const store = await written(f);
+    for (const lost of [1, 2, 3]) {
+      expect((await readFragments(f, 't', reader(store, new Set([lost])))).equals(bytes), `data on StoC ${lost} down`).toBe(true);
+    }
+    const damaged = new Map(store);
+    damaged.set(2, Buffer.from(store.get(2)!).fill(7, 10, 20));
+    const bad: number[] = [];
+    expect((await readFragments(f, 't', reader(damaged, new Set()), undefined, (x) => bad.push(x.stoc))).equals(bytes)).toBe(true);
+    expect(bad).toEqual([2]);
+    await expect(readFragments(f, 't', reader(store, new Set([1, 2])))).rejects.toThrow(/down/);
+    await expect(readFragments(f, 't', reader(store, new Set([1, 6])))).rejects.toThrow(/down/);
+    // The metadata has copies, not parity.
+    expect((await readFragments(f, 't', reader(store, new Set([4, 1])))).equals(bytes)).toBe(true);
+  });
+
+  it('lost only beyond what parity rebuilds; copies missing count one data copy, R metadata copies and the parity', () => {
+    const f = cutTable(bytes, [1, 2, 3, 4, 5, 6], 3, 't', 2, true);
+    expect(tableLost(f, (s) => s === 2)).toBe(false);
+    expect(tableLost(f, (s) => s === 2 || s === 6)).toBe(true);
+    expect(tableLost(f, (s) => s === 1 || s === 3)).toBe(true);
+    expect(tableLost(f, (s) => s === 4 || s === 5)).toBe(true);
+    expect(tableLost(f, (s) => s === 4 || s === 6)).toBe(false);
+    expect(copiesMissing(f, 2)).toBe(0);
+    expect(copiesMissing(f, 2, (s) => s === 2)).toBe(1);
+    expect(copiesMissing(f, 2, (s) => s === 6 || s === 4)).toBe(2);
   });
 });

@@ -43,7 +43,7 @@ describe('version edit', () => {
     const badTag = Buffer.from(bytes);
     badTag[1] = 99;
     expect(() => decodeEdit(badTag, 'M')).toThrow(/unknown tag 99 at offset 1/);
-    expect(() => decodeEdit(Buffer.from([6]), 'M')).toThrow(/unsupported version 6/);
+    expect(() => decodeEdit(Buffer.from([7]), 'M')).toThrow(/unsupported version 7/);
     expect(() => decodeEdit(Buffer.from([0]), 'M')).toThrow(/unsupported version 0/);
   });
 
@@ -70,6 +70,13 @@ describe('version edit', () => {
     v5[0] = 5;
     expect(() => decodeEdit(Buffer.concat([v5, Buffer.from([4])]), 'M')).toThrow(/fragment flags 4 at offset 28/);
     expect(() => decodeEdit(Buffer.concat([v5, Buffer.from([1, 1, 2])]), 'M')).toThrow(/ends inside a fragment checksum/);
+    // The parity flag is version 6's: corruption in a version-5 edit.
+    expect(() => decodeEdit(Buffer.concat([v5, Buffer.from([2])]), 'M')).toThrow(/fragment flags 2 at offset 28/);
+    const v6 = Buffer.from(v5);
+    v6[0] = 6;
+    expect(decodeEdit(Buffer.concat([v6, Buffer.from([2])]), 'M').added[0].fragments).toEqual([{ stoc: 7, offset: 0, size: 10, parity: true }]);
+    const parity = { ...emptyEdit(), added: [{ ...added(1), fragments: [...added(1).fragments, { stoc: 3, offset: 0, size: 10, crc: 5, parity: true }] }] };
+    expect(decodeEdit(encodeEdit(parity), 'M')).toEqual(parity);
   });
 
   it('copies per Drange (version 4): one per Drange, each 1 to 1024, or corruption', () => {
