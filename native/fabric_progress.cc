@@ -3,6 +3,7 @@
 #include "fabric_internal.h"
 
 #include <pthread.h>
+#include <poll.h>
 #include <cerrno>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -17,11 +18,17 @@ namespace nova {
 // ---------------------------------------------------------------------------------------
 // Progress thread
 
+/** Busy arms in a row before the progress thread naps, and the nap. */
+constexpr unsigned kBusyArmsBeforeNap = 64;
+constexpr int kBusyNapMs = 1;
+
 void Fabric::Loop() {
   tls_fabric = this;
   using Clock = std::chrono::steady_clock;
   const auto spin = std::chrono::microseconds(options_.spin_us);
   auto last_work = Clock::now();
+  // Arms refused as busy in a row with nothing progressed (see below).
+  unsigned busy_arms = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     bool work = DrainInbox();
     unsigned progressed = ucp_worker_progress(worker_);
@@ -29,6 +36,7 @@ void Fabric::Loop() {
     Publish();
     if (work || progressed > 0) {
       last_work = Clock::now();
+      busy_arms = 0;
       continue;
     }
     if (Clock::now() - last_work < spin) {
@@ -43,7 +51,9 @@ void Fabric::Loop() {
       std::lock_guard<std::mutex> lock(inbox_mu_);
       pending = !batches_.empty() || !controls_.empty();
     }
-    if (!pending && !stop_.load() && ucp_worker_arm(worker_) == UCS_OK) {
+    ucs_status_t armed = pending || stop_.load() ? UCS_ERR_BUSY : ucp_worker_arm(worker_);
+    if (armed == UCS_OK) {
+      busy_arms = 0;
       epoll_event events[2];
       int n = epoll_wait(epoll_fd_, events, 2, 100);
       for (int i = 0; i < n; ++i) {
@@ -55,6 +65,16 @@ void Fabric::Loop() {
       }
       std::lock_guard<std::mutex> lock(stats_mu_);
       stats_.wakeups++;
+    } else if (!pending && !stop_.load() && ++busy_arms > kBusyArmsBeforeNap) {
+      // The worker keeps saying events are pending while progress finds none: a transport to a
+      // peer that died can keep its fd signalled. A short nap, woken by our own eventfd for new
+      // work, instead of a loop that takes a core from every process that knew the peer.
+      pollfd wake{wake_fd_, POLLIN, 0};
+      if (poll(&wake, 1, kBusyNapMs) > 0) {
+        uint64_t v;
+        ssize_t r = read(wake_fd_, &v, sizeof v);
+        (void)r;
+      }
     }
     sleeping_.store(false);
     last_work = Clock::now();

@@ -21,6 +21,13 @@ export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EX
 
 /** How long a StoC whose disk failed a write is given no new file; then it is tried again. */
 const DISK_REST_MS = 5_000;
+/**
+ * How long a StoC that failed is shunned: the first time, then twice as long for each failure
+ * after (no success between), up to the most. A StoC that died makes each request sent to it
+ * wait for its deadline, so it is tried again ever more rarely, not every few seconds.
+ */
+const SHUN_MS = 2_000;
+const SHUN_MAX_MS = 30_000;
 
 export class StocPool {
   private addresses = new Map<number, string>();
@@ -45,6 +52,8 @@ export class StocPool {
   private draining = new Set<number>();
   /** StoCs that failed recently: not offered for new files until this time. */
   private readonly shunned = new Map<number, number>();
+  /** Failures of each StoC since its last success (the shun's length grows with them). */
+  private readonly strikes = new Map<number, number>();
   /** StoCs whose disk failed a write (DISK_FAILED), with why: given no new file until this time. */
   private readonly diskFailed = new Map<number, { until: number; why: string }>();
 
@@ -56,7 +65,12 @@ export class StocPool {
     this.draining = new Set(stocs.filter((m) => m.draining).map((m) => m.id));
     const next = new Map(stocs.map((m) => [m.id, m.address]));
     for (const [id, address] of this.addresses) {
-      if (next.get(id) !== address) this.forget(id); // moved or removed
+      if (next.get(id) !== address) {
+        this.forget(id); // moved or removed
+        // A new address is a new process: what the old one failed is not held against it.
+        this.strikes.delete(id);
+        this.shunned.delete(id);
+      }
     }
     this.addresses = next;
   }
@@ -98,9 +112,11 @@ export class StocPool {
     return [...this.diskFailed].filter(([, d]) => d.until > now).map(([id, d]) => `StoC ${id} (${d.why})`);
   }
 
-  /** Marks a StoC as failing; it is not chosen for new files for a while. */
-  shun(id: number, ms = 2_000): void {
-    this.shunned.set(id, Date.now() + ms);
+  /** Marks a StoC as failing; it is not chosen for new files (nor read first) for a while, longer at each failure in a row. */
+  shun(id: number): void {
+    const n = this.strikes.get(id) ?? 0;
+    this.strikes.set(id, n + 1);
+    this.shunned.set(id, Date.now() + Math.min(SHUN_MAX_MS, SHUN_MS * 2 ** n));
     this.forget(id);
   }
 
@@ -111,7 +127,9 @@ export class StocPool {
   /** Runs `fn` on StoC `id`; a failure that means the StoC is gone shuns it and rethrows. */
   async on<T>(id: number, fn: (c: StocClient) => Promise<T>): Promise<T> {
     try {
-      return await fn(await this.get(id));
+      const r = await fn(await this.get(id));
+      this.strikes.delete(id);
+      return r;
     } catch (err) {
       const code = (err as NovaError).code;
       if (STOC_LOST.has(code)) this.shun(id);
