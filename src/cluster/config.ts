@@ -27,6 +27,11 @@ export interface Member {
   incarnation?: string;
   /** StoC: being drained (`nova stoc remove`): its files are read and copied away, and no new one goes to it. */
   draining?: boolean;
+  /**
+   * StoC: registered and not yet heard from by a heartbeat. No file is placed on it meanwhile, so
+   * it holds none, and a range's open does not wait for it (one that never comes up blocks nothing).
+   */
+  fresh?: boolean;
 }
 
 export interface RangeInfo {

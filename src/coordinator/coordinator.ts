@@ -597,7 +597,8 @@ export class Coordinator {
     const { stocDeadMs, tableReplicas } = this.config.settings;
     if (stocDeadMs <= 0 || tableReplicas < 2 || this.reshaping) return;
     const stocs = this.config.members.filter((m) => m.role === 'stoc');
-    const silent = stocs.filter((m) => !this.alive('stoc', m.id, now));
+    // A StoC never heard from holds nothing: it is no second silent StoC a table could have copies on.
+    const silent = stocs.filter((m) => !m.fresh && !this.alive('stoc', m.id, now));
     const gone = silent.find((m) => now - (this.seen.get(memberKey('stoc', m.id))?.at ?? 0) >= stocDeadMs);
     if (!gone || silent.length !== 1 || stocs.length < 2) return;
     this.o.onLog?.(`StoC ${gone.id} has been silent for ${stocDeadMs} ms: removing it as dead, and storing the copies it held again`);
@@ -777,6 +778,8 @@ export class Coordinator {
     const member: Member = {
       role, id, address, pid, host: typeof host === 'string' ? host : '', ...(typeof incarnation === 'string' ? { incarnation } : {}),
       ...(old?.draining ? { draining: true } : {}),
+      // A StoC new to the cluster is fresh until its first heartbeat; one seen before may hold files whatever it is now.
+      ...(role === 'stoc' && (!old || old.fresh) ? { fresh: true } : {}),
     };
     if (!old && role === 'ltc') this.joined.add(id);
     const another = old !== undefined && (old.pid !== pid || old.incarnation !== member.incarnation);
@@ -811,6 +814,10 @@ export class Coordinator {
     }
     const now = performance.now();
     this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [] });
+    if (member.fresh) {
+      const { fresh: _, ...up } = member;
+      this.publish({ ...this.config, id: this.config.id + 1, members: this.config.members.map((m) => (m === member ? up : m)) }, `${role} ${id} is up`);
+    }
     if (role === 'ltc') {
       if (Array.isArray(load)) {
         for (const x of load.slice(0, this.config.ranges.length)) {

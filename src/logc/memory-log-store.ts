@@ -137,7 +137,7 @@ export class MemoryLogStore implements LogStore {
    */
   async best(file: number): Promise<{ copy?: LogCopy; silent: number[] }> {
     const name = logFileName(this.range, file);
-    const ids = this.pool.ids();
+    const ids = this.pool.mayHoldFiles(); // not StoCs never heard from: they hold no replica
     const got = await Promise.all(ids.map((id) =>
       this.pool.on(id, (c) => c.readMemoryAll(name)).then((b) => ({ b }), (err: Error) => ({ err }))));
     let copy: LogCopy | undefined;
@@ -302,7 +302,7 @@ export class MemoryDiskLogStore implements LogStore {
 
   /** The largest disk replica's size (0 if none), and the StoCs that did not answer. */
   private async diskSizes(name: string): Promise<{ largest: number; silent: number[] }> {
-    const ids = this.pool.ids();
+    const ids = this.pool.mayHoldFiles(); // not StoCs never heard from: they hold no replica
     const sizes = await Promise.all(ids.map((id) => this.pool.on(id, (c) => c.size(name)).then((s) => s ?? 0, () => -1)));
     return { largest: Math.max(0, ...sizes), silent: ids.filter((_, i) => sizes[i] < 0) };
   }

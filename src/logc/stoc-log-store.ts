@@ -76,7 +76,7 @@ export class StocLogStore implements LogStore {
 
   async read(file: number): Promise<Buffer | undefined> {
     const name = this.fileName(file);
-    const ids = this.pool.ids();
+    const ids = this.pool.mayHoldFiles(); // not StoCs never heard from: they hold no replica
     const copies = await Promise.all(ids.map((id) =>
       this.pool.on(id, (c) => c.readAll(name)).then((b) => ({ b }), (err: Error) => ({ err }))));
     const silent = ids.filter((_, i) => 'err' in copies[i]);

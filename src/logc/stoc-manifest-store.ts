@@ -60,9 +60,12 @@ export class StocManifestStore implements ManifestStore {
     return undefined;
   }
 
-  /** The names of the range's files on every configured StoC; UNAVAILABLE while one is silent. */
+  /**
+   * The names of the range's files on every configured StoC that may hold any (not one that never
+   * came up); UNAVAILABLE while one is silent.
+   */
   private async listEverywhere(): Promise<string[]> {
-    const ids = this.pool.ids();
+    const ids = this.pool.mayHoldFiles();
     const answers = await Promise.all(ids.map((id) =>
       this.pool.on(id, async (c) => (await c.list(`r${this.range}-`)).map((f) => f.name)).catch(() => undefined)));
     const silent = ids.filter((_, i) => answers[i] === undefined);

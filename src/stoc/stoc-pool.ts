@@ -50,6 +50,8 @@ export class StocPool {
   private readonly epochs = new Map<number, number>();
   /** StoCs being drained (`nova stoc remove`): read, but given no new files. */
   private draining = new Set<number>();
+  /** StoCs not yet heard from since they joined (Member.fresh): given no files, so holding none. */
+  private fresh = new Set<number>();
   /** StoCs that failed recently: not offered for new files until this time. */
   private readonly shunned = new Map<number, number>();
   /** Failures of each StoC since its last success (the shun's length grows with them). */
@@ -63,6 +65,7 @@ export class StocPool {
   update(config: ClusterConfig): void {
     const stocs = config.members.filter((m) => m.role === 'stoc');
     this.draining = new Set(stocs.filter((m) => m.draining).map((m) => m.id));
+    this.fresh = new Set(stocs.filter((m) => m.fresh).map((m) => m.id));
     const next = new Map(stocs.map((m) => [m.id, m.address]));
     for (const [id, address] of this.addresses) {
       if (next.get(id) !== address) {
@@ -98,12 +101,17 @@ export class StocPool {
   }
 
   /**
-   * StoC ids to place new files on (tables, logs, MANIFESTs, compactions): healthy, not leaving
-   * the cluster, and with no disk failure in the last DISK_REST_MS.
+   * StoC ids to place new files on (tables, logs, MANIFESTs, compactions): healthy, heard from,
+   * not leaving the cluster, and with no disk failure in the last DISK_REST_MS.
    */
   placeable(): number[] {
     const now = Date.now();
-    return this.healthy().filter((id) => !this.draining.has(id) && (this.diskFailed.get(id)?.until ?? 0) <= now);
+    return this.healthy().filter((id) => !this.draining.has(id) && !this.fresh.has(id) && (this.diskFailed.get(id)?.until ?? 0) <= now);
+  }
+
+  /** StoC ids that may hold files: all configured but those not yet heard from (Member.fresh). */
+  mayHoldFiles(): number[] {
+    return this.ids().filter((id) => !this.fresh.has(id));
   }
 
   /** StoCs given no new file because their disk failed a write recently, as `StoC 2 (ENOSPC)`. */
@@ -141,14 +149,15 @@ export class StocPool {
   }
 
   /**
-   * Claims range `range` under `epoch` on every configured StoC, and on every connection made
-   * later: before the range's MANIFEST and logs are read, so no write of an LTC that had the
+   * Claims range `range` under `epoch` on every configured StoC that may hold files, and on every
+   * connection made later: before the range's MANIFEST and logs are read, so no write of an LTC that had the
    * range before lands after. STALE_CONFIG if a StoC knows a newer epoch (another LTC has it);
    * UNAVAILABLE while a StoC does not answer.
    */
   async fence(range: number, epoch: number): Promise<void> {
     this.epochs.set(range, epoch);
-    await Promise.all(this.ids().map((id) => this.on(id, (c) => c.fence(range, epoch))));
+    // Not StoCs never heard from: no LTC placed a file on one; its connection claims the range when made.
+    await Promise.all(this.mayHoldFiles().map((id) => this.on(id, (c) => c.fence(range, epoch))));
   }
 
   /** Stops claiming `range` on new connections (it was let go). */

@@ -111,6 +111,23 @@ describe('nova cluster', () => {
     expect(fresh().length).toBeGreaterThan(0);
   });
 
+  it('a StoC that registers and never comes up blocks no range: no file goes to it, and a restarted LTC opens without it', async () => {
+    cluster = await startCluster({ args: SMALL });
+    const c = cluster.client;
+    const coordinator = readClusterFile(cluster.dir)!.coordinator;
+    const before = await writeKeys(c, 0, 1000, 16);
+    // A well-formed fabric address that nothing serves.
+    const link = await TcpRpcClient.connect(coordinator);
+    await link.call('register', ['stoc', 9, Buffer.alloc(48, 7).toString('base64'), 999_999, '127.0.0.1', 'feedfeed']);
+    link.close();
+    expect((await fetchStatus(coordinator)).config.members.find((m) => m.role === 'stoc' && m.id === 9)).toMatchObject({ fresh: true });
+    const during = await writeKeys(c, 1000, 2000, 16);
+    await cluster.kill('ltc', 1);
+    await cluster.up();
+    expect(await missing(c, [...before, ...during])).toEqual([]);
+    expect((await writeKeys(c, 2000, 2500, 16)).size).toBe(500);
+  });
+
   it('whole-cluster restart: after nova down, and after SIGKILL of every process', async () => {
     cluster = await startCluster({ args: SMALL });
     const c = cluster.client;

@@ -183,6 +183,12 @@ describe('cluster configuration', () => {
     expect(again.id).toBe(first.id); // nothing changed
     const moved = await link.call<ClusterConfig>('register', ['stoc', 1, 'addrB', 112, '']);
     expect(moved.id).toBe(first.id + 1);
+    // A StoC is fresh (holds no file, blocks no open) until its first heartbeat; once heard from, a new process of it is not.
+    expect(moved.members.find((m) => m.role === 'stoc' && m.id === 1)).toMatchObject({ fresh: true });
+    expect(await link.call('heartbeat', ['stoc', 1, [], [], 0, [], undefined])).toBe(moved.id + 1);
+    expect((await link.call<ClusterConfig>('config', [])).members.find((m) => m.role === 'stoc' && m.id === 1)!.fresh).toBeUndefined();
+    const restarted = await link.call<ClusterConfig>('register', ['stoc', 1, 'addrC', 113, '']);
+    expect(restarted.members.find((m) => m.role === 'stoc' && m.id === 1)!.fresh).toBeUndefined();
     await expect(link.call('register', ['nope', 1, 'a', 1])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     // Another process of LTC 2: its range takes a new epoch (fencing off the old one), whose beats are refused.
     const l1 = await link.call<ClusterConfig>('register', ['ltc', 2, '127.0.0.1:1', 201, '', 'aaaa']);
@@ -218,7 +224,7 @@ describe('cluster configuration', () => {
     await c.close();
     c = await Coordinator.start({ dir });
     expect(c.current().ranges.map((r) => [r.ltc, r.epoch])).toEqual([[1, 1], [2, l2.id]]);
-    expect(c.current().members).toMatchObject([{ role: 'ltc', id: 2 }, { role: 'ltc', id: 3, incarnation: 'dddd' }, { role: 'stoc', id: 1, address: 'addrB' }]);
+    expect(c.current().members).toMatchObject([{ role: 'ltc', id: 2 }, { role: 'ltc', id: 3, incarnation: 'dddd' }, { role: 'stoc', id: 1, address: 'addrC' }]);
     await c.close();
     // A lease shorter than four heartbeats is refused for a new cluster.
     await expect(Coordinator.start({ dir: tempDir(), settings: { ltcLeaseMs: 1000 } })).rejects.toThrow(/--ltc-lease-ms 1000 is too short: a lease must span 4 heartbeats \(2000 ms\)/);
