@@ -87,7 +87,11 @@ export async function runStoc(o: ComponentCli): Promise<void> {
   try {
     m = await Membership.join({
       coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'stoc', id: o.id, address: s.address.toString('base64'), host: o.host,
-      onConfig: (c) => s.setCompactionLimit(c.settings.stocCompactions), onLog: log, onRemoved: remove,
+      onConfig: (c) => {
+        s.setCompactionLimit(c.settings.stocCompactions);
+        s.setReserve(c.settings.stocReserveBytes);
+      },
+      onLog: log, onRemoved: remove,
     });
   } catch (err) {
     await s.close();

@@ -119,6 +119,8 @@ export interface Settings {
   compactionJobs: number;
   /** Offloaded compactions a StoC runs at once; more are answered BUSY. */
   stocCompactions: number;
+  /** Free disk a StoC keeps for logs and MANIFESTs: tables that would leave less are refused. */
+  stocReserveBytes: number;
   /** Memory of each LTC, shared by its ranges (EngineOptions.memoryBudgetBytes each); 0: tables held whole. */
   ltcMemoryBytes: number;
 }

@@ -181,6 +181,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: more L0 jobs merge in parallel; each holds its inputs in the StoC\'s memory, and the StoC\'s merge worker takes one at a time',
   }),
   knob({
+    key: 'stocReserveBytes', flag: 'stoc-reserve', type: 'bytes', min: 0, default: 256 * MiB,
+    meaning: 'free disk a StoC keeps for logs and MANIFESTs: it refuses a table (DISK_FAILED, as ENOSPC) that would leave less, so with every disk full flushes wait and writes are refused while logs, MANIFESTs and reads go on',
+    tradeoff: 'more: room for more ranges\' logs while the disks are full; less of each disk for tables',
+  }),
+  knob({
     key: 'ltcMemoryBytes', flag: 'ltc-memory', type: 'bytes', min: 0, default: 2048 * MiB,
     meaning: 'memory of each LTC, shared evenly by the ranges it serves: their memtables (δ × τ), lookup indexes, tables\' filters and indexes, and a block cache in the rest, which keeps each table the LTC writes or opens whole while it has room and evicts the least recently used; blocks not cached are read from the StoCs (0: no budget, every table held whole)',
     tradeoff: 'more: more of the data cached, fewer reads wait for a StoC; more of the machine\'s memory. With one copy of each table (--table-replicas 1), a block not cached cannot be read while its StoC is down',

@@ -96,7 +96,7 @@ export class MemoryLogStore implements LogStore {
    */
   async create(file: number): Promise<LogWriter> {
     const name = logFileName(this.range, file);
-    const candidates = sample(this.pool.placeable(), Number.MAX_SAFE_INTEGER, Math.random);
+    const candidates = sample(this.pool.placeableForLogs(), Number.MAX_SAFE_INTEGER, Math.random);
     const made: Replica[] = [];
     let why: Error | undefined;
     while (made.length < this.replicas && candidates.length > 0) {

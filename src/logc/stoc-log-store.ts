@@ -58,7 +58,7 @@ export class StocLogStore implements LogStore {
   /** Creates the log's file, empty, on R StoCs that answer (fewer if fewer answer). */
   async create(file: number): Promise<LogWriter> {
     const name = this.fileName(file);
-    const chosen = sample(this.pool.placeable(), this.replicas, Math.random);
+    const chosen = sample(this.pool.placeableForLogs(), this.replicas, Math.random);
     // Opened for direct writes: a group commit then costs each StoC no wake-up of its event
     // loop (the fabric's progress thread writes it); see stoc-client.ts openDirect.
     const made = await Promise.allSettled(chosen.map((id) =>
@@ -227,14 +227,14 @@ export class ReplicatedLog implements LogWriter {
    *   fails an append (its connection lost, say) is dropped and sent nothing more.
    * @param wanted R, the replicas the log was meant to have.
    */
-  constructor(private readonly pool: Pick<StocPool, 'shun' | 'placeable'>, private readonly name: string,
+  constructor(private readonly pool: Pick<StocPool, 'shun' | 'placeableForLogs'>, private readonly name: string,
     clients: Map<number, LogAppender>, private readonly wanted: number,
     private readonly onLog: (line: string) => void) {
     for (const [id, client] of clients) this.replicas.set(id, { client, done: -1, ahead: new Set() });
   }
 
   get degraded(): boolean {
-    return this.replicas.size < this.wanted && this.pool.placeable().length > this.replicas.size;
+    return this.replicas.size < this.wanted && this.pool.placeableForLogs().length > this.replicas.size;
   }
 
   get replicaCount(): number {

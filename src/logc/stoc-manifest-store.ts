@@ -36,7 +36,7 @@ export class StocManifestStore implements ManifestStore {
   }
 
   placeableReplicas(): number {
-    return Math.min(this.replicas, this.pool.placeable().length);
+    return Math.min(this.replicas, this.pool.placeableForLogs().length);
   }
 
   async readCurrent(): Promise<{ name: string; bytes: Buffer } | undefined> {

@@ -29,6 +29,8 @@ export interface CompactionHost {
   wrote(bytes: number): void;
   /** Whether the StoC is closing: no new connections to other StoCs then. */
   readonly stopping: boolean;
+  /** DISK_FAILED if writing `length` bytes of table `name` would eat into the disk kept for logs and MANIFESTs. */
+  tableRoom(name: string, length: number): Promise<void>;
 }
 
 export class CompactionService {
@@ -62,6 +64,7 @@ export class CompactionService {
       }),
       sizeLocal: (name) => host.disk(`stat of ${name}`, () => host.files.size(name)),
       createLocal: (name, bytes) => host.disk(`write of ${name}`, async () => {
+        await host.tableRoom(name, bytes.length);
         const file = (await host.files.acquire(name, true))!;
         try {
           file.extend(bytes.length);

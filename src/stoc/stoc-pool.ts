@@ -109,6 +109,16 @@ export class StocPool {
     return this.healthy().filter((id) => !this.draining.has(id) && !this.fresh.has(id) && (this.diskFailed.get(id)?.until ?? 0) <= now);
   }
 
+  /**
+   * StoC ids to place new logs and MANIFESTs on: as placeable, but a disk that failed a write
+   * is not left out. A StoC refuses tables before its disk is full (its reserve, tableRoom), so
+   * logs and MANIFESTs still have room there when no table has; a disk truly failing fails the
+   * replica, which the log drops.
+   */
+  placeableForLogs(): number[] {
+    return this.healthy().filter((id) => !this.draining.has(id) && !this.fresh.has(id));
+  }
+
   /** StoC ids that may hold files: all configured but those not yet heard from (Member.fresh). */
   mayHoldFiles(): number[] {
     return this.ids().filter((id) => !this.fresh.has(id));

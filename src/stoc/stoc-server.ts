@@ -25,7 +25,8 @@
  *    fabric (whose region the running requests read and write, and which frees the memory
  *    files' regions).
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdir, statfs } from 'node:fs/promises';
+import { DEFAULT_SETTINGS } from '../cluster/config.js';
 import { BufferPool } from '../common/buffer-pool.js';
 import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
@@ -127,6 +128,9 @@ export class StocServer implements CompactionHost, DirectHost {
   private readonly secret: Buffer | undefined;
   private readonly challenges = new Map<Endpoint, Buffer>();
   private readonly compactions: CompactionService;
+  private readonly dir: string;
+  /** Free disk kept for logs and MANIFESTs (tableRoom); the cluster's setting once a configuration came. */
+  private reserveBytes = DEFAULT_SETTINGS.stocReserveBytes;
   private readonly direct: DirectFileService;
   /** Writes under way to each range's files, and fences waiting for them to end (counted). */
   private readonly rangeWrites = new Map<number, { n: number; idle: Array<() => void> }>();
@@ -149,6 +153,7 @@ export class StocServer implements CompactionHost, DirectHost {
     private readonly unlock: () => void,
   ) {
     this.id = opts.id;
+    this.dir = opts.dir;
     this.secret = opts.secret ?? clusterSecret();
     this.direct = new DirectFileService(this);
     this.compactions = new CompactionService(this, opts.onLog ?? ((line) => process.stderr.write(`${line}\n`)),
@@ -210,6 +215,25 @@ export class StocServer implements CompactionHost, DirectHost {
   /** Offloaded compactions run at once (the cluster's stocCompactions); more are answered BUSY. */
   setCompactionLimit(jobs: number): void {
     this.compactions.limit = Math.max(1, Math.floor(jobs));
+  }
+
+  /** Free disk kept for logs and MANIFESTs (the cluster's stocReserveBytes). */
+  setReserve(bytes: number): void {
+    this.reserveBytes = Math.max(0, Math.floor(bytes));
+  }
+
+  /**
+   * @internal (CompactionHost) DISK_FAILED (as ENOSPC) if writing `length` bytes of table file
+   * `name` would leave less free disk than the reserve: logs and MANIFESTs keep room to go on
+   * when tables have filled the disk. Other files are not checked.
+   */
+  async tableRoom(name: string, length: number): Promise<void> {
+    if (!name.endsWith('.sst') || this.reserveBytes === 0) return;
+    const fs = await statfs(this.dir);
+    const free = fs.bavail * fs.bsize;
+    if (free - length < this.reserveBytes) {
+      throw new NovaError('DISK_FAILED', `StoC ${this.id}: write of ${name} refused: ENOSPC: ${mib(free)} free, and ${mib(this.reserveBytes)} are kept for logs and MANIFESTs (--stoc-reserve)`);
+    }
   }
 
   /** Stops serving, waits for running requests, closes files and the fabric. Idempotent. */
@@ -487,6 +511,7 @@ export class StocServer implements CompactionHost, DirectHost {
     const what = append ? `append ${append.seq} to ${name}` : `write of ${name} [${offset}, +${length})`;
     this.checkOwner(name, ep, Method.persist); // refused early; checked again just before the write
     return this.track(conn, 'write', length, () => this.disk(what, async () => {
+      if (!append) await this.tableRoom(name, length);
       const file = (await this.files.acquire(name, true))!;
       try {
         let target: StoredFile = file;
@@ -656,6 +681,10 @@ export class StocServer implements CompactionHost, DirectHost {
 
 /** Connections proving the secret at once, at most (each holds a nonce until its hello). */
 const MAX_CHALLENGES = 4096;
+
+function mib(bytes: number): string {
+  return `${(bytes / MiB).toFixed(1)} MiB`;
+}
 
 /** Errnos of a disk that refuses writes: full, over quota, failing, read-only. */
 const DISK_ERRNOS: ReadonlySet<string> = new Set(['ENOSPC', 'EDQUOT', 'EIO', 'EROFS']);
