@@ -186,18 +186,31 @@ export function piecesOf(fragments: readonly Fragment[], name: string): Piece[] 
   return pieces;
 }
 
+/** Copies of each piece (by offset) on StoCs `gone` does not name; a parity fragment is no piece. */
+function copiesLeft(fragments: readonly Fragment[], gone: (stoc: number) => boolean): Map<number, number> {
+  const left = new Map<number, number>();
+  for (const f of fragments) if (f.size > 0 && !f.parity) left.set(f.offset, (left.get(f.offset) ?? 0) + (gone(f.stoc) ? 0 : 1));
+  return left;
+}
+
+/**
+ * Copies wanted of the piece at `offset` of a table whose pieces start at `offsets`: `want`, but
+ * one of each data piece of a table with parity (its metadata, apart, is the last piece).
+ */
+function wanted(parity: boolean, offsets: Iterable<number>, offset: number, want: number): number {
+  return parity && offset !== Math.max(...offsets) ? 1 : want;
+}
+
 /**
  * Whether some piece of the table has no copy left off the StoCs `gone` names, and cannot be
  * rebuilt: with parity, one data piece without a copy is rebuilt from the parity and the rest.
  */
 export function tableLost(fragments: readonly Fragment[], gone: (stoc: number) => boolean): boolean {
-  const kept = new Map<number, boolean>();
-  for (const f of fragments) if (f.size > 0 && !f.parity) kept.set(f.offset, (kept.get(f.offset) ?? false) || !gone(f.stoc));
-  const bare = [...kept].filter(([, k]) => !k).map(([offset]) => offset);
+  const left = copiesLeft(fragments, gone);
+  const bare = [...left].filter(([, n]) => n === 0).map(([offset]) => offset);
   if (bare.length === 0) return false;
   const p = parityOf(fragments);
-  const meta = Math.max(...kept.keys());
-  return !(p && !gone(p.stoc) && bare.length === 1 && bare[0] !== meta);
+  return !(p && !gone(p.stoc) && bare.length === 1 && bare[0] !== Math.max(...left.keys())); // the last piece, the metadata, has no parity
 }
 
 /**
@@ -205,21 +218,16 @@ export function tableLost(fragments: readonly Fragment[], gone: (stoc: number) =
  * parity, `want` of its metadata, one of each data piece and one parity fragment.
  */
 export function copiesMissing(fragments: readonly Fragment[], want: number, gone: (stoc: number) => boolean = () => false): number {
-  const count = new Map<number, number>();
-  for (const f of fragments) if (f.size > 0 && !f.parity) count.set(f.offset, (count.get(f.offset) ?? 0) + (gone(f.stoc) ? 0 : 1));
+  const left = copiesLeft(fragments, gone);
   const p = parityOf(fragments);
-  const meta = Math.max(...count.keys());
   let missing = p && gone(p.stoc) ? 1 : 0;
-  for (const [offset, n] of count) missing += Math.max(0, (p && offset !== meta ? 1 : want) - n);
+  for (const [offset, n] of left) missing += Math.max(0, wanted(!!p, left.keys(), offset, want) - n);
   return missing;
 }
 
-/** The copies of each piece a table wants, given `want` for tables without parity (copiesMissing). */
+/** The copies the piece at `offset` of the table wants, given `want` for tables without parity (copiesMissing). */
 export function copiesWanted(fragments: readonly Fragment[], offset: number, want: number): number {
-  if (!parityOf(fragments)) return want;
-  let meta = 0;
-  for (const f of fragments) if (f.size > 0 && !f.parity) meta = Math.max(meta, f.offset);
-  return offset === meta ? want : 1;
+  return wanted(!!parityOf(fragments), copiesLeft(fragments, () => false).keys(), offset, want);
 }
 
 /** CORRUPTION if `bytes`, read from copy `f`, do not have the checksum written with it. */

@@ -202,6 +202,8 @@ export class Coordinator {
   private durableId = 0;
   private readonly durableWaiters: Array<{ id: number; resolve: () => void; reject: (err: Error) => void }> = [];
   private lostErr: Error | undefined;
+  /** The campaign: resolves once this coordinator leads (led). */
+  private leadership: Promise<void> = Promise.resolve();
 
   private constructor(private readonly o: CoordinatorOptions) {
     mkdirSync(o.dir, { recursive: true });
@@ -238,7 +240,7 @@ export class Coordinator {
         host: o.host, advertise, port: o.port, name: 'coordinator', onLog: o.onLog,
         handlers: {
           register: lead((a) => c.told(c.register(a))),
-          heartbeat: lead(async (a) => (await c.told(c.heartbeat(a)))),
+          heartbeat: lead((a) => c.told(c.heartbeat(a))),
           config: lead(() => c.told(c.config)),
           status: lead(() => c.told(c.status())),
           move: lead((a) => c.move(a)),
@@ -259,8 +261,6 @@ export class Coordinator {
     c.leadership.catch(() => undefined);
     return c;
   }
-
-  private leadership: Promise<void> = Promise.resolve();
 
   /** Resolves once this coordinator leads (with etcd, once a standby took over). */
   led(): Promise<void> {
@@ -367,8 +367,8 @@ export class Coordinator {
 
   /**
    * Makes `next` the configuration. The coordinator goes on from it at once; it is told to
-   * others (told) only once durable. A save that fails means another coordinator leads (or
-   * the file could not be written, which throws here as before).
+   * others (told) only once durable. A save that fails means another coordinator leads (a
+   * config file that cannot be written throws here).
    */
   private publish(next: ClusterConfig, why: string): void {
     if (this.lostErr) {

@@ -21,8 +21,8 @@ import type { ConfigStore } from './config-store.js';
 
 /** The leader's lease: how long after its death a standby may take over, at most. */
 const LEASE_TTL_S = 2;
-/** A leader stops acting this long before its lease could have expired in etcd (clock rates differ a little). */
-const LEASE_MARGIN_MS = 250;
+/** How long after a keepalive was sent etcd surely still holds the lease: its time, less a margin (clock rates differ a little). */
+const HELD_MS = LEASE_TTL_S * 1000 - 250;
 /** How often a standby tries to take the lead. */
 const CAMPAIGN_MS = 250;
 /** Each call to etcd's deadline. */
@@ -87,10 +87,10 @@ export class EtcdConfigStore implements ConfigStore {
     this.lease = lease;
     lease.on('lost', (err) => this.fail(new NovaError('UNAVAILABLE', `lost the etcd lease that makes this coordinator the leader (${err.message})`)));
     lease.on('keepaliveFired', () => { this.keepaliveSentAt = performance.now(); });
-    lease.on('keepaliveSucceeded', () => { this.heldUntil = Math.max(this.heldUntil, this.keepaliveSentAt + LEASE_TTL_S * 1000 - LEASE_MARGIN_MS); });
+    lease.on('keepaliveSucceeded', () => { this.heldUntil = Math.max(this.heldUntil, this.keepaliveSentAt + HELD_MS); });
     const granting = performance.now();
     this.leaseId = await this.retried('a lease grant', () => lease.grant());
-    this.heldUntil = granting + LEASE_TTL_S * 1000 - LEASE_MARGIN_MS;
+    this.heldUntil = granting + HELD_MS;
     const leaderKey = this.key('leader');
     let told = '';
     while (!this.closed) {

@@ -410,8 +410,8 @@ export class LtcServer {
 
   /**
    * The background care of every open range's tables, until close: the scrub reads one table's
-   * copies after another, paced to scrubBytesPerSec over the LTC, and every MAINTAIN_MS the
-   * ranges with copies to make again are repaired (Engine.repair).
+   * copies after another, paced to scrubBytesPerSec over the LTC, and each MAINTAIN_MS the
+   * ranges whose tables lack copies get them made again (Engine.repair).
    */
   private async maintain(): Promise<void> {
     const scrubbedUpTo = new Map<number, number>(); // range -> last table scrubbed

@@ -181,7 +181,7 @@ export class StocBlockStore implements BlockStore {
     for (const p of pieces.sort((a, b) => a.copies.length - b.copies.length)) {
       const like = all.find((x) => x.offset === p.offset)!.copies[0];
       while (p.copies.length < copiesWanted(fragments, p.offset, want)) {
-        const copy = await place1({ stoc: 0, offset: p.offset, size: p.size, ...(like.crc === undefined ? {} : { crc: like.crc }) });
+        const copy = await place1(like);
         if (!copy) break;
         p.copies.push(copy);
       }

@@ -106,7 +106,7 @@ export class StocPool {
    */
   placeable(): number[] {
     const now = Date.now();
-    return this.healthy().filter((id) => !this.draining.has(id) && !this.fresh.has(id) && (this.diskFailed.get(id)?.until ?? 0) <= now);
+    return this.placeableForLogs().filter((id) => (this.diskFailed.get(id)?.until ?? 0) <= now);
   }
 
   /**

@@ -14,6 +14,8 @@ export interface TestEtcd {
   /** HOST:PORT of its client endpoint. */
   endpoint: string;
   dir: string;
+  /** SIGSTOPs (true) or SIGCONTs (false) the etcd process: etcd out of reach, as over a cut network. */
+  pause(stopped: boolean): void;
   stop(): Promise<void>;
 }
 
@@ -48,8 +50,10 @@ export async function startEtcd(): Promise<TestEtcd> {
   return {
     endpoint,
     dir,
+    pause: (stopped) => { child.kill(stopped ? 'SIGSTOP' : 'SIGCONT'); },
     stop: async () => {
       if (child.exitCode === null) {
+        child.kill('SIGCONT');
         child.kill('SIGKILL');
         await new Promise((r) => child.once('exit', r));
       }

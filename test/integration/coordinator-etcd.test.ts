@@ -156,4 +156,21 @@ describe('coordinators on etcd', () => {
     await Promise.all([b.save(config(3)), b.save(config(4))]);
     expect(JSON.parse((await raw.get(`${prefix}/config`).string())!).id).toBe(4);
   }, 60_000);
+
+  it('a leader cut off from etcd stops acting before its lease could have run out there', async () => {
+    etcd = await startEtcd();
+    const a = new EtcdConfigStore({ endpoints: [`http://${etcd.endpoint}`], prefix: '/nova-cut' });
+    closers.push(() => a.close());
+    a.onLost(() => undefined);
+    await a.lead('a:1');
+    await new Promise((r) => setTimeout(r, 1_000)); // keepalives answered meanwhile
+    expect(a.holds()).toBe(true);
+    etcd.pause(true);
+    try {
+      await new Promise((r) => setTimeout(r, 2_100)); // past the lease's time: a standby could lead by now
+      expect(a.holds()).toBe(false);
+    } finally {
+      etcd.pause(false);
+    }
+  }, 60_000);
 });
