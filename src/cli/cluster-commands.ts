@@ -14,7 +14,10 @@ import { benchSplits } from '../../bench/ycsb/generators.js';
 import { printable } from '../common/printable.js';
 import { addComponent, down, fetchStatus, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
 import { DEFAULT_PEERS } from '../stoc/stoc-server.js';
-import { runCoordinator, runLtc, runStoc } from './components.js';
+import { runCache, runCoordinator, runLtc, runStoc } from './components.js';
+import { CACHE_MODES, type CacheMode } from '../cluster/gemini.js';
+import { TcpRpcClient } from '../net/tcp-rpc-client.js';
+import type { CacheServerStats } from '../stoc/cache-server.js';
 import { parseEndpoints } from '../coordinator/etcd-store.js';
 
 const DEFAULT_DIR = 'nova-data';
@@ -97,8 +100,14 @@ function clientOptions(cmd: Command): Command {
     .option('--dir <path>', 'or the directory of `nova up`', DEFAULT_DIR);
 }
 
-async function withClient(o: { coordinator?: string; dir: string }, fn: (c: NovaClient) => Promise<void>): Promise<void> {
-  const c = await NovaClient.connect({ coordinator: o.coordinator, dir: o.dir, timeoutMs: 15_000 });
+/** The client commands that read and write keys may go through the Gemini cache. */
+function cacheOption(cmd: Command): Command {
+  return cmd.addOption(new Option('--cache <mode>', 'read and write through the cluster\'s Gemini cache, whose mode (--cache-mode of the cluster) this must name; none: the LTCs alone')
+    .choices(['none', ...CACHE_MODES]).default('none'));
+}
+
+async function withClient(o: { coordinator?: string; dir: string; cache?: CacheMode | 'none' }, fn: (c: NovaClient) => Promise<void>): Promise<void> {
+  const c = await NovaClient.connect({ coordinator: o.coordinator, dir: o.dir, timeoutMs: 15_000, cache: o.cache });
   try {
     await fn(c);
   } finally {
@@ -195,7 +204,8 @@ export function addClusterCommands(program: Command, bin: string): void {
       if (o.json) {
         console.log(JSON.stringify({
           coordinator: address, configId: s.config.id, settings: s.config.settings,
-          components: s.members.map((m) => ({ role: m.role, id: m.id, address: m.role === 'ltc' ? m.address : `fabric(${m.address.length} chars)`, pid: m.pid, up: m.alive, serving: m.serving })),
+          components: s.members.map((m) => ({ role: m.role, id: m.id, address: m.role === 'stoc' ? `fabric(${m.address.length} chars)` : m.address, pid: m.pid, up: m.alive, serving: m.serving })),
+          ...(s.cache ? { cache: s.cache } : {}),
           ranges: s.config.ranges.map((r) => ({ id: r.id, start: r.start.toString('utf8'), end: r.end?.toString('utf8') ?? null, ltc: r.ltc,
             stats: stats.byRange.get(r.id) ?? null })),
           ...(stats.error ? { statsError: stats.error } : {}),
@@ -203,10 +213,10 @@ export function addClusterCommands(program: Command, bin: string): void {
         return;
       }
       console.log(`coordinator ${address}  config ${s.config.id}  pid ${pidOf('coordinator', 1) ?? '?'}`);
-      console.log('role  id  up    pid      address / serving');
+      console.log('role   id  up    pid      address / serving');
       for (const m of s.members) {
-        const where = m.role === 'ltc' ? `${m.address}  ranges ${m.serving.join(',') || '-'}` : `fabric worker on ${m.host || 'this host'}`;
-        console.log(`${m.role.padEnd(4)}  ${String(m.id).padEnd(2)}  ${(m.alive ? 'up' : 'DOWN').padEnd(4)}  ${String(m.pid).padEnd(7)}  ${where}`);
+        const where = m.role === 'ltc' ? `${m.address}  ranges ${m.serving.join(',') || '-'}` : m.role === 'cache' ? m.address : `fabric worker on ${m.host || 'this host'}`;
+        console.log(`${m.role.padEnd(5)}  ${String(m.id).padEnd(2)}  ${(m.alive ? 'up' : 'DOWN').padEnd(4)}  ${String(m.pid).padEnd(7)}  ${where}`);
       }
       for (const r of s.config.ranges) {
         console.log(`range ${r.id}: [${printable(r.start, 40) || '""'}, ${r.end ? printable(r.end, 40) : '∞'}) on LTC ${r.ltc}`);
@@ -214,6 +224,13 @@ export function addClusterCommands(program: Command, bin: string): void {
         if (x) console.log(`  ${rangeLine(x)}`);
       }
       if (stats.error) console.log(`range figures unavailable: ${stats.error}`);
+      if (s.cache) {
+        const f = s.cache.fragments;
+        console.log(`cache (${s.cache.mode}): fragments ${f.normal} normal, ${f.transient} transient, ${f.recovery} recovery; ${s.cache.discards} discarded since the coordinator started`);
+        for (const i of s.cache.instances) {
+          console.log(`  instance ${i.id} ${i.alive ? 'up' : 'DOWN'}: ${i.gets} lookups, ${i.hits} hits${i.hitRatio !== undefined ? `; hit ratio ${(i.hitRatio * 100).toFixed(1)}% over 2 s` : ''}`);
+        }
+      }
     });
 
   knobs(program.command('coordinator')
@@ -307,6 +324,57 @@ export function addClusterCommands(program: Command, bin: string): void {
       });
   }
 
+  const cache = program.command('cache').description('Gemini cache instances: run one in the foreground (the default), or print every instance\'s figures');
+  cache.command('run', { isDefault: true })
+    .description('run a cache instance in the foreground: entries in memory and in --dir (a restart reloads them), leases, dirty lists, and a recovery worker')
+    .requiredOption('--id <n>', 'this instance\'s id (1, 2, ...)', positiveInt)
+    .requiredOption('--coordinator <host:port,...>', 'the coordinator to register with')
+    .option('--cluster-file <path>', 'a cluster.json to read the coordinator\'s address from again if it stops answering')
+    .option('--secret-file <path>', 'the cluster\'s secret; without one, the instance serves anyone who reaches it')
+    .option('--dir <path>', 'where its entries are kept (default nova-data/cache-<id>)')
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--advertise <host>', 'the address clients reach it at (default: --host)')
+    .option('--port <n>', 'port (0 picks a free one)', port, 0)
+    .option('--memory-bytes <n>', 'bytes of entries held (least recently used evicted past it)', positiveInt, 256 * 2 ** 20)
+    .option('--disk-bytes <n>', 'bytes its file may take (at least twice --memory-bytes)', positiveInt, 1024 * 2 ** 20)
+    .option('--volatile', 'keep nothing on disk: a restart starts empty', false)
+    .action((o: { id: number; coordinator: string; clusterFile?: string; dir?: string; host: string; advertise?: string; port: number; memoryBytes: number; diskBytes: number; volatile: boolean }) =>
+      runCache({ ...o, dir: o.dir ?? join(DEFAULT_DIR, `cache-${o.id}`) }));
+  clientOptions(cache.command('stats')
+    .description('print each cache instance\'s figures: entries, lookups and hits, discarded entries, leases')
+    .option('--json', 'print JSON', false))
+    .action(async (o: { coordinator?: string; dir: string; json: boolean }) => {
+      const s = await fetchStatus(o.coordinator ?? coordinatorOf(o.dir));
+      const rows: Array<CacheServerStats | { id: number; error: string }> = [];
+      for (const m of s.config.members.filter((x) => x.role === 'cache')) {
+        try {
+          const link = await TcpRpcClient.connect(m.address, { timeoutMs: 3_000 });
+          try {
+            rows.push(await link.call<CacheServerStats>('stats', [], 3_000));
+          } finally {
+            link.close();
+          }
+        } catch (err) {
+          rows.push({ id: m.id, error: (err as Error).message });
+        }
+      }
+      if (o.json) {
+        console.log(JSON.stringify({ cache: s.cache ?? null, instances: rows }, null, 2));
+        return;
+      }
+      if (rows.length === 0) console.log('no cache instances: start one with nova cache run --id 1 --coordinator HOST:PORT');
+      for (const r of rows) {
+        if ('error' in r) {
+          console.log(`instance ${r.id}: unreachable (${r.error})`);
+          continue;
+        }
+        const c = r.counters;
+        console.log(`instance ${r.id}: ${r.store.entries} entries (${mib(r.store.bytes)}), file ${mib(r.store.logBytes)}; ${c.gets} lookups, ${c.hits} hits` +
+          `${c.gets > 0 ? ` (${(100 * c.hits / c.gets).toFixed(1)}%)` : ''}; as a secondary ${c.secondaryGets} lookups, ${c.secondaryHits} hits; ` +
+          `${c.inserts} inserts, ${c.refusedInserts} refused; ${c.invalidations} invalidations; ${c.discarded} entries discarded; ${r.store.dirtyLists} dirty lists; config ${r.configId}`);
+      }
+    });
+
   clientOptions(program.command('rebalance')
     .description('move ranges off LTCs whose load (requests/s and bytes written/s over 10 s) is above the mean by --rebalance-threshold-pct; prints each move')
     .option('--dry-run', 'print the moves without making them', false)
@@ -329,11 +397,11 @@ export function addClusterCommands(program: Command, bin: string): void {
       }
     });
 
-  clientOptions(program.command('put <key> <value>').description('write a key (UTF-8 key and value)'))
-    .action((key: string, value: string, o: { coordinator?: string; dir: string }) =>
+  cacheOption(clientOptions(program.command('put <key> <value>').description('write a key (UTF-8 key and value)')))
+    .action((key: string, value: string, o: { coordinator?: string; dir: string; cache: CacheMode | 'none' }) =>
       withClient(o, (c) => c.put(Buffer.from(key), Buffer.from(value))));
-  clientOptions(program.command('get <key>').description('write the value of a key to stdout; exit 1 if it is absent'))
-    .action((key: string, o: { coordinator?: string; dir: string }) => withClient(o, async (c) => {
+  cacheOption(clientOptions(program.command('get <key>').description('write the value of a key to stdout; exit 1 if it is absent')))
+    .action((key: string, o: { coordinator?: string; dir: string; cache: CacheMode | 'none' }) => withClient(o, async (c) => {
       const v = await c.get(Buffer.from(key));
       if (v === undefined) {
         process.stderr.write(`nova: ${key}: not found\n`);
@@ -353,8 +421,8 @@ export function addClusterCommands(program: Command, bin: string): void {
       if (o.json) console.log(JSON.stringify(r, null, 1));
       else for (const line of salvageLines(`range ${r.range}`, r)) console.log(line);
     }));
-  clientOptions(program.command('del <key>').description('delete a key'))
-    .action((key: string, o: { coordinator?: string; dir: string }) => withClient(o, (c) => c.delete(Buffer.from(key))));
+  cacheOption(clientOptions(program.command('del <key>').description('delete a key')))
+    .action((key: string, o: { coordinator?: string; dir: string; cache: CacheMode | 'none' }) => withClient(o, (c) => c.delete(Buffer.from(key))));
   clientOptions(program.command('scan <start>').description('print key<TAB>value lines from <start> in key order, across ranges')
     .option('--end <key>', 'stop before this key')
     .option('--limit <n>', 'at most this many entries', positiveInt, 100))

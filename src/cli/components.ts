@@ -1,5 +1,5 @@
 /**
- * `nova coordinator|stoc|ltc`: one component in the foreground. Each runs until SIGTERM or
+ * `nova coordinator|stoc|ltc|cache`: one component in the foreground. Each runs until SIGTERM or
  * SIGINT (an LTC also until the coordinator removes it), then stops gracefully (an LTC flushes
  * its memtables first) and returns.
  */
@@ -9,6 +9,12 @@ import type { Settings } from '../cluster/config.js';
 import { Membership } from '../cluster/membership.js';
 import { LtcServer } from '../ltc/ltc-server.js';
 import { StocServer } from '../stoc/stoc-server.js';
+import { performance } from 'node:perf_hooks';
+import type { ClusterConfig } from '../cluster/config.js';
+import { CoordinatorLocator } from '../cluster/locator.js';
+import { CacheServer } from '../stoc/cache-server.js';
+import { CacheLinks } from '../client/cache-links.js';
+import { recoverFragments, type RecoveryHost } from '../client/gemini-recovery.js';
 
 export function logger(name: string): (line: string) => void {
   return (line) => process.stderr.write(`${new Date().toISOString()} ${name}: ${line}\n`);
@@ -113,4 +119,83 @@ export async function runLtc(o: ComponentCli): Promise<void> {
   log(`stopping on ${await Promise.race([stop, retired])}: flushing memtables`);
   await l.close(true);
   log('stopped');
+}
+
+export interface CacheCli {
+  dir: string; id: number; coordinator: string; host: string; advertise?: string; port?: number; clusterFile?: string;
+  memoryBytes: number; diskBytes: number;
+  /** Keep nothing on disk (entries are lost with the process). */
+  volatile?: boolean;
+}
+
+/** How often a cache process's recovery worker looks for fragments to recover. */
+const RECOVERY_TICK_MS = 200;
+
+/**
+ * `nova cache run`: a Gemini cache instance (cache-server.ts), registered with the coordinator,
+ * and a recovery worker (gemini-recovery.ts) for the fragments in recovery mode.
+ */
+export async function runCache(o: CacheCli): Promise<void> {
+  const log = logger(`cache ${o.id}`);
+  const stop = stopSignal();
+  let renewedAt = -Infinity;
+  let leaseMs = 0;
+  let config: ClusterConfig | undefined;
+  const server = await CacheServer.start({
+    id: o.id, dir: o.volatile ? undefined : o.dir, memoryBytes: o.memoryBytes, diskBytes: o.diskBytes, host: o.host, advertise: o.advertise, port: o.port,
+    serving: () => config !== undefined && performance.now() - renewedAt < leaseMs, onLog: log,
+  });
+  const coordinator = new CoordinatorLocator(o.coordinator, o.clusterFile);
+  const links = new CacheLinks(() => config!);
+  let m: Membership;
+  try {
+    m = await Membership.join({
+      coordinator: o.coordinator, clusterFile: o.clusterFile, role: 'cache', id: o.id, address: server.address, host: o.host,
+      counters: () => {
+        const c = server.instance.counters;
+        return [c.gets, c.hits, c.secondaryGets, c.secondaryHits];
+      },
+      onRenewed: (at) => { renewedAt = at; },
+      onConfig: (c) => {
+        config = c;
+        leaseMs = c.settings.cacheLeaseMs;
+        server.instance.learn(c.id);
+      },
+      onLog: log,
+    });
+  } catch (err) {
+    await server.close();
+    throw err;
+  }
+  const st = server.stats().store;
+  log(`serving at ${server.address}: ${st.entries} entries (${(st.bytes / 2 ** 20).toFixed(1)} MiB) ${o.volatile ? 'in memory only' : `kept in ${o.dir}`}; registered with ${o.coordinator}${openNote()}`);
+  const host: RecoveryHost = {
+    config: () => config!,
+    refresh: async () => {
+      await m.refresh();
+      return config!;
+    },
+    instance: (id) => links.instance(id),
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    now: () => Date.now(),
+    recovered: async (fragment, configId) => {
+      await coordinator.call('cacheRecovered', [fragment, configId], 5_000, 5_000);
+    },
+  };
+  let working = false;
+  const worker = setInterval(() => {
+    if (working || !config?.cache?.fragments.some((f) => f.mode === 'recovery' && !f.dirtyDone)) return;
+    working = true;
+    recoverFragments(host).then((p) => {
+      if (p.fragments > 0) log(`recovered ${p.fragments} fragment(s): ${p.keys} dirty keys, ${p.overwritten} overwritten from the secondary`);
+    }, (err: Error) => log(`recovery worker: ${err.message} (trying again)`)).finally(() => {
+      working = false;
+    });
+  }, RECOVERY_TICK_MS);
+  log(`stopping on ${await stop}`);
+  clearInterval(worker);
+  m.stop();
+  coordinator.close();
+  await links.close();
+  await server.close();
 }

@@ -117,7 +117,7 @@ export function buildProgram(): Command {
   // else NOVA_SECRET_FILE, else (a client's command) the one in the cluster's --dir or nova-data.
   program.hook('preAction', (_root, action) => {
     const o = action.opts() as { secretFile?: string; dir?: string };
-    const component = action.name() === 'coordinator' || (action.name() === 'run' && ['ltc', 'stoc'].includes(action.parent?.name() ?? ''));
+    const component = action.name() === 'coordinator' || (action.name() === 'run' && ['ltc', 'stoc', 'cache'].includes(action.parent?.name() ?? ''));
     const file = o.secretFile ?? process.env.NOVA_SECRET_FILE;
     const dirs = component ? [] : [o.dir, 'nova-data'].filter((d): d is string => d !== undefined);
     const secret = file !== undefined ? readSecretFile(file) : dirs.map((d) => secretInDir(d)).find((s) => s !== undefined);

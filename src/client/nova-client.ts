@@ -39,6 +39,9 @@ import { configFromWire, memberOf, rangeOf, type ClusterConfig } from '../cluste
 import { CoordinatorLocator } from '../cluster/locator.js';
 import type { SalvageReport } from '../ltc/salvage.js';
 import { idName, randomClientId, type ClientId } from '../common/write-id.js';
+import type { CacheMode } from '../cluster/gemini.js';
+import { CacheLinks } from './cache-links.js';
+import { GeminiClient, type GeminiCounters } from './gemini-client.js';
 
 export { coordinatorOf } from '../cluster/locator.js';
 
@@ -61,6 +64,11 @@ export interface NovaClientOptions {
   secret?: Buffer;
   /** The CA (PEM) a cluster with TLS signed its certificates with (default: the one `nova up` kept in `dir`, if any); process-wide too. */
   tlsCa?: Buffer;
+  /**
+   * Read and write through the cluster's Gemini cache (gemini-client.ts): its mode, which must
+   * be the cluster's (--cache-mode), or `none` (the default) for the LTCs alone.
+   */
+  cache?: CacheMode | 'none';
 }
 
 export interface ScanOptions {
@@ -223,10 +231,25 @@ export class NovaClient {
   /** Writes under way (write1), whose windows follow the configuration (refresh). */
   private readonly writing = new Set<WriteState>();
   private sessionsStarted = 1;
+  private readonly cacheLinks: CacheLinks | undefined;
+  private readonly gemini: GeminiClient | undefined;
 
   private constructor(o: NovaClientOptions) {
     this.coordinator = o.coordinator !== undefined ? new CoordinatorLocator(o.coordinator) : CoordinatorLocator.ofDir(o.dir ?? 'nova-data');
     this.timeoutMs = o.timeoutMs ?? 30_000;
+    if (o.cache !== undefined && o.cache !== 'none') {
+      const links = this.cacheLinks = new CacheLinks(() => this.config);
+      this.gemini = new GeminiClient({
+        config: () => this.config,
+        refresh: async () => {
+          await this.refresh();
+          return this.config;
+        },
+        instance: (id) => links.instance(id),
+        sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+        now: () => Date.now(),
+      }, { timeoutMs: this.timeoutMs });
+    }
   }
 
   static async connect(o: NovaClientOptions = {}): Promise<NovaClient> {
@@ -236,6 +259,11 @@ export class NovaClient {
     if (ca) useTcpTls({ ca });
     const c = new NovaClient(o);
     await c.refresh();
+    const mode = c.config.settings.cacheMode;
+    if (o.cache !== undefined && o.cache !== 'none' && o.cache !== mode) {
+      c.close();
+      throw new NovaError('BAD_ARGUMENT', `the cluster's cache runs ${mode}, not ${o.cache}: use --cache ${mode}, or none`);
+    }
     const expiry = c.config.settings.sessionTimeoutMs;
     if (c.timeoutMs * 2 >= expiry) {
       c.close();
@@ -255,21 +283,37 @@ export class NovaClient {
   }
 
   async get(key: Uint8Array): Promise<Buffer | undefined> {
-    const v = await this.call<Uint8Array | null>('get', key, (id) => [id, Buffer.from(key)]);
-    return v === null ? undefined : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+    const read = async (): Promise<Buffer | undefined> => {
+      const v = await this.call<Uint8Array | null>('get', key, (id) => [id, Buffer.from(key)]);
+      return v === null ? undefined : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+    };
+    return this.gemini ? this.gemini.get(Buffer.from(key), read) : read();
   }
 
   /** Writes `key`. An error is FAILED (not applied) or UNKNOWN_OUTCOME, with a `reason`. */
   put(key: Uint8Array, value: Uint8Array): Promise<void> {
     const k = Buffer.from(key);
     const v = Buffer.from(value);
-    return this.write1('put', k, (id) => [id, k, v]);
+    return this.cached([k], () => this.write1('put', k, (id) => [id, k, v]));
   }
 
   /** Deletes `key`. An error is FAILED (not applied) or UNKNOWN_OUTCOME, with a `reason`. */
   delete(key: Uint8Array): Promise<void> {
     const k = Buffer.from(key);
-    return this.write1('del', k, (id) => [id, k]);
+    return this.cached([k], () => this.write1('del', k, (id) => [id, k]));
+  }
+
+  /** Cache lookups, hits and what the LTCs served instead, with `cache` (undefined without). */
+  get cacheCounters(): GeminiCounters | undefined {
+    return this.gemini?.counters;
+  }
+
+  /** A write through the cache: each key's Q lease taken before `apply`, its entry deleted after. */
+  private cached(keys: Buffer[], apply: () => Promise<void>): Promise<void> {
+    const g = this.gemini;
+    if (!g) return apply();
+    const around = (i: number): Promise<void> => (i === keys.length ? apply() : g.write(keys[i]!, () => around(i + 1)));
+    return around(0);
   }
 
   batch(): ClientBatch {
@@ -289,7 +333,7 @@ export class NovaClient {
       throw new NovaError('FAILED', `write: not applied: ${why}`, { reason: 'BAD_ARGUMENT' });
     }
     const ops = batch.ops.slice();
-    await this.write1('write', ops[0][1], (id) => [id, ops]);
+    await this.cached([...new Set(ops.map((op) => op[1].toString('latin1')))].map((k) => Buffer.from(k, 'latin1')), () => this.write1('write', ops[0][1], (id) => [id, ops]));
   }
 
   /** Entries with start <= key < end in key order, continuing across ranges. */
@@ -358,6 +402,7 @@ export class NovaClient {
     clearInterval(this.watchdog);
     this.coordinator.close();
     void this.ltcs.closeAll();
+    void this.cacheLinks?.close();
   }
 
   /** Sends a read `op` for `key` to its LTC, retrying as the configuration and the LTCs change. */

@@ -9,8 +9,9 @@
 import { NovaError } from '../common/errors.js';
 import { compareBytes } from '../common/internal-key.js';
 import { defaultSettings } from './knobs.js';
+import { layerFrom, type CacheLayer, type CacheMode } from './gemini.js';
 
-export type Role = 'ltc' | 'stoc';
+export type Role = 'ltc' | 'stoc' | 'cache';
 export type LogMode = 'disk' | 'memory' | 'memory+disk' | 'none';
 export type Placement = 'power-of-d' | 'random' | 'round-robin';
 /** Where compaction merges run: offloaded to StoCs, or on the LTC (for comparison). */
@@ -123,6 +124,12 @@ export interface Settings {
   stocReserveBytes: number;
   /** Memory of each LTC, shared by its ranges (EngineOptions.memoryBudgetBytes each); 0: tables held whole. */
   ltcMemoryBytes: number;
+  /** Gemini: fragments the key space is hashed into (gemini.ts). */
+  cacheFragments: number;
+  /** Gemini: how instances recover (gemini.ts CACHE_MODES). */
+  cacheMode: CacheMode;
+  /** Gemini: a cache instance silent this long loses its fragments to a secondary; one that has not renewed serves nothing. */
+  cacheLeaseMs: number;
 }
 
 export interface ClusterConfig {
@@ -139,6 +146,8 @@ export interface ClusterConfig {
   deadStocs?: number[];
   members: Member[];
   settings: Settings;
+  /** The Gemini cache layer, once a cache instance registered (gemini.ts). */
+  cache?: CacheLayer;
 }
 
 /** Every knob's default (knobs.ts). */
@@ -367,8 +376,13 @@ export function configFromJson(j: unknown, what: string): ClusterConfig {
   const ranges = c.ranges.map((r) => decodedRange(r, hex(r.start) ?? Buffer.alloc(0), hex(r.end), hex));
   return {
     id: c.id, members: c.members, settings: { ...DEFAULT_SETTINGS, ...c.settings }, ranges, lastRange: lastRangeOf(c.lastRange, ranges),
-    ...idsOf('removedStocs', c.removedStocs), ...idsOf('deadStocs', c.deadStocs),
+    ...idsOf('removedStocs', c.removedStocs), ...idsOf('deadStocs', c.deadStocs), ...cacheOf(c.cache, what),
   };
+}
+
+function cacheOf(x: unknown, what: string): { cache?: CacheLayer } {
+  const cache = layerFrom(x, what);
+  return cache ? { cache } : {};
 }
 
 /** The wire form (msgpack carries Buffers); normalises what msgpack decodes. */
@@ -377,7 +391,8 @@ export function configFromWire(w: unknown): ClusterConfig {
   if (!c || typeof c.id !== 'number' || !Array.isArray(c.ranges)) throw new NovaError('CORRUPTION', 'configuration from the coordinator is malformed');
   const bytes = (x: unknown): Buffer | undefined => (x instanceof Uint8Array ? Buffer.from(x) : undefined);
   const ranges = c.ranges.map((r) => decodedRange(r, bytes(r.start) ?? Buffer.alloc(0), bytes(r.end), bytes));
-  return { ...c, ranges, lastRange: lastRangeOf(c.lastRange, ranges), ...idsOf('removedStocs', c.removedStocs), ...idsOf('deadStocs', c.deadStocs) };
+  const { cache: _, ...rest } = c;
+  return { ...rest, ranges, lastRange: lastRangeOf(c.lastRange, ranges), ...idsOf('removedStocs', c.removedStocs), ...idsOf('deadStocs', c.deadStocs), ...cacheOf(c.cache, 'configuration from the coordinator') };
 }
 
 /** A list of StoC ids as read, under `field` (absent if it is not a list). */

@@ -9,6 +9,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import type { ClusterConfig, Settings } from './config.js';
+import { CACHE_MODES } from './gemini.js';
 
 /** bool: a flag, off unless given (--sync); switch: --flag on|off, for what is on by default. */
 export type KnobType = 'bytes' | 'count' | 'ms' | 'bool' | 'switch' | 'choice';
@@ -189,6 +190,21 @@ export const KNOBS: readonly Knob[] = [
     key: 'ltcMemoryBytes', flag: 'ltc-memory', type: 'bytes', min: 0, default: 2048 * MiB,
     meaning: 'memory of each LTC, shared evenly by the ranges it serves: their memtables (δ × τ), lookup indexes, tables\' filters and indexes, and a block cache in the rest, which keeps each table the LTC writes or opens whole while it has room and evicts the least recently used; blocks not cached are read from the StoCs (0: no budget, every table held whole)',
     tradeoff: 'more: more of the data cached, fewer reads wait for a StoC; more of the machine\'s memory. With one copy of each table (--table-replicas 1), a block not cached cannot be read while its StoC is down',
+  }),
+  knob({
+    key: 'cacheFragments', flag: 'cache-fragments', type: 'count', min: 1, default: 64,
+    meaning: 'Gemini cache: fragments the key space is hashed into; each has a primary cache instance, and a secondary while the primary is down',
+    tradeoff: 'more: a failed instance\'s load spreads over more secondaries, and a lost dirty list discards less; more state in the configuration',
+  }),
+  knob({
+    key: 'cacheMode', flag: 'cache-mode', type: 'choice', choices: CACHE_MODES, default: 'gemini-o+w',
+    meaning: 'Gemini cache: how a returning instance\'s entries are recovered: dirty keys invalidated (gemini-i) or overwritten from the secondary (gemini-o), with the working set migrated from the secondary (+w) or not; volatile discards them, stale trusts them as they are (the unsafe strawman: it serves overwritten values)',
+    tradeoff: 'o: fewer misses after a return; +w: the working set follows a shifting access pattern, at an extra lookup per miss while it migrates',
+  }),
+  knob({
+    key: 'cacheLeaseMs', flag: 'cache-lease-ms', type: 'ms', min: 1, default: 3_000,
+    meaning: 'Gemini cache: an instance whose heartbeats stop for this long loses its fragments to secondaries (transient mode); one that has not renewed its lease for this long serves nothing until it does',
+    tradeoff: 'longer: a pause costs no failover; writes to a dead instance\'s fragments wait longer for a secondary',
   }),
 ];
 

@@ -25,6 +25,8 @@ export interface MembershipOptions {
   host?: string;
   /** What an LTC reports of its ranges; called on each beat. */
   ranges?: () => RangeReport;
+  /** What a cache instance reports: [lookups, hits, secondary lookups, secondary hits], since it started. */
+  counters?: () => number[];
   /** Called with `renewedAt` each time the lease is renewed (before onConfig, at registration). */
   onRenewed?: (at: number) => void;
   onConfig: (config: ClusterConfig) => void;
@@ -167,7 +169,7 @@ export class Membership {
       const link = await this.locator.connection();
       const r = this.o.ranges?.();
       const sent = performance.now();
-      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], this.incarnation, r?.filled ?? []]);
+      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], this.incarnation, r?.filled ?? [], this.o.counters?.() ?? null]);
       // Renewed only with the configuration it renews under applied: else a deposed LTC would serve by the old one.
       if (id > this.configId) await this.refresh();
       this.renew(sent);

@@ -34,6 +34,8 @@ import { RangeLoad, type RangeRate } from './range-load.js';
 import { loadOf, planRebalance, type PlannedMove } from '../cluster/rebalance.js';
 import { FileConfigStore, type ConfigStore } from './config-store.js';
 import { EtcdConfigStore } from './etcd-store.js';
+import { CacheSteward, type CacheInstanceView } from './cache-keeper.js';
+import { modeCounts, type CacheMode, type FragmentMode } from '../cluster/gemini.js';
 
 export { readConfigFile } from './config-store.js';
 
@@ -103,6 +105,8 @@ export interface ClusterStatus {
   joining: number[];
   /** The last RECENT_MOVES moves, oldest first. */
   moves: MoveReport[];
+  /** The Gemini cache layer, once it has instances. */
+  cache?: { mode: CacheMode; fragments: Record<FragmentMode, number>; instances: CacheInstanceView[]; discards: number };
 }
 
 /** What one move did, and for how long the range refused requests. */
@@ -204,6 +208,17 @@ export class Coordinator {
   private lostErr: Error | undefined;
   /** The campaign: resolves once this coordinator leads (led). */
   private leadership: Promise<void> = Promise.resolve();
+  private readonly caches: CacheSteward = new CacheSteward({
+    config: () => this.config,
+    publish: (next, why) => this.publish(next, why),
+    instance: (id) => ({
+      dirtyFetch: (cfg, fragment, from, limit) => this.callMember<{ state: string }>('cache', id, 'dirtyFetch', [cfg, fragment, from, limit], 2_000),
+      dirtyInit: async (cfg, fragment) => { await this.callMember('cache', id, 'dirtyInit', [cfg, fragment], 2_000); },
+    }),
+    alive: (id, now) => now - (this.seen.get(memberKey('cache', id))?.at ?? -Infinity) < this.config.settings.cacheLeaseMs,
+    knowsLiveness: (now) => now >= this.graceUntil,
+    onLog: (line) => this.o.onLog?.(line),
+  });
 
   private constructor(private readonly o: CoordinatorOptions) {
     mkdirSync(o.dir, { recursive: true });
@@ -249,6 +264,7 @@ export class Coordinator {
           removeStoc: lead((a) => c.removeStoc(a)),
           split: lead((a) => c.split(a)),
           merge: lead((a) => c.merge(a)),
+          cacheRecovered: lead((a) => c.told(c.caches.recovered(a))),
         },
       });
     } catch (err) {
@@ -273,7 +289,7 @@ export class Coordinator {
     if (this.lostErr) throw this.lostErr; // lost while it loaded: it never leads
     this.config = config;
     this.durableId = this.config.id;
-    this.graceUntil = performance.now() + this.config.settings.ltcLeaseMs;
+    this.graceUntil = performance.now() + Math.max(this.config.settings.ltcLeaseMs, this.config.settings.cacheLeaseMs);
     this.leading = true;
     if (this.o.etcd) this.o.onLog?.(`leading: config ${this.config.id} from ${this.store.where}`);
     this.leaseTimer = setInterval(() => this.expireLeases(), LEASE_TICK_MS);
@@ -329,6 +345,7 @@ export class Coordinator {
       reshaping: this.reshaping,
       joining: [...this.joined].filter((id) => this.alive('ltc', id, now)), // one that died joins no more
       moves: this.recentMoves,
+      ...(this.config.cache ? { cache: { mode: this.config.cache.mode, fragments: modeCounts(this.config.cache), instances: this.caches.instances(now), discards: this.caches.discards } } : {}),
     };
   }
 
@@ -619,6 +636,7 @@ export class Coordinator {
       this.autoRebalance(`LTC ${joined.join(', ')} joined`);
     }
     if (now < this.graceUntil) return;
+    this.caches.tick(now);
     this.removeDeadStocs(now);
     const ltcs = this.config.members.filter((m) => m.role === 'ltc').map((m) => m.id);
     const silent = (id: number): boolean => now - (this.seen.get(memberKey('ltc', id))?.at ?? 0) >= lease;
@@ -739,9 +757,14 @@ export class Coordinator {
   }
 
   /** Calls LTC `id` (at its address in the configuration) once. */
-  private async callLtc<T>(id: number, op: string, args: unknown[], timeoutMs: number): Promise<T> {
-    const m = memberOf(this.config, 'ltc', id);
-    if (!m) throw new NovaError('UNAVAILABLE', `LTC ${id} is not registered`);
+  private callLtc<T>(id: number, op: string, args: unknown[], timeoutMs: number): Promise<T> {
+    return this.callMember('ltc', id, op, args, timeoutMs);
+  }
+
+  /** Calls the LTC or cache instance `id` (at its address in the configuration) once. */
+  private async callMember<T>(role: 'ltc' | 'cache', id: number, op: string, args: unknown[], timeoutMs: number): Promise<T> {
+    const m = memberOf(this.config, role, id);
+    if (!m) throw new NovaError('UNAVAILABLE', `${role === 'ltc' ? 'LTC' : 'cache instance'} ${id} is not registered`);
     const link = await TcpRpcClient.connect(m.address, { timeoutMs: 5_000 });
     try {
       return await link.call<T>(op, args, timeoutMs);
@@ -752,17 +775,18 @@ export class Coordinator {
 
   private register(args: unknown[]): ClusterConfig {
     const [role, id, address, pid, host, incarnation] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id) || id > MAX_MEMBER_ID || typeof address !== 'string' || address.length === 0 || address.length > MAX_ADDRESS ||
+    if ((role !== 'ltc' && role !== 'stoc' && role !== 'cache') || !isId(id) || id > MAX_MEMBER_ID || typeof address !== 'string' || address.length === 0 || address.length > MAX_ADDRESS ||
       !isCount(pid) || (host !== undefined && (typeof host !== 'string' || host.length > MAX_HOST)) ||
       (incarnation !== undefined && (typeof incarnation !== 'string' || incarnation.length > 64))) {
       // Every member's fields are in the configuration every client fetches: bounded, so a
       // bogus registration cannot make it larger than a frame.
-      throw new NovaError('BAD_ARGUMENT', `register takes [role ("ltc" | "stoc"), id (1 to ${MAX_MEMBER_ID}), address (1 to ${MAX_ADDRESS} characters), ` +
+      throw new NovaError('BAD_ARGUMENT', `register takes [role ("ltc" | "stoc" | "cache"), id (1 to ${MAX_MEMBER_ID}), address (1 to ${MAX_ADDRESS} characters), ` +
         `pid (an integer of 0 or more), host (up to ${MAX_HOST} characters), incarnation (up to 64)]`);
     }
-    // An LTC is reached at host:port by clients; a StoC at its fabric address, in base64.
-    if (role === 'ltc' ? !isHostPort(address) : !/^[A-Za-z0-9+/]+={0,2}$/.test(address)) {
-      throw new NovaError('BAD_ARGUMENT', `register: ${role} ${id}'s address ${JSON.stringify(address.slice(0, 80))} is not ${role === 'ltc' ? 'HOST:PORT' : 'a fabric address in base64'}`);
+    // An LTC or cache instance is reached at host:port by clients; a StoC at its fabric address, in base64.
+    const byTcp = role === 'ltc' || role === 'cache';
+    if (byTcp ? !isHostPort(address) : !/^[A-Za-z0-9+/]+={0,2}$/.test(address)) {
+      throw new NovaError('BAD_ARGUMENT', `register: ${role} ${id}'s address ${JSON.stringify(address.slice(0, 80))} is not ${byTcp ? 'HOST:PORT' : 'a fabric address in base64'}`);
     }
     if (!this.config.members.some((m) => m.role === role && m.id === id) && this.config.members.length >= MAX_MEMBERS) {
       throw new NovaError('BUSY', `register: the cluster has ${MAX_MEMBERS} members, the most it takes; remove one first`);
@@ -802,8 +826,8 @@ export class Coordinator {
    * answered BUSY (it must not renew).
    */
   private heartbeat(args: unknown[]): number {
-    const [role, id, serving, holding, configId, load, incarnation, filled] = args;
-    if ((role !== 'ltc' && role !== 'stoc') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation, filled]');
+    const [role, id, serving, holding, configId, load, incarnation, filled, cacheCounters] = args;
+    if ((role !== 'ltc' && role !== 'stoc' && role !== 'cache') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation, filled]');
     if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
       throw Object.assign(new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster`), { detail: 'removed' });
     }
@@ -814,6 +838,7 @@ export class Coordinator {
     }
     const now = performance.now();
     this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [] });
+    if (role === 'cache') this.caches.sample(id, now, cacheCounters);
     if (member.fresh) {
       const { fresh: _, ...up } = member;
       this.publish({ ...this.config, id: this.config.id + 1, members: this.config.members.map((m) => (m === member ? up : m)) }, `${role} ${id} is up`);

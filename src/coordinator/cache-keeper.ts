@@ -1,0 +1,198 @@
+/**
+ * The coordinator's side of a fragment's life (gemini.ts, paper Figure 5.3): given which cache
+ * instances hold their leases, it asks what it must of the instances and returns the layer to
+ * publish. Before a fragment's primary comes back into use it asks the secondary whether the
+ * dirty list is whole; before a secondary is published it starts the dirty list there with its
+ * marker (so an append to a list evicted meanwhile makes one known to be partial).
+ */
+import type { ClusterConfig } from '../cluster/config.js';
+import { NovaError } from '../common/errors.js';
+import { joinInstance, newLayer, reconcile, recoveryStep, type CacheLayer, type DirtyFinding, type FragmentChange } from '../cluster/gemini.js';
+
+/** What the keeper needs of an instance. */
+export interface KeeperInstance {
+  dirtyFetch(cfg: number, fragment: number, from: number, limit: number): Promise<{ state: string }>;
+  dirtyInit(cfg: number, fragment: number): Promise<void>;
+}
+
+/** The layer to publish under configuration `config.id + 1`, and what changed; undefined if nothing does. */
+export async function keepLayer(config: ClusterConfig, alive: ReadonlySet<number>, instance: (id: number) => KeeperInstance):
+  Promise<{ layer: CacheLayer; changes: FragmentChange[] } | undefined> {
+  const layer = config.cache;
+  if (!layer) return undefined;
+  const next = config.id + 1;
+  const live = new Set(alive);
+  const dirty = new Map<number, DirtyFinding>();
+  if (layer.mode !== 'stale' && layer.mode !== 'volatile') {
+    for (const f of layer.fragments) {
+      if (f.mode !== 'transient' || f.secondary === undefined || !live.has(f.primary) || !live.has(f.secondary)) continue;
+      // A secondary that does not answer is asked again next time (its lease says whether it is down).
+      const page = await instance(f.secondary).dirtyFetch(config.id, f.id, 0, 0).catch(() => undefined);
+      if (page) dirty.set(f.id, page.state === 'whole' ? 'whole' : page.state === 'missing' ? 'missing' : 'partial');
+    }
+  }
+  const r = reconcile(layer, { alive: live, dirty }, next);
+  if (!r) return undefined;
+  // A secondary that does not take its list's marker is published all the same: its list is
+  // then missing or partial when the primary returns, and the primary's entries are discarded.
+  await Promise.all(r.layer.fragments.filter((f) => f.mode === 'transient' && f.secondary !== undefined && f.secondaryFloor === next)
+    .map((f) => instance(f.secondary!).dirtyInit(next, f.id).catch(() => undefined)));
+  return r;
+}
+
+/** An instance's counters as its heartbeat reports them (cumulative since it started). */
+interface Sample { at: number; gets: number; hits: number; secondaryGets: number; secondaryHits: number }
+
+/** Heartbeats of counters kept per instance: enough for the windows below. */
+const SAMPLES = 40;
+/** The window hit ratios are measured over. */
+const WINDOW_MS = 2_000;
+/** How far below its hit ratio before the failure a primary may stay and still count as restored (the paper's "some degree of variation"). */
+const HIT_SLACK = 0.02;
+const MISS_SLACK = 0.05;
+/** Lookups a window needs before its ratio decides anything. */
+const MIN_LOOKUPS = 50;
+
+export interface StewardHost {
+  config(): ClusterConfig;
+  publish(next: ClusterConfig, why: string): void;
+  instance(id: number): KeeperInstance;
+  /** Whether cache instance `id` holds its lease now (heard from within the lease). */
+  alive(id: number, now: number): boolean;
+  /** False while the coordinator cannot yet tell the dead from the unheard (just started, or paused). */
+  knowsLiveness(now: number): boolean;
+  onLog?: (line: string) => void;
+}
+
+export interface CacheInstanceView { id: number; alive: boolean; hitRatio?: number; gets: number; hits: number; hitBefore?: number }
+
+/**
+ * Runs the layer for the coordinator: deals fragments when the first instances come, gives
+ * fragments to instances that join, moves fragments through their modes as instances fail and
+ * return (keepLayer), and ends a recovering fragment's migration once the primary's hit ratio is
+ * back to what it was before the failure (within HIT_SLACK), or the secondary misses more often
+ * than the primary used to hit (paper §5.2.2.2: h and m = 1 − h + ε). One step at a time.
+ */
+export class CacheSteward {
+  private busy = false;
+  private readonly samples = new Map<number, Sample[]>();
+  /** Each instance's hit ratio over the window before it was last found down. */
+  private readonly hitBefore = new Map<number, number>();
+  /** Fragments discarded (their primary's entries voided) since the coordinator started. */
+  discards = 0;
+
+  constructor(private readonly h: StewardHost) {}
+
+  sample(id: number, at: number, x: unknown): void {
+    if (!Array.isArray(x) || x.length < 4 || !x.slice(0, 4).every((n) => typeof n === 'number' && Number.isFinite(n) && n >= 0)) return;
+    const [gets, hits, secondaryGets, secondaryHits] = x as number[];
+    let s = this.samples.get(id);
+    if (!s) this.samples.set(id, s = []);
+    const last = s[s.length - 1];
+    if (last && gets < last.gets) s.length = 0; // the instance restarted: its counters did too
+    s.push({ at, gets: gets!, hits: hits!, secondaryGets: secondaryGets!, secondaryHits: secondaryHits! });
+    if (s.length > SAMPLES) s.shift();
+  }
+
+  /** Hit ratio of `id` over the last window, as a primary (or transient secondary), and as a recovering fragment's secondary. */
+  private ratios(id: number, now: number): { hit?: number; secondaryHit?: number; gets: number; hits: number } {
+    const s = this.samples.get(id) ?? [];
+    const last = s[s.length - 1];
+    const first = s.find((x) => x.at >= now - WINDOW_MS);
+    if (!last || !first || first === last) return { gets: last?.gets ?? 0, hits: last?.hits ?? 0 };
+    const gets = last.gets - first.gets;
+    const sgets = last.secondaryGets - first.secondaryGets;
+    return {
+      gets: last.gets, hits: last.hits,
+      ...(gets >= MIN_LOOKUPS ? { hit: (last.hits - first.hits) / gets } : {}),
+      ...(sgets >= MIN_LOOKUPS ? { secondaryHit: (last.secondaryHits - first.secondaryHits) / sgets } : {}),
+    };
+  }
+
+  instances(now: number): CacheInstanceView[] {
+    return this.h.config().members.filter((m) => m.role === 'cache').map((m) => {
+      const r = this.ratios(m.id, now);
+      return { id: m.id, alive: this.h.alive(m.id, now), gets: r.gets, hits: r.hits, ...(r.hit !== undefined ? { hitRatio: r.hit } : {}),
+        ...(this.hitBefore.has(m.id) ? { hitBefore: this.hitBefore.get(m.id) } : {}) };
+    });
+  }
+
+  /** One step, unless one is under way. */
+  tick(now: number): void {
+    if (this.busy || !this.h.knowsLiveness(now)) return;
+    this.busy = true;
+    void this.step(now).catch((err: Error) => this.h.onLog?.(`cache layer: ${err.message}`)).finally(() => {
+      this.busy = false;
+    });
+  }
+
+  private async step(now: number): Promise<void> {
+    const config = this.h.config();
+    const members = config.members.filter((m) => m.role === 'cache').map((m) => m.id);
+    const alive = new Set(members.filter((id) => this.h.alive(id, now)));
+    if (!config.cache) {
+      if (alive.size === 0) return;
+      const id = config.id + 1;
+      this.h.publish({ ...config, id, cache: newLayer(config.settings.cacheMode, config.settings.cacheFragments, [...alive], id) },
+        `cache layer: ${config.settings.cacheFragments} fragments over instance(s) ${[...alive].join(', ')} (${config.settings.cacheMode})`);
+      return;
+    }
+    for (const f of config.cache.fragments) {
+      // Remember how well an instance hit before it failed: its recovery is measured against it.
+      if (f.mode === 'normal' && !alive.has(f.primary)) {
+        const r = this.ratios(f.primary, now);
+        if (r.hit !== undefined) this.hitBefore.set(f.primary, r.hit);
+      }
+    }
+    const kept = await keepLayer(config, alive, (id) => this.h.instance(id));
+    if (this.h.config() !== config) return; // the configuration changed meanwhile: look again next tick
+    if (kept) {
+      this.discards += kept.changes.filter((c) => c.discarded).length;
+      this.h.publish({ ...config, id: config.id + 1, cache: kept.layer }, `cache layer: ${kept.changes.map((c) => `fragment ${c.fragment} ${c.from} → ${c.to} (${c.why})`).join('; ')}`);
+      return;
+    }
+    const hosting = new Set(config.cache.fragments.flatMap((f) => [f.primary, ...(f.secondary !== undefined ? [f.secondary] : [])]));
+    const joining = [...alive].find((id) => !hosting.has(id));
+    if (joining !== undefined && config.cache.fragments.every((f) => f.mode === 'normal' || alive.has(f.primary))) {
+      const layer = joinInstance(config.cache, joining, config.id + 1);
+      const moved = layer.fragments.filter((f, j) => f.primary !== config.cache!.fragments[j]!.primary).length;
+      if (moved > 0) {
+        this.h.publish({ ...config, id: config.id + 1, cache: layer }, `cache layer: instance ${joining} joined and takes ${moved} fragment(s)`);
+        return;
+      }
+    }
+    this.endMigrations(config, now);
+  }
+
+  private endMigrations(config: ClusterConfig, now: number): void {
+    let layer = config.cache!;
+    const ended: number[] = [];
+    for (const f of layer.fragments) {
+      if (f.mode !== 'recovery' || !f.migrate || f.secondary === undefined) continue;
+      const h = this.hitBefore.get(f.primary);
+      const p = this.ratios(f.primary, now);
+      const s = this.ratios(f.secondary, now);
+      const restored = h !== undefined && p.hit !== undefined && p.hit >= h - HIT_SLACK;
+      const useless = h !== undefined && s.secondaryHit !== undefined && 1 - s.secondaryHit >= 1 - h + MISS_SLACK;
+      if (!restored && !useless) continue;
+      const next = recoveryStep(layer, f.id, 'migration');
+      if (next) {
+        layer = next;
+        ended.push(f.id);
+      }
+    }
+    if (ended.length > 0) this.h.publish({ ...config, id: config.id + 1, cache: layer }, `cache layer: migration ended for fragment(s) ${ended.join(', ')}`);
+  }
+
+  /** `cacheRecovered [fragment, config id]`: a worker emptied the fragment's dirty list. */
+  recovered(args: unknown[]): number {
+    const [j, cfg] = args;
+    const config = this.h.config();
+    if (typeof j !== 'number' || typeof cfg !== 'number' || !config.cache) throw new NovaError('BAD_ARGUMENT', 'cacheRecovered takes [fragment, configuration id]');
+    const f = config.cache.fragments[j];
+    if (!f || f.mode !== 'recovery' || cfg < config.id - 1_000_000) return config.id;
+    const next = recoveryStep(config.cache, j, 'dirty');
+    if (next) this.h.publish({ ...config, id: config.id + 1, cache: next }, `cache layer: fragment ${j}'s dirty list processed`);
+    return this.h.config().id;
+  }
+}

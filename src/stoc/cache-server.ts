@@ -1,0 +1,142 @@
+/**
+ * A Gemini cache instance's server: CacheInstance's operations over TCP RPC (tcp-rpc-server.ts,
+ * the same envelope as LTCs), for clients and recovery workers outside the cluster's fabric.
+ * Every argument is checked before it reaches the instance: a malformed request is answered
+ * BAD_ARGUMENT and changes nothing.
+ *
+ *   iqget [cfg, key, floor] → {value} | {token} | {backoff} | {}
+ *   iset [cfg, key] → the same, without value       iqset [cfg, key, value, token, fragment] → bool
+ *   idelete [cfg, key, token]   qareg [cfg, key, dirtyFragment|null] → token   dar [cfg, key, token]
+ *   delete [cfg, key, dirtyFragment|null]   get [cfg, key, floor] → value | null
+ *   dirtyInit [cfg, fragment]   dirtyFetch [cfg, fragment, from, limit] → {state, keys, total}
+ *   redlease [cfg, fragment, renew|null] → token | null   dirtyDone [cfg, fragment, token] → bool
+ *   stats [] → CacheServerStats
+ */
+import { NovaError } from '../common/errors.js';
+import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
+import { DEFAULT_LIMITS } from '../log/write-batch.js';
+import { CacheInstance, type CacheCounters } from './cache-instance.js';
+import { CacheStore, type CacheStoreStats } from './cache-store.js';
+
+export interface CacheServerOptions {
+  id: number;
+  /** Where entries persist; undefined: memory only. */
+  dir?: string;
+  memoryBytes: number;
+  diskBytes: number;
+  /** Start empty (the volatile baseline). */
+  volatile?: boolean;
+  sync?: boolean;
+  maxDirtyKeys?: number;
+  host?: string;
+  advertise?: string;
+  port?: number;
+  /** How long I and Q leases live. */
+  leaseMs?: number;
+  serving?: () => boolean;
+  onLog?: (line: string) => void;
+}
+
+export interface CacheServerStats {
+  id: number;
+  configId: number;
+  counters: CacheCounters;
+  store: CacheStoreStats;
+  leases: { i: number; q: number; red: number };
+}
+
+/** An I or Q lease outlives the LTC call of its session by far. */
+const LEASE_MS = 5_000;
+const REDLEASE_MS = 10_000;
+const SWEEP_MS = 1_000;
+const MAX_DIRTY_KEYS = 1_000_000;
+const MAX_FRAGMENT = 1_000_000;
+/** Keys a dirty-list page carries at most. */
+const MAX_PAGE = 16_384;
+
+function cfgOf(x: unknown): number {
+  if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < 0) throw new NovaError('BAD_ARGUMENT', 'a cache request starts with the configuration id it routes by (an integer of 0 or more)');
+  return x;
+}
+
+function keyOf(x: unknown): Buffer {
+  if (!(x instanceof Uint8Array) || x.length === 0) throw new NovaError('BAD_ARGUMENT', 'the key must be bytes, not empty');
+  if (x.length > DEFAULT_LIMITS.maxKeyBytes) throw new NovaError('BAD_ARGUMENT', `key of ${x.length} bytes exceeds the limit of ${DEFAULT_LIMITS.maxKeyBytes} bytes`);
+  return Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+}
+
+function valueOf(x: unknown): Buffer {
+  if (!(x instanceof Uint8Array)) throw new NovaError('BAD_ARGUMENT', 'the value must be bytes');
+  if (x.length > DEFAULT_LIMITS.maxValueBytes) throw new NovaError('BAD_ARGUMENT', `value of ${x.length} bytes exceeds the limit of ${DEFAULT_LIMITS.maxValueBytes} bytes`);
+  return Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+}
+
+function countOf(x: unknown, what: string, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < 0 || x > max) throw new NovaError('BAD_ARGUMENT', `${what} must be an integer from 0 to ${max}`);
+  return x;
+}
+
+function fragmentOrNull(x: unknown): number | undefined {
+  return x === null || x === undefined ? undefined : countOf(x, 'the dirty list\'s fragment', MAX_FRAGMENT);
+}
+
+export class CacheServer {
+  private constructor(readonly instance: CacheInstance, private readonly server: TcpRpcServer, private readonly advertise: string, private readonly sweeper: NodeJS.Timeout,
+    private readonly id: number) {}
+
+  static async start(o: CacheServerOptions): Promise<CacheServer> {
+    const store = CacheStore.open({
+      dir: o.dir, memoryBytes: o.memoryBytes, diskBytes: o.diskBytes, sync: o.sync ?? false,
+      maxDirtyKeys: o.maxDirtyKeys ?? MAX_DIRTY_KEYS, volatile: o.volatile, onLog: o.onLog,
+    });
+    const instance = new CacheInstance(store, { leaseMs: o.leaseMs ?? LEASE_MS, redleaseMs: REDLEASE_MS, serving: o.serving });
+    const i = instance;
+    const frag = (x: unknown): number => countOf(x, 'the fragment', MAX_FRAGMENT);
+    let server: TcpRpcServer;
+    try {
+      server = await TcpRpcServer.listen({
+        host: o.host, advertise: o.advertise, port: o.port, name: `cache ${o.id}`, onLog: o.onLog,
+        handlers: {
+          iqget: ([c, k, f]) => i.iqget(cfgOf(c), keyOf(k), countOf(f, 'the floor')),
+          iset: ([c, k]) => i.iset(cfgOf(c), keyOf(k)),
+          iqset: ([c, k, v, t, f]) => i.iqset(cfgOf(c), keyOf(k), valueOf(v), countOf(t, 'the token'), frag(f)),
+          idelete: ([c, k, t]) => i.idelete(cfgOf(c), keyOf(k), countOf(t, 'the token')),
+          qareg: ([c, k, f]) => i.qareg(cfgOf(c), keyOf(k), fragmentOrNull(f)),
+          dar: ([c, k, t]) => i.dar(cfgOf(c), keyOf(k), countOf(t, 'the token')),
+          delete: ([c, k, f]) => i.delete(cfgOf(c), keyOf(k), fragmentOrNull(f)),
+          get: ([c, k, f]) => i.get(cfgOf(c), keyOf(k), countOf(f, 'the floor')) ?? null,
+          dirtyInit: ([c, f]) => i.dirtyInit(cfgOf(c), frag(f)),
+          dirtyFetch: ([c, f, from, limit]) => i.dirtyFetch(cfgOf(c), frag(f), countOf(from, 'from'), countOf(limit, 'the limit', MAX_PAGE)),
+          redlease: ([c, f, r]) => i.redlease(cfgOf(c), frag(f), r === null || r === undefined ? undefined : countOf(r, 'the token')) ?? null,
+          dirtyDone: ([c, f, t]) => i.dirtyDone(cfgOf(c), frag(f), countOf(t, 'the token')),
+          stats: () => statsOf(o.id, i),
+        },
+      });
+    } catch (err) {
+      store.close();
+      throw err;
+    }
+    const sweeper = setInterval(() => i.sweep(), SWEEP_MS);
+    sweeper.unref();
+    return new CacheServer(instance, server, advertisedHost(o.host, o.advertise), sweeper, o.id);
+  }
+
+  /** HOST:PORT clients reach it at. */
+  get address(): string {
+    return `${this.advertise}:${this.server.port}`;
+  }
+
+  stats(): CacheServerStats {
+    return statsOf(this.id, this.instance);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    await this.server.close();
+    this.instance.store.close();
+  }
+}
+
+function statsOf(id: number, i: CacheInstance): CacheServerStats {
+  return { id, configId: i.configId, counters: { ...i.counters }, store: i.store.stats(), leases: i.leases() };
+}
