@@ -116,12 +116,12 @@ export function joinInstance(layer: CacheLayer, instance: number, id: number): C
   const held = (x: number): CacheFragment[] => fragments.filter((f) => f.primary === x);
   const hosts = [...new Set([...fragments.map((f) => f.primary), instance])];
   const target = Math.floor(fragments.length / hosts.length);
-  for (;;) {
-    if (held(instance).length >= target) break;
-    const richest = hosts.filter((x) => x !== instance).sort((a, b) => held(b).length - held(a).length || a - b)[0];
-    if (richest === undefined) break;
-    const movable = held(richest).filter((f) => f.mode === 'normal');
-    if (held(richest).length <= target || movable.length === 0) break;
+  while (held(instance).length < target) {
+    // The host holding most that has a normal fragment to give (one in another mode stays).
+    const from = hosts.filter((x) => x !== instance && held(x).length > target && held(x).some((f) => f.mode === 'normal'))
+      .sort((a, b) => held(b).length - held(a).length || a - b)[0];
+    if (from === undefined) break;
+    const movable = held(from).filter((f) => f.mode === 'normal');
     const f = movable[movable.length - 1]!;
     f.primary = instance;
     f.floor = id;
@@ -214,10 +214,11 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
         // The dirty list is lost with the secondary.
         const p = up(f.primary) ? f.primary : pick(f.secondary);
         if (p === undefined) {
+          const s = f.secondary;
           f.floor = id;
           delete f.secondary;
           delete f.secondaryFloor;
-          note(`secondary ${f.secondary ?? ''} down too and no instance alive: discarded, served by none`, true);
+          note(`secondary ${s} down too and no instance alive: discarded, served by none`, true);
         } else {
           const s = f.secondary;
           discardTo(p);
@@ -252,11 +253,31 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       continue;
     }
     // recovery
-    if (!up(f.primary)) {
+    if (!up(f.primary) && up(f.secondary)) {
       f.mode = 'transient';
+      // A list already processed (a done tombstone) takes no appends: the secondary starts a new
+      // one with its marker, and is published as secondary anew (its floor too).
+      if (f.dirtyDone) f.secondaryFloor = id;
       delete f.migrate;
       delete f.dirtyDone;
       note(`instance ${f.primary} down again before its recovery ended`, false);
+      continue;
+    }
+    if (!up(f.primary)) {
+      const s = f.secondary;
+      const p = pick(f.primary);
+      if (p === undefined) {
+        f.mode = 'transient';
+        f.floor = id;
+        delete f.secondary;
+        delete f.secondaryFloor;
+        delete f.migrate;
+        delete f.dirtyDone;
+        note(`instance ${f.primary} and secondary ${s ?? ''} down during the recovery, no instance alive: discarded, served by none`, true);
+      } else {
+        discardTo(p);
+        note(`instance ${f.primary} and secondary ${s ?? ''} down during the recovery: discarded, instance ${p} serves it empty`, true);
+      }
       continue;
     }
     if (!up(f.secondary)) {

@@ -1,6 +1,7 @@
 /**
  * The decisions the engine and the cluster make, as data-driven cases (test/testdata/*.txt):
- * which compaction is due, which StoCs a table goes to, where Dranges are cut, when writes stall.
+ * which compaction is due, which StoCs a table goes to, where Dranges are cut, when writes stall,
+ * how Gemini cache fragments move through their modes.
  * NOVA_REWRITE=1 rewrites the expected outputs.
  */
 import { dirname, join } from 'node:path';
@@ -10,6 +11,7 @@ import { ValueType, makeInternalKey } from '../../src/common/internal-key.js';
 import { pickCompactions, LEVELS } from '../../src/compaction/picker.js';
 import type { TableMeta } from '../../src/log/version-edit.js';
 import type { Placement } from '../../src/cluster/config.js';
+import { isCacheMode, joinInstance, newLayer, reconcile, recoveryStep, type CacheLayer, type DirtyFinding } from '../../src/cluster/gemini.js';
 import { place } from '../../src/cluster/placement.js';
 import { planRebalance } from '../../src/cluster/rebalance.js';
 import { boundsFromSample, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, REORG, slotLoads } from '../../src/ltc/dranges.js';
@@ -139,6 +141,51 @@ describe('decisions', () => {
         memtableLimit: n('limit', 2), l0Tables: n('l0', 0), l0StopTrigger: n('l0Stop', 24),
       });
       return step.kind === 'retire' ? `retire Drange ${step.drange}` : step.kind === 'stall' ? `stall${step.onL0 ? ' on L0' : ''}: ${step.cause}` : step.kind;
+    });
+  });
+
+  it('Gemini fragment modes (testdata/gemini-fragments.txt)', async () => {
+    // One layer carried from case to case; `new` starts another. Every case prints the layer after
+    // it, one fragment a line, then what reconcile says changed (or `no change`).
+    let layer: CacheLayer | undefined;
+    const ids = (s: string | undefined): number[] => (s ?? '').split(',').filter(Boolean).map(Number);
+    const show = (l: CacheLayer): string[] => l.fragments.map((f) => [
+      `f${f.id} ${f.mode} p${f.primary} floor${f.floor}`,
+      ...(f.secondary !== undefined ? [`s${f.secondary} sfloor${f.secondaryFloor ?? '?'}`] : f.mode === 'transient' ? ['served-by-none'] : []),
+      ...(f.migrate !== undefined ? [f.migrate ? 'migrate' : 'no-migrate'] : []),
+      ...(f.dirtyDone !== undefined ? [f.dirtyDone ? 'dirty-done' : 'dirty-pending'] : []),
+    ].join(' '));
+    await run(join(DATA, 'gemini-fragments.txt'), (c) => {
+      if (c.command === 'new') {
+        if (!isCacheMode(c.args.mode)) throw new Error(`${c.where}: not a cache mode: ${c.args.mode}`);
+        layer = newLayer(c.args.mode, Number(c.args.fragments), ids(c.args.instances), Number(c.args.id));
+        return show(layer).join('\n');
+      }
+      if (!layer) throw new Error(`${c.where}: no layer: start with new`);
+      const out: string[] = [];
+      if (c.command === 'reconcile') {
+        // dirty=fragment:whole|partial|missing,...: what the secondaries say of the dirty lists.
+        const dirty = new Map((c.args.dirty ?? '').split(',').filter(Boolean).map((kv) => {
+          const [j, d] = kv.split(':');
+          if (!['whole', 'partial', 'missing'].includes(d)) throw new Error(`${c.where}: not a dirty finding: ${kv}`);
+          return [Number(j), d as DirtyFinding] as const;
+        }));
+        const r = reconcile(layer, { alive: new Set(ids(c.args.alive)), dirty }, Number(c.args.id));
+        if (r) layer = r.layer;
+        out.push(...show(layer));
+        if (!r) out.push('no change');
+        else for (const ch of r.changes) out.push(`change f${ch.fragment} ${ch.from} -> ${ch.to}: ${ch.why}${ch.discarded ? ' [discarded]' : ''}`);
+      } else if (c.command === 'recovered') {
+        if (c.args.what !== 'dirty' && c.args.what !== 'migration') throw new Error(`${c.where}: what=dirty or what=migration`);
+        const next = recoveryStep(layer, Number(c.args.fragment), c.args.what as 'dirty' | 'migration');
+        if (next) layer = next;
+        out.push(...show(layer));
+        if (!next) out.push('no change');
+      } else if (c.command === 'join') {
+        layer = joinInstance(layer, Number(c.args.instance), Number(c.args.id));
+        out.push(...show(layer));
+      } else throw new Error(`${c.where}: unknown command ${c.command}`);
+      return out.join('\n');
     });
   });
 });
