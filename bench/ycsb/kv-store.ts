@@ -25,9 +25,19 @@ export interface KvStore {
    * phase). Default: this process, where in-process engines run.
    */
   processes?(): number[];
+  /** With a Gemini cache: its lookups and hits so far, in all and per instance (the client's counters). */
+  cacheCounters?(): CacheCounters;
+  /** With a Gemini cache: entries its instances discarded so far (their configuration id below their fragment's floor). */
+  cacheDiscarded?(): Promise<number>;
   /** Carries out a cluster action of a run's schedule (schedule.ts); only a cluster can. */
   act?(action: ScheduledAction): Promise<ActionOutcome>;
   close(): Promise<void>;
+}
+
+export interface CacheCounters {
+  gets: number;
+  hits: number;
+  byInstance: Record<number, { gets: number; hits: number }>;
 }
 
 export interface StoreOptions {
@@ -53,6 +63,11 @@ export interface ClusterBenchOptions {
   logMode?: string;
   /** Where the cluster it starts runs compaction merges (default: the cluster's, stoc). */
   compaction?: string;
+  /** Read and write through a Gemini cache of this mode (the cluster's --cache-mode; an engine's cache-mode setting wins); none or absent: no cache. */
+  cache?: string;
+  /** Cache instances the cluster it starts runs (default 3), and each one's memory. */
+  cacheInstances?: number;
+  cacheMemoryBytes?: number;
 }
 
 export interface EngineAdapter {

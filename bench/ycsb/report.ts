@@ -32,6 +32,57 @@ export function runTable(runs: RunResult[]): string {
   return textTable(runs, cols.filter((c) => runs.some((r) => c.value(r) !== '')));
 }
 
+/** Mean of a run's timeline between two times (s), for the phases around a cache failure. */
+function meanBetween(r: RunResult, series: Array<number | null>, from: number, to: number): number | undefined {
+  const xs = series.filter((y, j) => y !== null && ((j + 1) * r.timelineMs) / 1000 > from && ((j + 1) * r.timelineMs) / 1000 <= to) as number[];
+  return xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : undefined;
+}
+
+/** What a run through the Gemini cache shows of a killed instance: phases, restore time, stale reads, discards. */
+export interface CacheRow {
+  engine: string; workload: string; dist: string;
+  hitBefore?: number; hitDuring?: number; hitAfter?: number;
+  /** The failed instance: hit ratio before, time to get it back (null: not in the run). */
+  failed?: number; instanceBefore?: number; restoreMs?: number | null;
+  opsBefore?: number; opsDuring?: number; opsAfter?: number;
+  stale?: number; discarded?: number;
+}
+
+export function cacheRows(runs: RunResult[]): CacheRow[] {
+  return runs.filter((r) => r.cache).map((r) => {
+    const c = r.cache!;
+    const kill = r.events?.find((e) => e.name === 'cache kill');
+    const start = r.events?.find((e) => e.name === 'cache start');
+    const k = kill ? kill.startedMs / 1000 : Infinity;
+    const b = start ? (start.startedMs + start.tookMs) / 1000 : Infinity;
+    const ops = r.timeline.map((y) => y as number | null);
+    return {
+      engine: r.engine, workload: r.workload, dist: r.dist,
+      hitBefore: meanBetween(r, c.hitRatio, 1, k), hitDuring: meanBetween(r, c.hitRatio, k, b), hitAfter: meanBetween(r, c.hitRatio, b, Infinity),
+      ...(c.failed !== undefined ? { failed: c.failed } : {}), instanceBefore: c.before, restoreMs: c.restoreMs,
+      opsBefore: meanBetween(r, ops, 1, k), opsDuring: meanBetween(r, ops, k, b), opsAfter: meanBetween(r, ops, b, Infinity),
+      stale: r.verify?.stale, discarded: c.discarded,
+    };
+  });
+}
+
+const pct = (x: number | undefined): string => (x === undefined ? '' : `${(x * 100).toFixed(1)}%`);
+const restore = (x: number | null | undefined): string => (x === undefined ? '' : x === null ? 'not in the run' : `${(x / 1000).toFixed(1)} s`);
+
+export function cacheTable(runs: RunResult[]): string {
+  const cols: Column<CacheRow>[] = [
+    { title: 'engine', value: (r) => r.engine, align: 'left' },
+    { title: 'workload', value: (r) => `${r.workload}/${r.dist}`, align: 'left' },
+    { title: 'hit before/during/after', value: (r) => `${pct(r.hitBefore)}/${pct(r.hitDuring)}/${pct(r.hitAfter)}` },
+    { title: 'failed instance hit before', value: (r) => (r.failed === undefined ? '' : `${r.failed}: ${pct(r.instanceBefore)}`) },
+    { title: 'restored after', value: (r) => restore(r.restoreMs) },
+    { title: 'ops/s before/during/after', value: (r) => `${fmt(r.opsBefore ?? 0)}/${fmt(r.opsDuring ?? 0)}/${fmt(r.opsAfter ?? 0)}` },
+    { title: 'stale reads', value: (r) => (r.stale === undefined ? 'no --verify' : String(r.stale)) },
+    { title: 'discarded entries', value: (r) => (r.discarded === undefined ? '' : String(r.discarded)) },
+  ];
+  return textTable(cacheRows(runs), cols);
+}
+
 export function compareTable(rows: CompareRow[], engines: string[], baseline: string): string {
   const cols: Column<CompareRow>[] = [
     { title: 'workload', value: (r) => r.workload, align: 'left' },
@@ -133,6 +184,33 @@ function scheduleHtml(r: RunResult): string {
 ${moves ? `<table><thead><tr><th>by</th><th>range</th><th>from LTC</th><th>to LTC</th><th>unavailable ms</th><th>of it, letting go ms</th><th>engine open ms</th></tr></thead><tbody>${moves}</tbody></table>` : ''}</section>`;
 }
 
+/** Runs through the Gemini cache: per cell, the failed instance's hit ratio and the throughput of every engine over time, and the table of cacheRows. */
+function cacheHtml(runs: RunResult[], engines: string[], color: (e: string) => string): string {
+  const cached = runs.filter((r) => r.cache);
+  if (cached.length === 0) return '';
+  const cells = [...new Set(cached.map((r) => `${r.workload}\u0000${r.dist}`))].map((cell) => {
+    const [workload, dist] = cell.split('\u0000');
+    const rs = engines.map((e) => cached.find((r) => r.engine === e && r.workload === workload && r.dist === dist)).filter((r): r is RunResult => r !== undefined);
+    const secs = (r: RunResult, j: number): number => ((j + 1) * r.timelineMs) / 1000;
+    const marks = (rs[0]?.events ?? []).map((e) => [e.startedMs / 1000, e.name] as [number, string]);
+    const failedSeries = (r: RunResult): Array<number | null> => r.cache!.byInstance[String(r.cache!.failed ?? '')] ?? r.cache!.hitRatio;
+    const hit = chart(`${workload} / ${dist}: hit ratio of the failed instance (all lookups without a failure) over time`, 'seconds', 'hit ratio',
+      rs.map((r) => ({ name: r.engine, color: color(r.engine), points: failedSeries(r).flatMap((y, j) => (y === null ? [] : [[secs(r, j), y] as [number, number]])) })), false, marks);
+    const all = chart(`${workload} / ${dist}: hit ratio of all lookups over time`, 'seconds', 'hit ratio',
+      rs.map((r) => ({ name: r.engine, color: color(r.engine), points: r.cache!.hitRatio.flatMap((y, j) => (y === null ? [] : [[secs(r, j), y] as [number, number]])) })), false, marks);
+    const tput = chart(`${workload} / ${dist}: throughput over time`, 'seconds', 'ops/s',
+      rs.map((r) => ({ name: r.engine, color: color(r.engine), points: r.timeline.map((y, j) => [secs(r, j), y] as [number, number]) })), false, marks);
+    return `<section><h3>${esc(workload)} / ${esc(dist)}</h3><div class="charts">${hit}${all}${tput}</div></section>`;
+  }).join('\n');
+  const rows = cacheRows(cached).map((r) => `<tr><td>${esc(r.engine)}</td><td>${esc(r.workload)}/${esc(r.dist)}</td><td class="r">${pct(r.hitBefore)}</td><td class="r">${pct(r.hitDuring)}</td><td class="r">${pct(r.hitAfter)}</td>` +
+    `<td class="r">${r.failed ?? ''}</td><td class="r">${pct(r.instanceBefore)}</td><td class="r">${esc(restore(r.restoreMs))}</td><td class="r">${fmt(r.opsBefore ?? 0)}</td><td class="r">${fmt(r.opsDuring ?? 0)}</td><td class="r">${fmt(r.opsAfter ?? 0)}</td>` +
+    `<td class="r">${r.stale ?? 'no --verify'}</td><td class="r">${r.discarded ?? ''}</td></tr>`).join('');
+  return `<h2>Gemini cache</h2>
+<p>Hit ratios are the client's (lookups that found their entry), per ${cached[0]!.timelineMs} ms interval; "restored after" is the time from the failed instance's return until an interval of its own hit ratio is within 2 points of what it was over the 10 s before the kill (interval resolution). Stale reads are those --verify found older than a write acknowledged before the read began.</p>
+<table><thead><tr><th>engine</th><th>cell</th><th>hit before</th><th>hit during</th><th>hit after</th><th>failed</th><th>its hit before</th><th>restored after</th><th>ops/s before</th><th>during</th><th>after</th><th>stale reads</th><th>discarded entries</th></tr></thead><tbody>${rows}</tbody></table>
+${cells}`;
+}
+
 export function sessionHtml(s: SessionResult, baseline: string): string {
   const engines = s.options.engines;
   const rows = compareRows(s.runs, engines, baseline);
@@ -175,6 +253,7 @@ ${table}
 ${loads}
 <h2>Cells</h2>
 ${cells}
+${cacheHtml(s.runs, engines, color)}
 ${s.runs.filter((r) => r.events).map(scheduleHtml).join('\n')}
 </body></html>
 `;

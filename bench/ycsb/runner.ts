@@ -18,6 +18,7 @@ import { KeySpace, verifyErrors, type VerifyCounts } from './verifier.js';
 import { makeValue } from './values.js';
 import { OP_KINDS, OpChooser, type OpKind, type Workload } from './workload.js';
 import type { ScheduleEvent, ScheduledAction } from './schedule.js';
+import { CacheSampler, recoveryOf, type CacheRun } from './cache-timeline.js';
 
 /** How each run goes, whatever the workload and distribution. */
 export interface RunSettings {
@@ -71,6 +72,8 @@ export interface RunResult {
   timelineMs: number;
   /** What the schedule's actions did, in order (runs with a schedule). */
   events?: ScheduleEvent[];
+  /** Through a Gemini cache: its hit ratio over time, and how a killed instance recovered. */
+  cache?: CacheRun;
   /** Latency distribution per operation: [bucket upper bound µs, count]. */
   histograms: Partial<Record<OpKind, Array<[number, number]>>>;
   errors: number;
@@ -252,6 +255,8 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
 
   const writtenBefore = storeWrites(t);
   const watched = await t.store.watchRun?.();
+  const sampler = t.store.cacheCounters ? new CacheSampler(t.store.cacheCounters()) : undefined;
+  const discardedBefore = await t.store.cacheDiscarded?.();
   const start = performance.now();
   let lastTick = start;
   let lastDone = 0;
@@ -260,6 +265,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
     const now = performance.now();
     timeline.push(((done - lastDone) * 1000) / (now - lastTick));
     timelineP99.push(interval.total > 0 ? interval.percentile(0.99) : 0);
+    if (sampler) sampler.tick(t.store.cacheCounters!());
     interval = new Histogram();
     lastTick = now;
     lastDone = done;
@@ -284,6 +290,11 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
   const seconds = (ended - start) / 1000;
   const written = writtenBetween(writtenBefore, storeWrites(t)); // before the verify pass, which only reads
   const storeNote = await watched?.();
+  let cache: CacheRun | undefined;
+  if (sampler) {
+    const discarded = await t.store.cacheDiscarded?.();
+    cache = recoveryOf({ ...sampler.run, ...(discarded !== undefined && discardedBefore !== undefined ? { discarded: discarded - discardedBefore } : {}) }, events ?? [], timelineMs);
+  }
 
   let verifyOut: RunResult['verify'];
   if (verify) {
@@ -303,7 +314,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress, timelin
     engine: t.engine, workload: spec.workload.name, mix: spec.workload.mix, dist: spec.dist, records: t.records,
     valueSize, scanLength: spec.scanLength, concurrency: spec.concurrency, sync: t.sync,
     ops: done, seconds, opsPerSec: done / seconds, latency, timeline, timelineP99, timelineMs, histograms, ...(events ? { events } : {}),
-    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written, storeNote,
+    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written, storeNote, ...(cache ? { cache } : {}),
   };
   const v = verifyOut ? `, verify: ${verifyOut.errors} errors in ${verifyOut.reads.toLocaleString('en-US')} values` : '';
   progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}${storeNote ? `; ${storeNote}` : ''}`, true);

@@ -4,14 +4,14 @@
  * Parsing is pure; the nova engine carries the actions out (store-nova.ts, KvStore.act).
  */
 
-export const ACTIONS = ['ltc add', 'stoc add', 'rebalance', 'ltc remove', 'ltc kill', 'range move', 'stoc remove'] as const;
+export const ACTIONS = ['ltc add', 'stoc add', 'rebalance', 'ltc remove', 'ltc kill', 'range move', 'stoc remove', 'cache kill', 'cache start'] as const;
 export type ActionName = typeof ACTIONS[number];
 
 export interface ScheduledAction {
   /** When, from the run's start. */
   atMs: number;
   name: ActionName;
-  /** ltc remove [ID], ltc kill [ID], stoc remove [ID], range move R LTC. */
+  /** ltc remove [ID], ltc kill [ID], stoc remove [ID], range move R LTC, cache kill|start [ID] (a Gemini cache instance, default 1). */
   args: number[];
 }
 
@@ -21,8 +21,10 @@ export interface ActionOutcome {
   detail: string;
   /** Each range move it made, with how long the range refused requests, and of it, letting go on the old LTC and the engine's open on the new one. */
   moves: Array<{ range: number; from: number; to: number; unavailableMs: number; releaseMs: number; engineOpenMs: number }>;
-  /** ltc kill: from the kill until every range was served again. */
+  /** ltc kill: from the kill until every range was served again. cache kill: until a secondary served each of its fragments. */
   failoverMs?: number;
+  /** cache kill|start: the instance. */
+  cacheInstance?: number;
 }
 
 export interface ScheduleEvent extends ScheduledAction {
@@ -47,9 +49,10 @@ export function parseSchedule(text: string): ScheduledAction[] {
       if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`schedule: "${part}": "${w}" is not an id`);
       return n;
     });
-    const max = name === 'range move' ? 2 : name === 'ltc remove' || name === 'ltc kill' || name === 'stoc remove' ? 1 : 0;
+    const max = name === 'range move' ? 2 : name === 'ltc remove' || name === 'ltc kill' || name === 'stoc remove' || name.startsWith('cache ') ? 1 : 0;
     if (args.length > max || (name === 'range move' && args.length !== 2)) {
-      throw new Error(`schedule: "${part}": ${name === 'range move' ? 'range move takes a range and an LTC' : max === 1 ? `${name} takes at most ${name === 'stoc remove' ? 'a StoC' : 'an LTC'} id` : `${name} takes no arguments`}`);
+      const what = name === 'stoc remove' ? 'a StoC' : name.startsWith('cache ') ? 'a cache instance' : 'an LTC';
+      throw new Error(`schedule: "${part}": ${name === 'range move' ? 'range move takes a range and an LTC' : max === 1 ? `${name} takes at most ${what} id` : `${name} takes no arguments`}`);
     }
     const atMs = Number(m[1]) * 1000;
     if (out.length > 0 && atMs < out[out.length - 1].atMs) throw new Error(`schedule: "${part}" comes before the action listed ahead of it: list them in time order`);

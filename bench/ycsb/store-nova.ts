@@ -7,6 +7,56 @@ import type { MoveReport } from '../../src/coordinator/coordinator.js';
 import { rangeOf } from '../../src/cluster/config.js';
 import { KNOBS } from '../../src/cluster/knobs.js';
 import type { EngineAdapter } from './kv-store.js';
+import { spawn } from 'node:child_process';
+import { mkdirSync, openSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { isCacheMode, type CacheMode } from '../../src/cluster/gemini.js';
+import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
+import type { CacheServerStats } from '../../src/stoc/cache-server.js';
+
+/** The cache instances a run's cluster started, by id: their processes (cache kill|start act on them), and each one's memory. */
+const cachePids = new Map<string, Map<number, number>>();
+const cacheMemory = new Map<string, number>();
+
+/** How long a cache instance may take to register and hold its lease. */
+const CACHE_START_MS = 30_000;
+
+/** Starts cache instance `id` of the cluster in `dir` (detached, logging to logs/) and waits until the coordinator sees it up. */
+async function startCache(dir: string, coordinator: string, id: number, memoryBytes: number): Promise<number> {
+  mkdirSync(join(dir, 'logs'), { recursive: true });
+  const log = openSync(join(dir, 'logs', `cache-${id}.log`), 'a');
+  const p = spawn(process.execPath, [NOVA_BIN, 'cache', 'run', '--id', String(id), '--coordinator', coordinator, '--cluster-file', join(dir, 'cluster.json'),
+    '--dir', join(dir, `cache-${id}`), '--secret-file', join(dir, 'secret'), '--memory-bytes', String(memoryBytes), '--disk-bytes', String(4 * memoryBytes)],
+  { detached: true, stdio: ['ignore', log, log] });
+  closeSync(log);
+  p.unref();
+  const pid = p.pid!;
+  const until = Date.now() + CACHE_START_MS;
+  for (;;) {
+    const s = await fetchStatus(coordinator);
+    if (s.members.some((m) => m.role === 'cache' && m.id === id && m.pid === pid) && s.cache?.instances.some((i) => i.id === id && i.alive)) return pid;
+    if (Date.now() > until) throw new Error(`cache instance ${id} did not come up in ${CACHE_START_MS / 1000} s (see ${join(dir, 'logs', `cache-${id}.log`)})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Every instance's discarded entries (those unreachable count nothing). */
+async function discardedEntries(client: NovaClient): Promise<number> {
+  let n = 0;
+  for (const m of client.configuration.members.filter((x) => x.role === 'cache')) {
+    try {
+      const link = await TcpRpcClient.connect(m.address, { timeoutMs: 2_000 });
+      try {
+        n += (await link.call<CacheServerStats>('stats', [], 2_000)).counters.discarded;
+      } finally {
+        link.close();
+      }
+    } catch {
+      // down: what it discarded is counted once it is back
+    }
+  }
+  return n;
+}
 
 export const nova: EngineAdapter = {
   name: 'nova',
@@ -23,8 +73,12 @@ export const nova: EngineAdapter = {
   async open(dir, o) {
     const c = o.cluster ?? {};
     if (o.settings && c.coordinator) throw new Error('a running cluster (--coordinator) has its settings: an engine name cannot set them');
+    const given = o.settings?.find(([flag]) => flag === 'cache-mode')?.[1] ?? c.cache;
+    if (given !== undefined && given !== 'none' && !isCacheMode(given)) throw new Error(`cache mode "${given}": use none or a mode of --cache-mode`);
+    const cache: CacheMode | undefined = given === undefined || given === 'none' ? undefined : given as CacheMode;
     if (!c.coordinator) {
       const args = ['--ranges', String(c.ranges ?? 1), '--bench-records', String(o.records ?? 1_000_000)];
+      if (cache && !o.settings?.some(([flag]) => flag === 'cache-mode')) args.push('--cache-mode', cache);
       if (o.sync) args.push('--sync');
       if (c.logMode) args.push('--log-mode', c.logMode);
       if (c.compaction) args.push('--compaction', c.compaction);
@@ -34,11 +88,25 @@ export const nova: EngineAdapter = {
         else if (value === 'true') args.push(`--${flag}`);
       }
       await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args });
+      if (cache) {
+        const pids = new Map<number, number>();
+        cachePids.set(dir, pids);
+        cacheMemory.set(dir, c.cacheMemoryBytes ?? 256 * 2 ** 20);
+        const coordinator = readClusterFile(dir)!.coordinator;
+        for (let id = 1; id <= (c.cacheInstances ?? 3); id++) pids.set(id, await startCache(dir, coordinator, id, c.cacheMemoryBytes ?? 256 * 2 ** 20));
+        // Every instance holds fragments before the load: none joins mid-run.
+        for (const until = Date.now() + CACHE_START_MS; ;) {
+          const layer = (await fetchStatus(coordinator)).config.cache;
+          if (layer && [...pids.keys()].every((id) => layer.fragments.some((f) => f.primary === id))) break;
+          if (Date.now() > until) throw new Error('the cache instances were not all given fragments');
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
     }
     const secretFile = c.secretFile ?? process.env.NOVA_SECRET_FILE;
     const client = await NovaClient.connect(c.coordinator
-      ? { coordinator: c.coordinator, ...(secretFile ? { secret: readSecretFile(secretFile) } : {}) }
-      : { dir });
+      ? { coordinator: c.coordinator, ...(secretFile ? { secret: readSecretFile(secretFile) } : {}), cache }
+      : { dir, cache });
     return {
       put: (k, v) => client.put(k, v),
       get: (k) => client.get(k),
@@ -86,12 +154,28 @@ export const nova: EngineAdapter = {
       // The LTCs and StoCs (the coordinator writes only its small config file). A member on
       // another machine has no /proc entry here, and then no figure is reported.
       processes: () => client.configuration.members.map((m) => m.pid),
+      ...(cache ? {
+        cacheCounters: () => {
+          const k = client.cacheCounters!;
+          return { gets: k.gets, hits: k.hits, byInstance: Object.fromEntries([...k.byInstance].map(([id, x]) => [id, { ...x }])) };
+        },
+        cacheDiscarded: () => discardedEntries(client),
+      } : {}),
       act: (a) => {
         if (c.coordinator) throw new Error('a schedule needs the cluster the bench starts, not --coordinator');
         return act(dir, a);
       },
       close: async () => {
         client.close();
+        for (const pid of cachePids.get(dir)?.values() ?? []) {
+          try {
+            process.kill(pid, 'SIGTERM');
+          } catch {
+            // gone already
+          }
+        }
+        cachePids.delete(dir);
+        cacheMemory.delete(dir);
         if (!c.coordinator) await down(dir);
       },
     };
@@ -163,6 +247,32 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
       }
       const failoverMs = Date.now() - t0;
       return { detail: `ltc ${id} killed; its ranges served elsewhere after ${failoverMs} ms`, moves: [], failoverMs };
+    }
+    case 'cache kill': {
+      const id = a.args[0] ?? 1;
+      const pid = cachePids.get(dir)?.get(id);
+      if (pid === undefined) throw new Error(`no cache instance ${id} in ${dir} (start the run with --cache MODE)`);
+      const t0 = Date.now();
+      process.kill(pid, 'SIGKILL');
+      // Until a secondary was published for each of its fragments.
+      for (;;) {
+        const layer = (await fetchStatus(coordinator)).config.cache;
+        if (layer && !layer.fragments.some((f) => f.primary === id && f.mode !== 'transient')) break;
+        if (Date.now() - t0 > 60_000) throw new Error(`cache instance ${id}'s fragments did not go transient within 60 s`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const failoverMs = Date.now() - t0;
+      return { detail: `cache ${id} killed; secondaries served its fragments after ${failoverMs} ms`, moves: [], failoverMs, cacheInstance: id };
+    }
+    case 'cache start': {
+      const id = a.args[0] ?? 1;
+      const pids = cachePids.get(dir);
+      if (!pids) throw new Error(`no cache instances in ${dir} (start the run with --cache MODE)`);
+      const t0 = Date.now();
+      pids.set(id, await startCache(dir, coordinator, id, cacheMemory.get(dir)!));
+      const layer = (await fetchStatus(coordinator)).config.cache;
+      const modes = layer ? layer.fragments.filter((f) => f.primary === id).map((f) => f.mode) : [];
+      return { detail: `cache ${id} back after ${Date.now() - t0} ms: its fragments ${modes.filter((m) => m === 'recovery').length} recovering, ${modes.filter((m) => m === 'normal').length} normal, ${modes.filter((m) => m === 'transient').length} transient`, moves: [], cacheInstance: id };
     }
     case 'stoc remove': {
       // By default the newest StoC (drained: nothing is lost).

@@ -14,8 +14,9 @@ import { Fabric } from '../transport/fabric.js';
 import { Engine } from '../ltc/engine.js';
 import { ENGINES } from '../../bench/ycsb/engines.js';
 import { DISTRIBUTIONS, type Distribution } from '../../bench/ycsb/generators.js';
-import { compareTable, runTable, scheduleLines, sessionHtml } from '../../bench/ycsb/report.js';
+import { cacheTable, compareTable, runTable, scheduleLines, sessionHtml } from '../../bench/ycsb/report.js';
 import { ACTIONS, parseSchedule, type ScheduledAction } from '../../bench/ycsb/schedule.js';
+import { CACHE_MODES } from '../cluster/gemini.js';
 import { compareRows, runSession } from '../../bench/ycsb/session.js';
 import { WORKLOADS, parseWorkload } from '../../bench/ycsb/workload.js';
 import { checkFile, dumpFile, type FileKind } from '../tools/inspect.js';
@@ -34,6 +35,7 @@ interface YcsbCliOptions {
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
   coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string; quietWait: number;
+  cache: string; cacheInstances: number; cacheMemory: number;
 }
 
 async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: string[], dists: string[] | undefined, baseline: string, rounds: number): Promise<void> {
@@ -54,11 +56,16 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     records: o.records, duration: o.duration, operations: o.operations, concurrency: o.concurrency, valueSize: o.valueSize,
     scanLength: o.scanLength, zipfianConstant: o.zipfianConstant, verify: o.verify, sync: o.sync, seed: o.seed,
     rounds, dir: o.dir, keep: o.keep, progress,
-    cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction }, clients: o.clients,
+    cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction,
+      cache: o.cache, cacheInstances: o.cacheInstances, cacheMemoryBytes: o.cacheMemory }, clients: o.clients,
     quietWaitMs: o.quietWait * 1000, schedule: o.schedule,
   });
   console.log(runTable(result.runs));
   for (const line of scheduleLines(result.runs)) console.log(line);
+  if (result.runs.some((r) => r.cache)) {
+    console.log('');
+    console.log(cacheTable(result.runs));
+  }
   if (engines.length > 1) {
     console.log('');
     console.log(compareTable(compareRows(result.runs, engines, baseline), engines, baseline));
@@ -255,21 +262,28 @@ export function buildProgram(): Command {
     .option('--stocs <n>', 'engine nova: StoCs of the cluster it starts', positiveInt, 3)
     .option('--ranges <n>', 'engine nova: ranges, cut evenly over the loaded keys', positiveInt, 1)
     .addOption(new Option('--log-mode <m>', 'engine nova: LogC mode of the cluster it starts').choices(['disk', 'memory', 'memory+disk', 'none']))
-    .addOption(new Option('--compaction <where>', 'engine nova: where the cluster it starts runs compaction merges (default stoc)').choices(['stoc', 'ltc']));
+    .addOption(new Option('--compaction <where>', 'engine nova: where the cluster it starts runs compaction merges (default stoc)').choices(['stoc', 'ltc']))
+    .addOption(new Option('--cache <mode>', 'engine nova: read and write through a Gemini cache of this mode, whose instances the bench starts (an engine\'s own nova:cache-mode=MODE wins); the report adds the hit ratio over time')
+      .choices(['none', ...CACHE_MODES]).default('none'))
+    .option('--cache-instances <n>', 'engine nova with a cache: instances started', positiveInt, 3)
+    .option('--cache-memory <bytes>', 'engine nova with a cache: each instance\'s memory', positiveInt, 256 * 2 ** 20);
+  const scheduleHelp = `engine nova: cluster actions during the run, "<s>s <action>, ..." with actions ${ACTIONS.filter((a) => a !== 'stoc remove').join(', ')} ` +
+    '(ltc remove|kill [ID], range move R LTC, cache kill|start [ID]); e.g. "20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove", or "20s cache kill 1, 30s cache start 1". The report marks each and lists every range move\'s unavailability';
+  const checkSchedule = (schedule: ScheduledAction[] | undefined, engines: string[], opts: YcsbCliOptions): void => {
+    if (!schedule) return;
+    if (engines.some((e) => e.split(':')[0] !== 'nova') || opts.coordinator) throw new InvalidArgumentError('--schedule needs the nova engine with the cluster the bench starts (no --coordinator)');
+    const last = schedule[schedule.length - 1];
+    if (last && opts.operations === undefined && last.atMs >= opts.duration * 1000) throw new InvalidArgumentError(`--schedule: its last action (${last.atMs / 1000} s) is past --duration ${opts.duration}`);
+  };
   ycsb(bench.command('run')
     .description('YCSB-style run of one engine: load, settle, run a workload; progress on stderr, a table on stdout')
     .option('--engine <name>', `one of ${ENGINES.map((e) => e.name).join(', ')}; nova may carry knobs of nova up: nova:flag=value:...`, 'nova-embedded')
     .option('--workload <w>', `${Object.keys(WORKLOADS).join(', ')}, or a mix such as read=0.7,update=0.3`, 'A')
     .option('--dist <d>', `${DISTRIBUTIONS.join(', ')} (default: the workload's own)`)
-    .option('--schedule <list>', `engine nova: cluster actions during the run, "<s>s <action>, ..." with actions ${ACTIONS.filter((a) => a !== 'stoc remove').join(', ')} ` +
-      '(ltc remove|kill [ID], range move R LTC); e.g. "20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove". The report marks each and lists every range move\'s unavailability'))
+    .option('--schedule <list>', scheduleHelp))
     .action(async (opts: YcsbCliOptions & { engine: string; workload: string; dist?: string; schedule?: string }) => {
       const schedule = opts.schedule === undefined ? undefined : parseSchedule(opts.schedule);
-      if (schedule) {
-        if (opts.engine.split(':')[0] !== 'nova' || opts.coordinator) throw new InvalidArgumentError('--schedule needs the nova engine with the cluster the bench starts (no --coordinator)');
-        const last = schedule[schedule.length - 1];
-        if (last && opts.operations === undefined && last.atMs >= opts.duration * 1000) throw new InvalidArgumentError(`--schedule: its last action (${last.atMs / 1000} s) is past --duration ${opts.duration}`);
-      }
+      checkSchedule(schedule, [opts.engine], opts);
       await ycsbSession({ ...opts, schedule }, [opts.engine], [opts.workload], opts.dist ? [opts.dist] : undefined, opts.engine, 1);
     });
   ycsb(bench.command('compare')
@@ -278,8 +292,9 @@ export function buildProgram(): Command {
     .option('--workloads <list>', 'comma-separated', 'RW50,W100,SW50,A,B,C')
     .option('--dists <list>', 'comma-separated', 'uniform,zipfian')
     .option('--baseline <engine>', 'the engine ratios are relative to (default: the first)')
-    .option('--rounds <n>', 'times each cell runs (engines interleaved each time); the median counts', positiveInt, 1))
-    .action(async (opts: YcsbCliOptions & { engines?: string; workloads: string; dists: string; baseline?: string; rounds: number }) => {
+    .option('--rounds <n>', 'times each cell runs (engines interleaved each time); the median counts', positiveInt, 1)
+    .option('--schedule <list>', `${scheduleHelp}; every engine must be nova`))
+    .action(async (opts: YcsbCliOptions & { engines?: string; workloads: string; dists: string; baseline?: string; rounds: number; schedule?: string }) => {
       let engines = opts.engines?.split(',').map((e) => e.trim()).filter(Boolean);
       if (!engines) {
         engines = [];
@@ -291,7 +306,10 @@ export function buildProgram(): Command {
       }
       const baseline = opts.baseline ?? engines[0];
       if (!engines.includes(baseline)) throw new Error(`baseline ${baseline} is not among the engines`);
-      await ycsbSession(opts, engines, opts.workloads.split(','), opts.dists.split(','), baseline, opts.rounds);
+      const { schedule: text, ...rest } = opts;
+      const schedule = text === undefined ? undefined : parseSchedule(text);
+      checkSchedule(schedule, engines, opts);
+      await ycsbSession({ ...rest, schedule }, engines, opts.workloads.split(','), opts.dists.split(','), baseline, opts.rounds);
     });
 
   bench.command('faults')
