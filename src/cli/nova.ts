@@ -179,8 +179,8 @@ export function buildProgram(): Command {
       if (opts.json) console.log(`rows written to ${opts.json}`);
       if (opts.html) console.log(`report written to ${opts.html}`);
     });
-  const tool = program.command('tool').description('inspect Nova\'s files: SSTables, logs, MANIFESTs');
-  for (const [kind, what] of [['sst', 'an SSTable'], ['log', 'a memtable log'], ['manifest', 'a MANIFEST']] as const) {
+  const tool = program.command('tool').description('inspect Nova\'s files: SSTables, logs, MANIFESTs, cache logs');
+  for (const [kind, what] of [['sst', 'an SSTable'], ['log', 'a memtable log'], ['manifest', 'a MANIFEST'], ['cache', 'a Gemini cache instance\'s log (cache.log)']] as const) {
     const sub = tool.command(kind).description(`inspect ${what}`);
     sub.command('dump <file>')
       .description(`print what ${what} holds`)

@@ -17,8 +17,20 @@ import { decodeEdit, ManifestState, type TableMeta } from '../log/version-edit.j
 import { decodeBatch } from '../log/write-batch.js';
 import { TableReader } from '../sstable/table-reader.js';
 import { printable } from '../common/printable.js';
+import { readCacheLog, type CacheRecord } from '../stoc/cache-log.js';
 
-export type FileKind = 'sst' | 'log' | 'manifest';
+function cacheRecordLine(r: CacheRecord): string {
+  switch (r.type) {
+    case 'set': return `set ${printable(r.key)} = ${printable(r.value)} (fragment ${r.fragment}, config ${r.configId})`;
+    case 'delete': return `delete ${printable(r.key)}`;
+    case 'dirtyInit': return `dirty list of fragment ${r.fragment} started with its marker (config ${r.configId})`;
+    case 'dirtyAdd': return `dirty list of fragment ${r.fragment} += ${printable(r.key)}`;
+    case 'dirtyDrop': return `dirty list of fragment ${r.fragment} dropped`;
+    case 'dirtyDone': return `dirty list of fragment ${r.fragment} processed`;
+  }
+}
+
+export type FileKind = 'sst' | 'log' | 'manifest' | 'cache';
 
 
 function internal(k: Buffer): string {
@@ -38,6 +50,12 @@ export function dumpFile(kind: FileKind, path: string, limit = Infinity): string
     const it = t.iterator();
     let n = 0;
     for (it.first(); it.valid && n < limit; it.next(), n++) out.push(`${internal(it.key)} = ${printable(it.value)}`);
+    return out;
+  }
+  if (kind === 'cache') {
+    const c = readCacheLog(bytes, path);
+    out.push(`cache log ${path}: ${bytes.length} bytes, ${c.records.length} records${c.tornTail ? `; ${c.tornTail}` : ''}`);
+    for (const r of c.records.slice(0, limit)) out.push(cacheRecordLine(r));
     return out;
   }
   const log = readLog(bytes, path);

@@ -19,6 +19,7 @@ import { FrameReader, encodeFrame } from '../../src/net/frames.js';
 import { readFooter } from '../../src/sstable/format.js';
 import { TableBuilder } from '../../src/sstable/table-builder.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
+import { CACHE_FRAME, CACHE_LOG_HEADER, cacheLogHeader, encodeCacheRecord, readCacheLog, type CacheRecord } from '../../src/stoc/cache-log.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const FIXTURES = join(ROOT, 'test', 'fixtures', 'format', 'v1');
@@ -269,6 +270,42 @@ const GOLDEN: Golden[] = [
     },
   },
 ];
+
+/** A Gemini cache log: an entry, a delete, and a dirty list processed by recovery. */
+const CACHE_RECORDS: CacheRecord[] = [
+  { type: 'set', fragment: 3, configId: 7, key: Buffer.from('user1'), value: Buffer.from('Ann') },
+  { type: 'delete', key: Buffer.from('user2') },
+  { type: 'dirtyInit', fragment: 3, configId: 8 },
+  { type: 'dirtyAdd', fragment: 3, key: Buffer.from('user1') },
+  { type: 'dirtyDone', fragment: 3 },
+];
+const CACHE_LABELS = ['SET fragment 3, configId 7, user1=Ann', 'DELETE user2', 'DIRTY_INIT fragment 3, configId 8', 'DIRTY_ADD fragment 3, user1', 'DIRTY_DONE fragment 3'];
+
+GOLDEN.push({
+  file: 'cache-v1.log',
+  make: () => Buffer.concat([cacheLogHeader(), ...CACHE_RECORDS.map(encodeCacheRecord)]),
+  read: (bytes, name) => {
+    const r = readCacheLog(bytes, name);
+    expect(r.tornTail).toBeUndefined();
+    expect(r.records).toEqual(CACHE_RECORDS);
+  },
+  // Inside the first record's body, with records after it: corruption, not a torn tail.
+  flipAt: () => CACHE_LOG_HEADER + CACHE_FRAME + 2,
+  readCorrupt: (bytes, name) => readCacheLog(bytes, name),
+  example: {
+    doc: 'doc/format/cache.md', marker: 'cache',
+    dump: (bytes) => {
+      const regions: Array<[number, number, string]> = [[0, 8, 'magic "NOVACACH"'], [8, 12, 'u32 version (1)'], [12, 16, 'u32 xxh32 of the 12 bytes before']];
+      let at = CACHE_LOG_HEADER;
+      CACHE_RECORDS.forEach((r, i) => {
+        const size = encodeCacheRecord(r).length;
+        regions.push([at, at + CACHE_FRAME, `frame: u32 length (${size - CACHE_FRAME}) | u32 xxh32(body)`], [at + CACHE_FRAME, at + size, CACHE_LABELS[i]!]);
+        at += size;
+      });
+      return dump(bytes, regions);
+    },
+  },
+});
 
 function corrupted(bytes: Buffer, at: number): Buffer {
   const c = Buffer.from(bytes);
