@@ -90,14 +90,11 @@ function unreachable(err: unknown): boolean {
   return c === 'UNAVAILABLE' || c === 'CLOSED' || c === 'DEADLINE_EXCEEDED' || c === 'PEER_LOST';
 }
 
-/** Runs `apply`; if it fails, releases the Q lease (deleting the entry again) before the error goes on. */
-async function released(apply: () => Promise<void>, release: () => Promise<void>): Promise<void> {
-  try {
-    await apply();
-  } catch (err) {
-    await release().catch(() => undefined);
-    throw Object.assign(err as Error, { fromApply: true });
-  }
+/** A writer's Q lease on one key, under the configuration it was taken by. */
+interface Lease {
+  configId: number;
+  /** Deletes the entry and releases the lease (dar). */
+  release(): Promise<void>;
 }
 
 export class GeminiClient {
@@ -264,59 +261,103 @@ export class GeminiClient {
    * Applies a write with `apply` (the LTC update, called exactly once) and invalidates the
    * key's entries around it (Algorithm 2 in recovery mode). Resolves once both are done.
    */
-  async write(key: Buffer, apply: () => Promise<void>): Promise<void> {
+  write(key: Buffer, apply: () => Promise<void>): Promise<void> {
+    return this.writeMany([key], apply);
+  }
+
+  /**
+   * A write of several keys (a batch): a Q lease on each key first, all at once; then `apply`,
+   * once; then each entry deleted. An error of `apply` goes to the caller after the leases are
+   * released; FAILED if no lease could be had (nothing applied), UNKNOWN_OUTCOME if a key could
+   * not be invalidated after `apply`.
+   */
+  async writeMany(keys: Buffer[], apply: () => Promise<void>): Promise<void> {
     const deadline = this.host.now() + this.o.timeoutMs;
-    let applied = false;
+    const leases = await Promise.allSettled(keys.map((k) => this.lease(k, deadline)));
+    const held = leases.flatMap((l) => (l.status === 'fulfilled' && l.value ? [l.value] : []));
+    const failed = leases.find((l): l is PromiseRejectedResult => l.status === 'rejected');
+    if (failed) {
+      await Promise.all(held.map((h) => h.release().catch(() => undefined)));
+      throw failed.reason;
+    }
+    try {
+      await apply();
+    } catch (err) {
+      await Promise.all(held.map((h) => h.release().catch(() => undefined)));
+      throw err;
+    }
+    await Promise.all(keys.map((k, i) => {
+      const l = leases[i] as PromiseFulfilledResult<Lease | undefined>;
+      return this.invalidated(k, l.value, deadline);
+    }));
+  }
+
+  /**
+   * A writer's Q lease on `key` where the configuration routes it: on the secondary in transient
+   * mode (the key goes on the dirty list), else on the primary (in recovery mode the key is also
+   * deleted in the secondary). Undefined when no cache serves the key. Waits, refreshing the
+   * configuration, while the instance cannot answer: until a secondary is published.
+   */
+  private async lease(key: Buffer, deadline: number): Promise<Lease | undefined> {
     for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
       const config = this.host.config();
-      if (!config.cache) {
-        if (!applied) await apply();
-        return;
-      }
+      if (!config.cache) return undefined;
+      const cfg = config.id;
       const r = routeOf(config.cache, key);
+      const at = r.mode === 'transient' ? r.secondary : r.primary;
+      if (!at) return undefined;
+      const instance = this.host.instance(at.id);
+      let token: number | undefined;
       try {
-        if (!applied) {
-          await this.routedWrite(config.id, r, key, async () => {
-            await apply();
-            applied = true;
-          });
-        } else {
-          await this.invalidate(config.id, r, key);
-        }
-        return;
+        token = await instance.qareg(cfg, key, r.mode === 'transient' ? r.fragment : undefined);
+        if (r.mode === 'recovery' && r.secondary) await this.host.instance(r.secondary.id).delete(cfg, key);
+        const t = token;
+        return { release: () => instance.dar(cfg, key, t), configId: cfg };
       } catch (err) {
-        if ((err as { fromApply?: boolean }).fromApply || !(code(err) === 'STALE_CONFIG' || unreachable(err))) throw err;
-        if (this.host.now() >= deadline) {
-          // Applied but not invalidated: the caller must not take it as done (the entry may still be served).
-          throw new NovaError(applied ? 'UNKNOWN_OUTCOME' : 'FAILED', applied
-            ? `the write was applied, but its cache entry could not be invalidated in ${this.o.timeoutMs} ms (${(err as Error).message}); reads through the cache may see the old value`
-            : `write: not applied: no cache instance took the write's Q lease in ${this.o.timeoutMs} ms (${(err as Error).message})`, { reason: 'UNAVAILABLE' });
-        }
-        // Wait for a configuration that routes the key to a live instance (a secondary).
-        if (code(err) === 'STALE_CONFIG') {
-          await this.newer(err, config.id).catch(() => undefined);
-        } else {
-          await this.host.sleep(wait);
-          await this.host.refresh().catch(() => undefined);
-        }
+        if (token !== undefined) await instance.dar(cfg, key, token).catch(() => undefined);
+        await this.retryOrThrow(err, config.id, deadline, wait, () => new NovaError('FAILED',
+          `write: not applied: no cache instance took the write's Q lease in ${this.o.timeoutMs} ms (${(err as Error).message})`, { reason: 'UNAVAILABLE' }));
       }
     }
   }
 
-  private async routedWrite(cfg: number, r: Route, key: Buffer, apply: () => Promise<void>): Promise<void> {
-    if (r.mode === 'transient') {
-      if (!r.secondary) return apply();
-      const s = this.host.instance(r.secondary.id);
-      const token = await s.qareg(cfg, key, r.fragment);
-      await released(apply, () => s.dar(cfg, key, token));
-      await s.dar(cfg, key, token);
+  /** After the LTC update: the lease released (deleting the entry), or else the key deleted wherever the configuration routes it now. */
+  private async invalidated(key: Buffer, lease: Lease | undefined, deadline: number): Promise<void> {
+    if (lease) {
+      try {
+        await lease.release();
+        return;
+      } catch (err) {
+        if (!(code(err) === 'STALE_CONFIG' || unreachable(err))) throw err;
+      }
+    } else if (!this.host.config().cache) {
       return;
     }
-    const p = this.host.instance(r.primary!.id);
-    const token = await p.qareg(cfg, key);
-    if (r.mode === 'recovery' && r.secondary) await this.host.instance(r.secondary.id).delete(cfg, key);
-    await released(apply, () => p.dar(cfg, key, token));
-    await p.dar(cfg, key, token);
+    for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
+      const config = this.host.config();
+      if (!config.cache) return;
+      try {
+        await this.invalidate(config.id, routeOf(config.cache, key), key);
+        return;
+      } catch (err) {
+        // Applied but not invalidated: the caller must not take it as done (the entry may still be served).
+        await this.retryOrThrow(err, config.id, deadline, wait, () => new NovaError('UNKNOWN_OUTCOME',
+          `the write was applied, but its cache entry could not be invalidated in ${this.o.timeoutMs} ms (${(err as Error).message}); reads through the cache may see the old value`, { reason: 'UNAVAILABLE' }));
+      }
+    }
+  }
+
+  /** After a failed cache call: rethrows what a retry cannot mend, `late()` past the deadline; else waits for a newer configuration. */
+  private async retryOrThrow(err: unknown, had: number, deadline: number, wait: number, late: () => NovaError): Promise<void> {
+    if (!(code(err) === 'STALE_CONFIG' || unreachable(err))) throw err;
+    if (this.host.now() >= deadline) throw late();
+    if (code(err) === 'STALE_CONFIG') {
+      await this.newer(err, had).catch(() => undefined);
+    } else {
+      // Wait for a configuration that routes the key to a live instance (a secondary).
+      await this.host.sleep(wait);
+      await this.host.refresh().catch(() => undefined);
+    }
   }
 
   /** After the LTC update: deletes the key wherever the configuration routes it now (on the dirty list, in transient mode). */

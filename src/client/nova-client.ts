@@ -310,10 +310,7 @@ export class NovaClient {
 
   /** A write through the cache: each key's Q lease taken before `apply`, its entry deleted after. */
   private cached(keys: Buffer[], apply: () => Promise<void>): Promise<void> {
-    const g = this.gemini;
-    if (!g) return apply();
-    const around = (i: number): Promise<void> => (i === keys.length ? apply() : g.write(keys[i]!, () => around(i + 1)));
-    return around(0);
+    return this.gemini ? this.gemini.writeMany(keys, apply) : apply();
   }
 
   batch(): ClientBatch {

@@ -121,14 +121,16 @@ async function run(mode: CacheMode, seed: number, steps: number): Promise<Outcom
     for (let s = 0; s < steps; s++) {
       const k = Math.floor(random() * random() * KEYS); // skewed
       if (random() < 0.2) {
+        // Now and then a batch of two keys (one Q lease each around one update).
+        const ks = random() < 0.25 ? [...new Set([k, Math.floor(random() * KEYS)])] : [k];
         let seq = 0;
-        await c.write(keyOf(k), async () => {
+        await c.writeMany(ks.map(keyOf), async () => {
           await yieldSome();
           seq = ++applied;
-          store.set(k, seq);
+          for (const x of ks) store.set(x, seq);
           await yieldSome();
         });
-        acked.set(k, Math.max(acked.get(k) ?? 0, seq));
+        for (const x of ks) acked.set(x, Math.max(acked.get(x) ?? 0, seq));
         out.writes++;
       } else {
         const floor = acked.get(k) ?? 0;
@@ -151,13 +153,20 @@ async function run(mode: CacheMode, seed: number, steps: number): Promise<Outcom
       const id = 1 + Math.floor(random() * INSTANCES);
       const n = nodes.get(id)!;
       const r = random();
-      if (n.up && r < 0.15 && alive().size > 1) {
+      if (n.up && r < 0.1 && alive().size > 1) {
         n.up = false; // killed: its leases die with it; its store (on disk) stays
         failures++;
         await reconcileNow();
-      } else if (!n.up && r < 0.3) {
-        const store = mode === 'volatile' && random() < 0.5 ? CacheStore.open({ memoryBytes: 1 << 20, diskBytes: 4 << 20, sync: false, maxDirtyKeys: 1_000 }) : n.store;
-        nodes.set(id, newNode(store, config.id)); // registers: learns the configuration
+      } else if (!n.up && r < 0.14) {
+        if (random() < 0.5) {
+          // Paused past its lease, then resumed: it serves again only once a heartbeat renewed its
+          // lease, which applies the newest configuration first (its leases and entries stay).
+          n.inst.learn(config.id);
+          n.up = true;
+        } else {
+          const store = mode === 'volatile' && random() < 0.5 ? CacheStore.open({ memoryBytes: 1 << 20, diskBytes: 4 << 20, sync: false, maxDirtyKeys: 1_000 }) : n.store;
+          nodes.set(id, newNode(store, config.id)); // registers: learns the configuration
+        }
         await reconcileNow();
       } else if (r < 0.5) {
         await reconcileNow();
@@ -170,7 +179,11 @@ async function run(mode: CacheMode, seed: number, steps: number): Promise<Outcom
         if (next) config = { ...config, id: config.id + 1, cache: next };
       }
     }
-    for (const n of nodes.values()) n.up = true;
+    for (const n of nodes.values()) {
+      if (n.up) continue;
+      n.inst.learn(config.id); // as a renewed lease does
+      n.up = true;
+    }
     await reconcileNow();
   };
 
