@@ -4,13 +4,16 @@
  * bytes back into records. CacheStore (cache-store.ts) owns the file.
  *
  *   file   = header record*
- *   header = "NOVACACH" | u32 version (1) | u32 xxh32(the 12 bytes before it)
- *   record = u32 length | u32 xxh32(body) | body[length]
+ *   header = "NOVACACH" | u32 version (2) | u32 xxh32(the 12 bytes before it)
+ *   record = u32 length | u32 xxh32(the length's 4 bytes) | u32 xxh32(body) | body[length]
  *   body   = u8 type | fields
  *
  * Integers are little-endian. A record is one append, so a crash can cut short only the last
- * one: a damaged record that reaches the end of the file is a torn tail (the reader stops
- * before it), damage with more records after it is CORRUPTION.
+ * one: a record cut short, or one whose body fails its checksum and ends the file, is a torn
+ * tail (the reader stops before it); damage with more records after it is CORRUPTION. The length
+ * has a checksum of its own (version 2) so that a damaged length, which would make the record
+ * seem to run past the end, is told from a record cut short: else everything after it would be
+ * dropped as a torn tail, deletes included, and entries they had deleted would come back.
  */
 import { checksum32 } from '../common/checksum.js';
 import { ByteBuilder, readU32, readU64 } from '../common/coding.js';
@@ -19,11 +22,13 @@ import { NovaError } from '../common/errors.js';
 /** The file's name in its directory. */
 export const CACHE_LOG = 'cache.log';
 export const CACHE_LOG_MAGIC = Buffer.from('NOVACACH', 'latin1');
-/** Versions: 1 — the six record types below. */
-export const CACHE_LOG_VERSION = 1;
+/** Versions: 1 — the six record types below, an 8-byte frame (length, body checksum); 2 — the frame checks its length too (12 bytes). */
+export const CACHE_LOG_VERSION = 2;
 export const CACHE_LOG_HEADER = 16;
-/** u32 length | u32 checksum before each body. */
-export const CACHE_FRAME = 8;
+/** u32 length | u32 checksum of the length | u32 checksum of the body, before each body (version 2). */
+export const CACHE_FRAME = 12;
+/** Version 1's frame: u32 length | u32 checksum of the body. */
+const V1_FRAME = 8;
 /** Largest key a record may hold. */
 export const MAX_CACHE_KEY = 64 * 1024;
 /** Largest body a record may hold (a SET's value is what may approach it). */
@@ -127,7 +132,8 @@ export function encodeCacheRecord(r: CacheRecord): Buffer {
   }
   const out = b.finish();
   out.writeUInt32LE(size, 0);
-  out.writeUInt32LE(checksum32(out.subarray(CACHE_FRAME)), 4);
+  out.writeUInt32LE(checksum32(out.subarray(0, 4)), 4);
+  out.writeUInt32LE(checksum32(out.subarray(CACHE_FRAME)), 8);
   return out;
 }
 
@@ -136,6 +142,8 @@ function checkU32(what: string, v: number): void {
 }
 
 export interface CacheLogContents {
+  /** The file's format version (a version 1 file is rewritten as the current one when opened). */
+  version: number;
   /** The records in file order. Keys and values are views into the bytes read: copy what is kept. */
   records: CacheRecord[];
   /** Bytes of the file that hold the header and whole records: where a torn tail starts. */
@@ -158,42 +166,65 @@ export function readCacheLog(bytes: Buffer, file: string): CacheLogContents {
   if (bytes.length < CACHE_LOG_HEADER) corrupt(0, `a header of ${bytes.length} bytes (it takes ${CACHE_LOG_HEADER})`);
   if (!bytes.subarray(0, 8).equals(CACHE_LOG_MAGIC)) corrupt(0, 'not a cache log (bad magic)');
   const version = readU32(bytes, 8);
-  if (version !== CACHE_LOG_VERSION) corrupt(8, `format version ${version} (this build reads ${CACHE_LOG_VERSION})`);
+  if (version !== 1 && version !== CACHE_LOG_VERSION) corrupt(8, `format version ${version} (this build reads 1 and ${CACHE_LOG_VERSION})`);
   if (readU32(bytes, 12) !== checksum32(bytes.subarray(0, 12))) corrupt(12, 'header checksum mismatch');
 
   const records: CacheRecord[] = [];
   let at = CACHE_LOG_HEADER;
   while (at < bytes.length) {
-    const why = recordDamage(bytes, at);
-    if (typeof why === 'string') {
-      // A record is one append: only the last can have been cut short by a crash.
-      const length = bytes.length - at >= 4 ? readU32(bytes, at) : Infinity;
-      const end = at + CACHE_FRAME + length;
-      if (end >= bytes.length || allZero(bytes, at)) {
-        return { records, validBytes: at, tornTail: `${file}: offset ${at}: ${why} (a torn tail: a write cut short)` };
-      }
-      corrupt(at, why);
-    } else {
+    const why = version === 1 ? recordV1(bytes, at) : record(bytes, at);
+    if (typeof why !== 'string') {
       records.push(why.record);
       at = why.end;
+      continue;
     }
+    // A record is one append: only the last can have been cut short by a crash.
+    if (tornAt(bytes, at, version) || allZero(bytes, at)) {
+      return { version, records, validBytes: at, tornTail: `${file}: offset ${at}: ${why} (a torn tail: a write cut short)` };
+    }
+    corrupt(at, why);
   }
-  return { records, validBytes: at };
+  return { version, records, validBytes: at };
 }
 
-/** The record at `at`, or why there is none. */
-function recordDamage(b: Buffer, at: number): { record: CacheRecord; end: number } | string {
+/**
+ * Whether the damaged record at `at` may be the last append cut short: version 2, its frame cut
+ * short, or its (checked) length reaching the end of the file; version 1, its length (unchecked)
+ * reaching the end.
+ */
+function tornAt(b: Buffer, at: number, version: number): boolean {
+  const frame = version === 1 ? V1_FRAME : CACHE_FRAME;
+  if (b.length - at < frame) return true;
+  const length = readU32(b, at);
+  if (version !== 1 && readU32(b, at + 4) !== checksum32(b.subarray(at, at + 4))) return false;
+  return at + frame + length >= b.length;
+}
+
+/** The version 2 record at `at`, or why there is none. */
+function record(b: Buffer, at: number): { record: CacheRecord; end: number } | string {
   if (b.length - at < CACHE_FRAME) return `a record frame cut short (${b.length - at} of ${CACHE_FRAME} bytes)`;
+  if (readU32(b, at + 4) !== checksum32(b.subarray(at, at + 4))) return 'record length checksum mismatch';
+  return body(b, at, CACHE_FRAME, 8);
+}
+
+/** A version 1 record at `at` (its length unchecked), or why there is none. */
+function recordV1(b: Buffer, at: number): { record: CacheRecord; end: number } | string {
+  if (b.length - at < V1_FRAME) return `a record frame cut short (${b.length - at} of ${V1_FRAME} bytes)`;
+  return body(b, at, V1_FRAME, 4);
+}
+
+/** The body of the record at `at`, whose frame is `frame` bytes with the body's checksum at `sum`. */
+function body(b: Buffer, at: number, frame: number, sum: number): { record: CacheRecord; end: number } | string {
   const length = readU32(b, at);
   if (length === 0) return 'a record of 0 bytes';
   if (length > MAX_CACHE_RECORD) return `a record of ${length} bytes (at most ${MAX_CACHE_RECORD})`;
-  const start = at + CACHE_FRAME;
+  const start = at + frame;
   const end = start + length;
   if (end > b.length) return `a record of ${length} bytes runs past the end of the file (${b.length})`;
-  const body = b.subarray(start, end);
-  if (checksum32(body) !== readU32(b, at + 4)) return 'record checksum mismatch';
-  const record = decodeBody(body);
-  return typeof record === 'string' ? record : { record, end };
+  const content = b.subarray(start, end);
+  if (checksum32(content) !== readU32(b, at + sum)) return 'record checksum mismatch';
+  const r = decodeBody(content);
+  return typeof r === 'string' ? r : { record: r, end };
 }
 
 function decodeBody(body: Buffer): CacheRecord | string {

@@ -38,7 +38,7 @@ import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { syncDir } from '../common/files.js';
 import {
-  CACHE_FRAME, CACHE_LOG, CACHE_LOG_HEADER, MAX_CACHE_KEY, MAX_CACHE_RECORD, cacheLogHeader, encodeCacheRecord,
+  CACHE_FRAME, CACHE_LOG, CACHE_LOG_HEADER, CACHE_LOG_VERSION, MAX_CACHE_KEY, MAX_CACHE_RECORD, cacheLogHeader, encodeCacheRecord,
   readCacheLog, type CacheLogContents, type CacheRecord,
 } from './cache-log.js';
 
@@ -195,6 +195,12 @@ export class CacheStore {
     // Lists longer than a lowered maxDirtyKeys are evicted as an append past it would.
     for (const [fragment, list] of this.lists) {
       if (list.keys.length > this.o.maxDirtyKeys) this.dirtyDrop(fragment);
+    }
+    // A file of an older format is written anew in the current one before anything is appended to it.
+    if (contents.version !== CACHE_LOG_VERSION) {
+      const before = this.rewrites;
+      this.rewrite();
+      if (this.rewrites === before) throw new NovaError('DISK_FAILED', `${path}: a log of format version ${contents.version} could not be written anew in version ${CACHE_LOG_VERSION} (see the line before); free space, or start the instance on an empty directory`);
     }
     this.maybeRewrite();
   }

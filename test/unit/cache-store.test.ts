@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { checksum32 } from '../../src/common/checksum.js';
 import { NovaError } from '../../src/common/errors.js';
 import {
-  CACHE_LOG, CACHE_LOG_HEADER, cacheLogHeader, encodeCacheRecord, readCacheLog, type CacheRecord,
+  CACHE_FRAME, CACHE_LOG, CACHE_LOG_HEADER, cacheLogHeader, encodeCacheRecord, readCacheLog, type CacheRecord,
 } from '../../src/stoc/cache-log.js';
 import { CacheStore, type CacheStoreOptions } from '../../src/stoc/cache-store.js';
 import { rng } from '../helpers/rng.js';
@@ -52,7 +52,7 @@ describe('cache log format', () => {
     ];
     const bytes = Buffer.concat([cacheLogHeader(), ...records.map(encodeCacheRecord)]);
     const read = readCacheLog(bytes, 'f');
-    expect(read).toEqual({ records, validBytes: bytes.length });
+    expect(read).toEqual({ version: 2, records, validBytes: bytes.length });
 
     const lastStart = bytes.length - encodeCacheRecord(records[5]).length;
     // Cut short anywhere in the last record, or garbled there: a torn tail at its start.
@@ -75,8 +75,13 @@ describe('cache log format', () => {
     expectCode(() => readCacheLog(early, 'f'), 'CORRUPTION');
     const badType = Buffer.concat([cacheLogHeader(), frame(Buffer.from([7, 1, 2])), encodeCacheRecord(records[1])]);
     expect(() => readCacheLog(badType, 'f')).toThrow(/offset 16: unknown record type 7/);
-    const huge = Buffer.concat([cacheLogHeader(), Buffer.from([0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0]), Buffer.alloc(300)]);
-    expect(() => readCacheLog(huge, 'f')).not.toThrow(); // its length passes the end: torn
+    // A length (checked) past the end: the last append cut short, torn.
+    const huge = Buffer.concat([cacheLogHeader(), frame(Buffer.alloc(300), 1000)]);
+    expect(readCacheLog(huge, 'f').tornTail).toMatch(/offset 16: a record of 1000 bytes runs past the end/);
+    // A damaged length with records after it, though it points past the end: corruption, not a torn tail that would drop them.
+    const damagedLength = Buffer.from(bytes);
+    damagedLength[CACHE_LOG_HEADER + 2] ^= 0x7f;
+    expect(() => readCacheLog(damagedLength, 'f')).toThrow(/f: offset 16: record length checksum mismatch/);
     const longKey = frame(Buffer.concat([Buffer.from([2]), Buffer.alloc(64 * 1024 + 1)]));
     expect(() => readCacheLog(Buffer.concat([cacheLogHeader(), longKey, encodeCacheRecord(records[1])]), 'f')).toThrow(/a key of 65537 bytes/);
 
@@ -86,8 +91,8 @@ describe('cache log format', () => {
     magic[0] = 0x41;
     expect(() => readCacheLog(magic, 'f')).toThrow(/offset 0: not a cache log/);
     const version = cacheLogHeader();
-    version.writeUInt32LE(2, 8);
-    expect(() => readCacheLog(version, 'f')).toThrow(/offset 8: format version 2/);
+    version.writeUInt32LE(3, 8);
+    expect(() => readCacheLog(version, 'f')).toThrow(/offset 8: format version 3/);
     const sum = cacheLogHeader();
     sum[13] ^= 1;
     expect(() => readCacheLog(sum, 'f')).toThrow(/offset 12: header checksum mismatch/);
@@ -98,10 +103,12 @@ describe('cache log format', () => {
 });
 
 /** `body` framed with a valid length and checksum. */
-function frame(body: Buffer): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32LE(body.length, 0);
-  head.writeUInt32LE(checksum32(body), 4);
+/** A version 2 frame around `body`, as encodeCacheRecord makes it, for bodies it would refuse. */
+function frame(body: Buffer, length = body.length): Buffer {
+  const head = Buffer.alloc(CACHE_FRAME);
+  head.writeUInt32LE(length, 0);
+  head.writeUInt32LE(checksum32(head.subarray(0, 4)), 4);
+  head.writeUInt32LE(checksum32(body), 8);
   return Buffer.concat([head, body]);
 }
 
@@ -244,7 +251,7 @@ describe('cache store', () => {
     s.set(B('b'), B('22222222'), 1, 0);
     s.close();
     const size = statSync(path).size;
-    const lastStart = size - (8 + 17 + 1 + 8);
+    const lastStart = size - (CACHE_FRAME + 17 + 1 + 8);
     truncateSync(path, size - 3);
 
     const logs: string[] = [];
@@ -439,5 +446,23 @@ describe('cache store', () => {
     s.close();
     expect(reopens).toBeGreaterThan(50);
     expect(rewrites).toBeGreaterThan(0); // the test went through rewrites
+  });
+});
+
+describe('cache store, older format', () => {
+  it('opens a version 1 log and writes it anew as version 2 before appending', () => {
+    const dir = tempDir();
+    const path = join(dir, CACHE_LOG);
+    writeFileSync(path, readFileSync(join(import.meta.dirname, '..', 'fixtures', 'format', 'v1', 'cache-v1.log')));
+    const s = open(options(dir));
+    expect(s.peek(B('user1'))?.value).toEqual(B('Ann'));
+    expect(s.dirty(3)).toMatchObject({ marker: true, done: true, configId: 8 });
+    s.set(B('user3'), B('Cy'), 9, 1);
+    s.close();
+    expect(readFileSync(path).readUInt32LE(8)).toBe(2);
+    const r = open(options(dir));
+    expect(r.peek(B('user3'))?.value).toEqual(B('Cy'));
+    expect(r.peek(B('user1'))?.value).toEqual(B('Ann'));
+    r.close();
   });
 });

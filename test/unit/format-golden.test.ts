@@ -281,25 +281,35 @@ const CACHE_RECORDS: CacheRecord[] = [
 ];
 const CACHE_LABELS = ['SET fragment 3, configId 7, user1=Ann', 'DELETE user2', 'DIRTY_INIT fragment 3, configId 8', 'DIRTY_ADD fragment 3, user1', 'DIRTY_DONE fragment 3'];
 
+const cacheRead = (bytes: Buffer, name: string): void => {
+  const r = readCacheLog(bytes, name);
+  expect(r.tornTail).toBeUndefined();
+  expect(r.records).toEqual(CACHE_RECORDS);
+};
+
+// Version 1, as it was written: today's reader must still read it (and the store rewrites it as version 2).
 GOLDEN.push({
   file: 'cache-v1.log',
+  read: cacheRead,
+  flipAt: () => CACHE_LOG_HEADER + 8 + 2,
+  readCorrupt: (bytes, name) => readCacheLog(bytes, name),
+});
+
+GOLDEN.push({
+  file: 'cache-v2.log',
   make: () => Buffer.concat([cacheLogHeader(), ...CACHE_RECORDS.map(encodeCacheRecord)]),
-  read: (bytes, name) => {
-    const r = readCacheLog(bytes, name);
-    expect(r.tornTail).toBeUndefined();
-    expect(r.records).toEqual(CACHE_RECORDS);
-  },
-  // Inside the first record's body, with records after it: corruption, not a torn tail.
-  flipAt: () => CACHE_LOG_HEADER + CACHE_FRAME + 2,
+  read: cacheRead,
+  // Inside the first record's length, with records after it: corruption, not a torn tail.
+  flipAt: () => CACHE_LOG_HEADER + 1,
   readCorrupt: (bytes, name) => readCacheLog(bytes, name),
   example: {
     doc: 'doc/format/cache.md', marker: 'cache',
     dump: (bytes) => {
-      const regions: Array<[number, number, string]> = [[0, 8, 'magic "NOVACACH"'], [8, 12, 'u32 version (1)'], [12, 16, 'u32 xxh32 of the 12 bytes before']];
+      const regions: Array<[number, number, string]> = [[0, 8, 'magic "NOVACACH"'], [8, 12, 'u32 version (2)'], [12, 16, 'u32 xxh32 of the 12 bytes before']];
       let at = CACHE_LOG_HEADER;
       CACHE_RECORDS.forEach((r, i) => {
         const size = encodeCacheRecord(r).length;
-        regions.push([at, at + CACHE_FRAME, `frame: u32 length (${size - CACHE_FRAME}) | u32 xxh32(body)`], [at + CACHE_FRAME, at + size, CACHE_LABELS[i]!]);
+        regions.push([at, at + CACHE_FRAME, `frame: u32 length (${size - CACHE_FRAME}) | u32 xxh32(length) | u32 xxh32(body)`], [at + CACHE_FRAME, at + size, CACHE_LABELS[i]!]);
         at += size;
       });
       return dump(bytes, regions);
