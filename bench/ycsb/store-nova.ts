@@ -7,38 +7,12 @@ import type { MoveReport } from '../../src/coordinator/coordinator.js';
 import { rangeOf } from '../../src/cluster/config.js';
 import { KNOBS } from '../../src/cluster/knobs.js';
 import type { EngineAdapter } from './kv-store.js';
-import { spawn } from 'node:child_process';
-import { mkdirSync, openSync, closeSync } from 'node:fs';
-import { join } from 'node:path';
 import { isCacheMode, type CacheMode } from '../../src/cluster/gemini.js';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import type { CacheServerStats } from '../../src/stoc/cache-server.js';
 
-/** The cache instances a run's cluster started, by id: their processes (cache kill|start act on them), and each one's memory. */
-const cachePids = new Map<string, Map<number, number>>();
+/** Each instance's memory, by the directory of the cluster the run started (cache start starts it again with it). */
 const cacheMemory = new Map<string, number>();
-
-/** How long a cache instance may take to register and hold its lease. */
-const CACHE_START_MS = 30_000;
-
-/** Starts cache instance `id` of the cluster in `dir` (detached, logging to logs/) and waits until the coordinator sees it up. */
-async function startCache(dir: string, coordinator: string, id: number, memoryBytes: number): Promise<number> {
-  mkdirSync(join(dir, 'logs'), { recursive: true });
-  const log = openSync(join(dir, 'logs', `cache-${id}.log`), 'a');
-  const p = spawn(process.execPath, [NOVA_BIN, 'cache', 'run', '--id', String(id), '--coordinator', coordinator, '--cluster-file', join(dir, 'cluster.json'),
-    '--dir', join(dir, `cache-${id}`), '--secret-file', join(dir, 'secret'), '--memory-bytes', String(memoryBytes), '--disk-bytes', String(4 * memoryBytes)],
-  { detached: true, stdio: ['ignore', log, log] });
-  closeSync(log);
-  p.unref();
-  const pid = p.pid!;
-  const until = Date.now() + CACHE_START_MS;
-  for (;;) {
-    const s = await fetchStatus(coordinator);
-    if (s.members.some((m) => m.role === 'cache' && m.id === id && m.pid === pid) && s.cache?.instances.some((i) => i.id === id && i.alive)) return pid;
-    if (Date.now() > until) throw new Error(`cache instance ${id} did not come up in ${CACHE_START_MS / 1000} s (see ${join(dir, 'logs', `cache-${id}.log`)})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Every instance's discarded entries (those unreachable count nothing). */
 async function discardedEntries(client: NovaClient): Promise<number> {
@@ -87,21 +61,10 @@ export const nova: EngineAdapter = {
         if (!bool) args.push(`--${flag}`, value);
         else if (value === 'true') args.push(`--${flag}`);
       }
-      await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args });
-      if (cache) {
-        const pids = new Map<number, number>();
-        cachePids.set(dir, pids);
-        cacheMemory.set(dir, c.cacheMemoryBytes ?? 256 * 2 ** 20);
-        const coordinator = readClusterFile(dir)!.coordinator;
-        for (let id = 1; id <= (c.cacheInstances ?? 3); id++) pids.set(id, await startCache(dir, coordinator, id, c.cacheMemoryBytes ?? 256 * 2 ** 20));
-        // Every instance holds fragments before the load: none joins mid-run.
-        for (const until = Date.now() + CACHE_START_MS; ;) {
-          const layer = (await fetchStatus(coordinator)).config.cache;
-          if (layer && [...pids.keys()].every((id) => layer.fragments.some((f) => f.primary === id))) break;
-          if (Date.now() > until) throw new Error('the cache instances were not all given fragments');
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      }
+      // With a cache, up waits until every instance holds fragments: none joins mid-run.
+      if (cache) cacheMemory.set(dir, c.cacheMemoryBytes ?? 256 * 2 ** 20);
+      await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args,
+        ...(cache ? { caches: c.cacheInstances ?? 3, cacheMemoryBytes: cacheMemory.get(dir) } : {}) });
     }
     const secretFile = c.secretFile ?? process.env.NOVA_SECRET_FILE;
     const client = await NovaClient.connect(c.coordinator
@@ -167,14 +130,6 @@ export const nova: EngineAdapter = {
       },
       close: async () => {
         client.close();
-        for (const pid of cachePids.get(dir)?.values() ?? []) {
-          try {
-            process.kill(pid, 'SIGTERM');
-          } catch {
-            // gone already
-          }
-        }
-        cachePids.delete(dir);
         cacheMemory.delete(dir);
         if (!c.coordinator) await down(dir);
       },
@@ -250,10 +205,10 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
     }
     case 'cache kill': {
       const id = a.args[0] ?? 1;
-      const pid = cachePids.get(dir)?.get(id);
-      if (pid === undefined) throw new Error(`no cache instance ${id} in ${dir} (start the run with --cache MODE)`);
+      const victim = file.components.find((x) => x.role === 'cache' && x.id === id);
+      if (!victim) throw new Error(`no cache instance ${id} in ${dir} (start the run with --cache MODE)`);
       const t0 = Date.now();
-      process.kill(pid, 'SIGKILL');
+      process.kill(victim.pid, 'SIGKILL');
       // Until a secondary was published for each of its fragments.
       for (;;) {
         const layer = (await fetchStatus(coordinator)).config.cache;
@@ -266,10 +221,11 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
     }
     case 'cache start': {
       const id = a.args[0] ?? 1;
-      const pids = cachePids.get(dir);
-      if (!pids) throw new Error(`no cache instances in ${dir} (start the run with --cache MODE)`);
+      const caches = file.components.filter((x) => x.role === 'cache').length;
+      if (!file.components.some((x) => x.role === 'cache' && x.id === id)) throw new Error(`no cache instance ${id} in ${dir} (start the run with --cache MODE)`);
       const t0 = Date.now();
-      pids.set(id, await startCache(dir, coordinator, id, cacheMemory.get(dir)!));
+      // What is not running is started again, on its directory; up waits until it holds fragments.
+      await up({ ...base, coordinatorArgs: [], caches, cacheMemoryBytes: cacheMemory.get(dir) });
       const layer = (await fetchStatus(coordinator)).config.cache;
       const modes = layer ? layer.fragments.filter((f) => f.primary === id).map((f) => f.mode) : [];
       return { detail: `cache ${id} back after ${Date.now() - t0} ms: its fragments ${modes.filter((m) => m === 'recovery').length} recovering, ${modes.filter((m) => m === 'normal').length} normal, ${modes.filter((m) => m === 'transient').length} transient`, moves: [], cacheInstance: id };

@@ -167,21 +167,25 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--dir <path>', 'the cluster\'s directory', DEFAULT_DIR)
     .option('--ltcs <n>', 'η: LTCs (default 1, or as many as the cluster had); on a running cluster, LTCs are added or removed to reach it', positiveInt)
     .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had); on a running cluster, StoCs are added or removed (drained) to reach it', positiveInt)
+    .option('--caches <n>', 'Gemini cache instances (default none, or as many as the cluster had; --cache-mode says how they recover); on a running cluster, instances are added to reach it', nonNegativeInt)
+    .option('--cache-memory <bytes>', 'each cache instance\'s memory for entries (its disk budget four times it; default 256 MiB)', positiveInt)
     .option('--host <host>', 'address components listen on (0.0.0.0: every interface)', '127.0.0.1')
     .option('--advertise <host>', 'the address clients reach the coordinator and LTCs at (default: --host, or 127.0.0.1 for 0.0.0.0)')
     .option('--tls-cert <file>', 'TLS on the coordinator and the LTCs\' client ports: their certificate (PEM), for the address they are reached at; kept for later commands')
     .option('--tls-key <file>', 'TLS: the certificate\'s private key (PEM)')
     .option('--tls-ca <file>', 'TLS: the CA (PEM) that signed the certificate; components and clients check it'))
-    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string }) => {
+    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; cacheMemory?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string }) => {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);
       const file = await up({
-        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o),
+        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, caches: o.caches, cacheMemoryBytes: o.cacheMemory, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o),
         ...(o.tlsCert || o.tlsCa ? { tls: { cert: o.tlsCert, key: o.tlsKey, ca: o.tlsCa } } : {}),
         progress: (line) => process.stderr.write(`nova up: ${line}\n`),
       });
       console.log(`cluster serving: coordinator ${file.coordinator}; ${file.components.length} processes; state in ${o.dir}`);
-      console.log(`try: nova put hello world --dir ${o.dir} && nova get hello --dir ${o.dir}`);
+      const mode = storedConfig(o.dir)?.settings.cacheMode;
+      const cached = file.components.some((c) => c.role === 'cache') && mode ? ` --cache ${mode}` : '';
+      console.log(`try: nova put hello world --dir ${o.dir}${cached} && nova get hello --dir ${o.dir}${cached}`);
     });
 
   program.command('down')

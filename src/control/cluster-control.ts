@@ -27,7 +27,7 @@ const HERE = fileURLToPath(import.meta.url);
 /** bin/nova.js of this installation (from dist/src/control/ or, in tests, src/control/). */
 export const NOVA_BIN = join(dirname(HERE), ...(HERE.includes(`${sep}dist${sep}`) ? ['..', '..', '..'] : ['..', '..']), 'bin', 'nova.js');
 
-export type ComponentRole = 'coordinator' | 'stoc' | 'ltc';
+export type ComponentRole = 'coordinator' | 'stoc' | 'ltc' | 'cache';
 
 export interface Component {
   role: ComponentRole;
@@ -44,6 +44,9 @@ export interface UpOptions {
   dir: string;
   ltcs?: number;
   stocs?: number;
+  /** Gemini cache instances (default: as many as the cluster had, else none), and each one's memory (nova cache run --memory-bytes; its disk budget four times it). */
+  caches?: number;
+  cacheMemoryBytes?: number;
   /** Where components listen, and the host clients reach them at (default: `host`, or loopback for a wildcard). */
   host: string;
   advertise?: string;
@@ -171,7 +174,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     old?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid, componentDir(dir, role, id)));
   // Ids of StoCs removed from the cluster are not used again.
   const removed = storedConfig(dir)?.removedStocs ?? [];
-  const want = (role: 'ltc' | 'stoc', given: number | undefined, fresh: number): { keep: number[]; drop: number[] } => {
+  const want = (role: 'ltc' | 'stoc' | 'cache', given: number | undefined, fresh: number): { keep: number[]; drop: number[] } => {
     // A StoC removed from the cluster (drained, or as dead, by hand or on its own) is not one of it any more.
     const have = old ? [...new Set(old.components.filter((c) => c.role === role && !(role === 'stoc' && removed.includes(c.id))).map((c) => c.id))].sort((a, b) => a - b) : [];
     const n = given ?? (have.length > 0 ? have.length : fresh);
@@ -181,6 +184,14 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   };
   const ltcs = want('ltc', o.ltcs, 1);
   const stocs = want('stoc', o.stocs, 3);
+  const caches = want('cache', o.caches, 0);
+  if (caches.drop.length > 0) {
+    throw new NovaError('BAD_ARGUMENT', `--caches ${o.caches}: removing cache instances is not implemented yet (the cluster has ${caches.keep.length + caches.drop.length}); ` +
+      'a stopped one is taken as failed and its fragments are served by secondaries');
+  }
+  if (caches.keep.length > 0 && (o.tls?.cert || o.tls?.ca || clusterTlsFiles(dir))) {
+    throw new NovaError('BAD_ARGUMENT', 'cache instances on a cluster with TLS are not implemented yet: they serve plain TCP');
+  }
   const components: Component[] = [];
   const opts = { ...o, dir };
 
@@ -204,7 +215,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     progress(`coordinator started at ${address} (pid ${pid})`);
   }
   components.push(coordinator);
-  for (const [role, ids] of [['stoc', [...stocs.keep, ...stocs.drop]], ['ltc', [...ltcs.keep, ...ltcs.drop]]] as const) {
+  for (const [role, ids] of [['stoc', [...stocs.keep, ...stocs.drop]], ['ltc', [...ltcs.keep, ...ltcs.drop]], ['cache', caches.keep]] as const) {
     for (const id of ids) {
       let c = running(role, id);
       if (!c) {
@@ -216,7 +227,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   }
   let file: ClusterFile = { coordinator: address!, components };
   replaceFile(dir, 'cluster.json', JSON.stringify(file, null, 1) + '\n');
-  await waitUntilServing(file, ltcs.keep.length + ltcs.drop.length, stocs.keep.length + stocs.drop.length, o.timeoutMs ?? 60_000, progress, dir);
+  await waitUntilServing(file, ltcs.keep.length + ltcs.drop.length, stocs.keep.length + stocs.drop.length, caches.keep.length, o.timeoutMs ?? 60_000, progress, dir);
   for (const id of ltcs.drop.reverse()) {
     const r = await whenNotBusy(() => removeLtc(dir, address!, id));
     progress(`ltc ${id} removed (${r.moves.length} range move(s))`);
@@ -244,10 +255,11 @@ async function whenNotBusy<T>(op: () => Promise<T>): Promise<T> {
 }
 
 /** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
-function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc', id: number, coordinator: string): number {
+function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc' | 'cache', id: number, coordinator: string): number {
+  const memory = role === 'cache' && o.cacheMemoryBytes !== undefined ? ['--memory-bytes', String(o.cacheMemoryBytes), '--disk-bytes', String(4 * o.cacheMemoryBytes)] : [];
   return startProcess(o, `${role}-${id}`, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
-    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, '--secret-file', clusterSecretFile(o.dir), ...tlsArgs(o.dir, role === 'ltc'),
-    ...(role === 'ltc' ? ['--advertise', advertiseOf(o)] : [])]);
+    '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, '--secret-file', clusterSecretFile(o.dir), ...(role === 'cache' ? [] : tlsArgs(o.dir, role === 'ltc')),
+    ...(role !== 'stoc' ? ['--advertise', advertiseOf(o)] : []), ...memory]);
 }
 
 /**
@@ -419,7 +431,7 @@ async function answeringCoordinator(cdir: string, pid: number, timeoutMs: number
   throw new NovaError('DEADLINE_EXCEEDED', `the coordinator did not answer within ${timeoutMs} ms, so it was stopped: see logs/coordinator.log, and run nova up again`);
 }
 
-async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, timeoutMs: number,
+async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, caches: number, timeoutMs: number,
   progress: (line: string) => void, dir: string): Promise<void> {
   const until = Date.now() + timeoutMs;
   let last = '';
@@ -440,8 +452,11 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
       const waiting = s.config.ranges.filter((r) => !served.has(r.id)).map((r) => r.id);
       // Settled too: the rebalance that joining LTCs start is over.
       const settling = s.reshaping || s.joining.length > 0;
-      if (alive('stoc') >= stocs && alive('ltc') >= ltcs && waiting.length === 0 && !settling) return;
-      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs up; ranges not served yet: ${waiting.join(', ') || 'none'}${settling ? '; rebalancing' : ''}`;
+      // Cache instances count once they hold fragments: clients route by them then.
+      const held = new Set(s.config.cache?.fragments.flatMap((f) => [f.primary, ...(f.secondary !== undefined ? [f.secondary] : [])]) ?? []);
+      const cachesUp = live.filter((m) => m.role === 'cache' && held.has(m.id)).length;
+      if (alive('stoc') >= stocs && alive('ltc') >= ltcs && cachesUp >= caches && waiting.length === 0 && !settling) return;
+      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs${caches > 0 ? `, ${cachesUp}/${caches} cache instances` : ''} up; ranges not served yet: ${waiting.join(', ') || 'none'}${settling ? '; rebalancing' : ''}`;
     } catch (err) {
       why = (err as Error).message;
     }
@@ -452,13 +467,13 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
   }
 }
 
-/** Stops the cluster in `dir`: LTCs (which flush), then StoCs, then the coordinator. */
+/** Stops the cluster in `dir`: LTCs (which flush), then cache instances, then StoCs, then the coordinator. */
 export async function down(dir: string, progress: (line: string) => void = () => undefined, timeoutMs = 120_000): Promise<number> {
   const home = resolve(dir);
   const file = readClusterFile(home);
   if (!file) throw new NovaError('UNAVAILABLE', `no cluster in ${dir} (no cluster.json)`);
   let stopped = 0;
-  for (const role of ['ltc', 'stoc', 'coordinator'] as const) {
+  for (const role of ['ltc', 'cache', 'stoc', 'coordinator'] as const) {
     const running = (c: Component): boolean => isRunning(c.pid, componentDir(home, c.role, c.id));
     const group = file.components.filter((c) => c.role === role && running(c));
     for (const c of group) process.kill(c.pid, 'SIGTERM');

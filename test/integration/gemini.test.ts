@@ -3,12 +3,14 @@
  * run`) killed with SIGKILL and started again on their directories, and clients reading
  * through the cache (NovaClient's `cache` option) under a verified read-heavy workload.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NovaClient } from '../../src/client/nova-client.js';
-import { fetchStatus, readClusterFile } from '../../src/control/cluster-control.js';
+import { down, fetchStatus, readClusterFile } from '../../src/control/cluster-control.js';
 import { fragmentOf, routeOf } from '../../src/cluster/gemini.js';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import type { CacheServerStats } from '../../src/stoc/cache-server.js';
@@ -225,6 +227,35 @@ describe('Gemini cache, real processes', () => {
       expect((await client.get(k))?.toString()).toBeUndefined(); // never written to the LTCs
     } finally {
       client.close();
+    }
+  }, 120_000);
+
+  it('nova up --caches starts cache instances; the client commands go through them; status and cache stats show them; down stops them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nova-cache-cli-'));
+    const nova = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 120_000 });
+    try {
+      const started = nova('up', '--dir', dir, '--stocs', '1', '--caches', '2', '--cache-mode', 'gemini-i', '--cache-memory', String(16 * 2 ** 20));
+      expect(started.status, started.stderr).toBe(0);
+      expect(started.stdout).toContain('--cache gemini-i');
+      expect(readClusterFile(dir)!.components.filter((c) => c.role === 'cache').map((c) => c.id)).toEqual([1, 2]);
+      expect(nova('put', 'k', 'v1', '--dir', dir, '--cache', 'gemini-i').status).toBe(0);
+      for (let i = 0; i < 2; i++) expect(nova('get', 'k', '--dir', dir, '--cache', 'gemini-i').stdout).toBe('v1');
+      const wrong = nova('get', 'k', '--dir', dir, '--cache', 'gemini-o');
+      expect(wrong.status).not.toBe(0);
+      expect(wrong.stderr).toContain('the cluster\'s cache runs gemini-i, not gemini-o');
+      const status = nova('status', '--dir', dir);
+      expect(status.stdout).toMatch(/cache \(gemini-i\): fragments 64 normal, 0 transient, 0 recovery/);
+      expect(status.stdout).toMatch(/instance 1 up/);
+      const stats = JSON.parse(nova('cache', 'stats', '--dir', dir, '--json').stdout) as { instances: CacheServerStats[] };
+      expect(stats.instances.map((i) => i.id)).toEqual([1, 2]);
+      expect(stats.instances.reduce((n, i) => n + i.counters.hits, 0)).toBe(1); // the second get
+      const fewer = nova('up', '--dir', dir, '--caches', '1');
+      expect(fewer.status).not.toBe(0);
+      expect(fewer.stderr).toContain('removing cache instances is not implemented yet');
+      expect(nova('down', '--dir', dir).stdout).toMatch(/stopped 5 process/);
+    } finally {
+      await down(dir).catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
 });
