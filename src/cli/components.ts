@@ -10,7 +10,8 @@ import { Membership } from '../cluster/membership.js';
 import { LtcServer } from '../ltc/ltc-server.js';
 import { StocServer } from '../stoc/stoc-server.js';
 import { performance } from 'node:perf_hooks';
-import type { ClusterConfig } from '../cluster/config.js';
+import { configFromWire, type ClusterConfig } from '../cluster/config.js';
+import { NovaError } from '../common/errors.js';
 import { CoordinatorLocator } from '../cluster/locator.js';
 import { CacheServer } from '../stoc/cache-server.js';
 import { CacheLinks } from '../client/cache-links.js';
@@ -141,11 +142,19 @@ export async function runCache(o: CacheCli): Promise<void> {
   let renewedAt = -Infinity;
   let leaseMs = 0;
   let config: ClusterConfig | undefined;
+  const coordinator = new CoordinatorLocator(o.coordinator, o.clusterFile);
+  // The cluster's --sync decides whether invalidations reach the disk before they are answered.
+  let sync: boolean;
+  try {
+    sync = configFromWire(await coordinator.call('config', [], 5_000, 30_000)).settings.sync;
+  } catch (err) {
+    coordinator.close();
+    throw new NovaError('UNAVAILABLE', `cache ${o.id}: the coordinator at ${o.coordinator} did not answer (${(err as Error).message}); is it running?`);
+  }
   const server = await CacheServer.start({
-    id: o.id, dir: o.volatile ? undefined : o.dir, memoryBytes: o.memoryBytes, diskBytes: o.diskBytes, host: o.host, advertise: o.advertise, port: o.port,
+    id: o.id, dir: o.volatile ? undefined : o.dir, memoryBytes: o.memoryBytes, diskBytes: o.diskBytes, sync, host: o.host, advertise: o.advertise, port: o.port,
     serving: () => config !== undefined && performance.now() - renewedAt < leaseMs, onLog: log,
   });
-  const coordinator = new CoordinatorLocator(o.coordinator, o.clusterFile);
   const links = new CacheLinks(() => config!);
   let m: Membership;
   try {
@@ -164,6 +173,7 @@ export async function runCache(o: CacheCli): Promise<void> {
       onLog: log,
     });
   } catch (err) {
+    coordinator.close();
     await server.close();
     throw err;
   }

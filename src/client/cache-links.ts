@@ -40,7 +40,7 @@ export class CacheLinks {
     const m = memberOf(this.config(), 'cache', id);
     if (!m) {
       const gone = (): Promise<never> => Promise.reject(new NovaError('UNAVAILABLE', `cache instance ${id} is not in the configuration`));
-      return { iqget: gone, iset: gone, iqset: gone, idelete: gone, qareg: gone, dar: gone, delete: gone, get: gone, dirtyFetch: gone, dirtyInit: gone, redlease: gone, dirtyDone: gone };
+      return { iqget: gone, iset: gone, iqset: gone, idelete: gone, qareg: gone, dar: gone, delete: gone, get: gone, dirtyFetch: gone, dirtyInit: gone, fence: gone, redlease: gone, dirtyDone: gone };
     }
     let api = this.apis.get(m.address);
     if (!api) this.apis.set(m.address, api = this.apiOf(m.address));
@@ -66,6 +66,7 @@ export class CacheLinks {
         return { state: r.state, total: r.total, keys: r.keys.map((k) => bytes(k)!) };
       },
       dirtyInit: async (cfg, fragment) => { await call('dirtyInit', [cfg, fragment]); },
+      fence: async (cfg) => { await call('fence', [cfg]); },
       redlease: async (cfg, fragment, renew) => (await call<number | null>('redlease', [cfg, fragment, renew ?? null])) ?? undefined,
       dirtyDone: (cfg, fragment, token) => call<boolean>('dirtyDone', [cfg, fragment, token]),
     };

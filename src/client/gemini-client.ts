@@ -37,8 +37,9 @@ export interface InstanceApi {
   delete(cfg: number, key: Buffer, dirtyFragment?: number): Promise<void>;
   get(cfg: number, key: Buffer, floor: number): Promise<Buffer | undefined>;
   dirtyFetch(cfg: number, fragment: number, from: number, limit: number): Promise<{ state: string; keys: Buffer[]; total: number }>;
-  /** The coordinator: starts a fragment's dirty list with its marker. */
+  /** The coordinator: starts a fragment's dirty list with its marker; makes the instance refuse callers under configurations before `cfg`. */
   dirtyInit(cfg: number, fragment: number): Promise<void>;
+  fence(cfg: number): Promise<void>;
   /** Recovery workers: a Redlease on a dirty list (undefined: another holds it), and the end of its processing. */
   redlease(cfg: number, fragment: number, renew?: number): Promise<number | undefined>;
   dirtyDone(cfg: number, fragment: number, token: number): Promise<boolean>;
@@ -48,7 +49,7 @@ export interface InstanceApi {
 export interface GeminiHost {
   /** The configuration the client routes by now. */
   config(): ClusterConfig;
-  /** Fetches the configuration (at least as new as `atLeast` if given, when the coordinator has it). */
+  /** Fetches the configuration with a request sent after this call (at least as new as `atLeast` if given, when the coordinator has it). */
   refresh(atLeast?: number): Promise<ClusterConfig>;
   instance(id: number): InstanceApi;
   /** Waits `ms` (the model test runs on its own clock). */
@@ -77,6 +78,8 @@ export interface GeminiCounters {
 }
 
 export const DIRTY_PAGE = 4_096;
+/** After a write of unknown outcome, when its keys are deleted once more (past the instances' Q lease, 5 s). */
+const LATE_INVALIDATION_MS = 10_000;
 
 interface DirtyCopy { configId: number; keys: Set<string> | undefined; loading?: Promise<void> }
 
@@ -283,9 +286,19 @@ export class GeminiClient {
     try {
       await apply();
     } catch (err) {
-      await Promise.all(held.map((h) => h.release().catch(() => undefined)));
+      if (code(err) === 'UNKNOWN_OUTCOME') {
+        // It may land later: the Q leases stay until they time out (deleting the entries then),
+        // and the keys are deleted once more after that, when a landing is long past.
+        void this.host.sleep(LATE_INVALIDATION_MS).then(() => Promise.all(keys.map((k) => this.invalidated(k, undefined, this.host.now() + this.o.timeoutMs)))).catch(() => undefined);
+      } else {
+        await Promise.all(held.map((h) => h.release().catch(() => undefined)));
+      }
       throw err;
     }
+    // A key no cache served when its lease was asked for may be served by one now (an instance
+    // back, the layer made), whose reader may have filled it from before the update: a
+    // configuration fetched after the update says where to delete it.
+    if (held.length < keys.length) await this.host.refresh().catch(() => undefined);
     await Promise.all(keys.map((k, i) => {
       const l = leases[i] as PromiseFulfilledResult<Lease | undefined>;
       return this.invalidated(k, l.value, deadline);
@@ -330,8 +343,6 @@ export class GeminiClient {
       } catch (err) {
         if (!(code(err) === 'STALE_CONFIG' || unreachable(err))) throw err;
       }
-    } else if (!this.host.config().cache) {
-      return;
     }
     for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
       const config = this.host.config();

@@ -11,6 +11,9 @@ import type { ClusterConfig } from '../cluster/config.js';
 import { overwrites } from '../cluster/gemini.js';
 import { DIRTY_PAGE, type GeminiHost } from './gemini-client.js';
 
+/** Dirty keys processed between two renewals of the Redlease (a few calls each, well inside the lease). */
+const RENEW_EVERY = 256;
+
 export interface RecoveryHost extends GeminiHost {
   /** Tells the coordinator that `fragment`'s dirty list was processed under configuration `configId`. */
   recovered(fragment: number, configId: number): Promise<void>;
@@ -49,8 +52,16 @@ export async function recoverFragments(host: RecoveryHost): Promise<RecoveryPass
         complete = false; // the coordinator discards the fragment once it learns the list is gone
         break;
       }
-      for (const key of page.keys) {
+      for (const [n, key] of page.keys.entries()) {
         pass.keys++;
+        if (n > 0 && n % RENEW_EVERY === 0) {
+          const renewed = await s.redlease(cfg, f.id, token);
+          if (renewed === undefined) {
+            complete = false;
+            break;
+          }
+          token = renewed;
+        }
         if (!overwrite) {
           await p.delete(cfg, key);
           continue;
@@ -61,6 +72,7 @@ export async function recoverFragments(host: RecoveryHost): Promise<RecoveryPass
         if (v && await p.iqset(cfg, key, v, lease.token, f.id)) pass.overwritten++;
         else if (!v) await p.idelete(cfg, key, lease.token);
       }
+      if (!complete) break;
       from += page.keys.length;
       const renewed = await s.redlease(cfg, f.id, token);
       if (renewed === undefined) {

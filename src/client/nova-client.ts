@@ -242,6 +242,8 @@ export class NovaClient {
       this.gemini = new GeminiClient({
         config: () => this.config,
         refresh: async () => {
+          // A fetch under way may have been sent before the caller's request: wait for it, then send one.
+          await this.refreshing?.catch(() => undefined);
           await this.refresh();
           return this.config;
         },

@@ -47,6 +47,8 @@ export interface CacheFragment {
   migrate?: boolean;
   /** Recovery: a worker has emptied the dirty list (the fragment is normal once migration ends too). */
   dirtyDone?: boolean;
+  /** Recovery: the configuration id it entered recovery under (a worker's report from an earlier recovery is ignored). */
+  since?: number;
 }
 
 export interface CacheLayer {
@@ -133,7 +135,7 @@ export function joinInstance(layer: CacheLayer, instance: number, id: number): C
 export interface CacheView {
   /** Instances alive now (their lease held). */
   alive: ReadonlySet<number>;
-  /** For a transient fragment whose primary is alive again and whose secondary is alive: its dirty list. */
+  /** The dirty list of a transient fragment whose primary is alive again, or of a recovering one not yet processed, both replicas alive. */
   dirty: ReadonlyMap<number, DirtyFinding>;
 }
 
@@ -179,6 +181,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       delete f.secondaryFloor;
       delete f.migrate;
       delete f.dirtyDone;
+      delete f.since;
     };
     if (f.mode === 'normal') {
       if (up(f.primary)) continue;
@@ -249,6 +252,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       f.mode = 'recovery';
       f.migrate = migrates(layer.mode);
       f.dirtyDone = false;
+      f.since = id;
       note(`instance ${f.primary} back: recovering from the dirty list on instance ${f.secondary}`, false);
       continue;
     }
@@ -260,6 +264,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       if (f.dirtyDone) f.secondaryFloor = id;
       delete f.migrate;
       delete f.dirtyDone;
+      delete f.since;
       note(`instance ${f.primary} down again before its recovery ended`, false);
       continue;
     }
@@ -273,6 +278,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
         delete f.secondaryFloor;
         delete f.migrate;
         delete f.dirtyDone;
+        delete f.since;
         note(`instance ${f.primary} and secondary ${s ?? ''} down during the recovery, no instance alive: discarded, served by none`, true);
       } else {
         discardTo(p);
@@ -289,19 +295,29 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
         delete f.secondaryFloor;
         delete f.migrate;
         delete f.dirtyDone;
+        delete f.since;
       } else {
         discardTo(f.primary);
       }
       note(done ? `secondary ${s ?? ''} down after the dirty list was emptied: migration ends` : `secondary ${s ?? ''} down during the recovery, with the dirty list: discarded`, !done);
+      continue;
+    }
+    // Both up: a dirty list found partial or missing before it was processed cannot be trusted.
+    const d = f.dirtyDone ? undefined : view.dirty.get(f.id);
+    if (d !== undefined && d !== 'whole') {
+      discardTo(f.primary);
+      note(`instance ${f.primary} recovering but its dirty list on instance ${f.secondary ?? ''} is now ${d}: discarded`, true);
     }
   }
   return changes.length === 0 ? undefined : { layer: { ...layer, fragments }, changes };
 }
 
 /** A recovery worker emptied fragment `j`'s dirty list (or migration ended): normal once both are done. */
-export function recoveryStep(layer: CacheLayer, j: number, what: 'dirty' | 'migration'): CacheLayer | undefined {
+export function recoveryStep(layer: CacheLayer, j: number, what: 'dirty' | 'migration', configId?: number): CacheLayer | undefined {
   const f = layer.fragments[j];
   if (!f || f.mode !== 'recovery') return undefined;
+  // A worker's report names the configuration it worked under: one from before this recovery began is about an earlier list.
+  if (what === 'dirty' && configId !== undefined && configId < (f.since ?? 0)) return undefined;
   const g: CacheFragment = { ...f, ...(what === 'dirty' ? { dirtyDone: true } : { migrate: false }) };
   if (g.dirtyDone && !g.migrate) {
     g.mode = 'normal';
@@ -309,6 +325,7 @@ export function recoveryStep(layer: CacheLayer, j: number, what: 'dirty' | 'migr
     delete g.secondaryFloor;
     delete g.migrate;
     delete g.dirtyDone;
+    delete g.since;
   } else if (g.dirtyDone === f.dirtyDone && g.migrate === f.migrate) {
     return undefined;
   }
@@ -335,6 +352,7 @@ export function layerFrom(x: unknown, what: string): CacheLayer | undefined {
     if (f.mode === 'recovery') {
       g.migrate = !!f.migrate;
       g.dirtyDone = !!f.dirtyDone;
+      if (num(f.since)) g.since = f.since;
     }
     return g;
   });

@@ -5,6 +5,7 @@
  * dirty list is whole; before a secondary is published it starts the dirty list there with its
  * marker (so an append to a list evicted meanwhile makes one known to be partial).
  */
+import { performance } from 'node:perf_hooks';
 import type { ClusterConfig } from '../cluster/config.js';
 import { NovaError } from '../common/errors.js';
 import { joinInstance, newLayer, reconcile, recoveryStep, type CacheLayer, type DirtyFinding, type FragmentChange } from '../cluster/gemini.js';
@@ -13,31 +14,45 @@ import { joinInstance, newLayer, reconcile, recoveryStep, type CacheLayer, type 
 export interface KeeperInstance {
   dirtyFetch(cfg: number, fragment: number, from: number, limit: number): Promise<{ state: string }>;
   dirtyInit(cfg: number, fragment: number): Promise<void>;
+  /** Makes the instance refuse callers under configurations older than `cfg`. */
+  fence(cfg: number): Promise<void>;
 }
 
-/** The layer to publish under configuration `config.id + 1`, and what changed; undefined if nothing does. */
-export async function keepLayer(config: ClusterConfig, alive: ReadonlySet<number>, instance: (id: number) => KeeperInstance):
-  Promise<{ layer: CacheLayer; changes: FragmentChange[] } | undefined> {
+/**
+ * The layer to publish under configuration `config.id + 1`, and what changed; undefined if
+ * nothing does. Before it returns one, every live instance has been fenced with the new id, so
+ * no client still routing by an older configuration is served by one that loses a fragment
+ * while one that gains it fills it: `unfenced` lists those that did not answer (then it must
+ * not be published; the next step tries again, or finds them down). `recovering`: also ask after
+ * the dirty lists of recovering fragments (a list evicted or lost meanwhile discards them).
+ */
+export async function keepLayer(config: ClusterConfig, alive: ReadonlySet<number>, instance: (id: number) => KeeperInstance, recovering = true):
+  Promise<{ layer: CacheLayer; changes: FragmentChange[]; unfenced: number[] } | undefined> {
   const layer = config.cache;
   if (!layer) return undefined;
   const next = config.id + 1;
-  const live = new Set(alive);
   const dirty = new Map<number, DirtyFinding>();
   if (layer.mode !== 'stale' && layer.mode !== 'volatile') {
     for (const f of layer.fragments) {
-      if (f.mode !== 'transient' || f.secondary === undefined || !live.has(f.primary) || !live.has(f.secondary)) continue;
+      const asked = f.mode === 'transient' || (recovering && f.mode === 'recovery' && !f.dirtyDone);
+      if (!asked || f.secondary === undefined || !alive.has(f.primary) || !alive.has(f.secondary)) continue;
       // A secondary that does not answer is asked again next time (its lease says whether it is down).
       const page = await instance(f.secondary).dirtyFetch(config.id, f.id, 0, 0).catch(() => undefined);
-      if (page) dirty.set(f.id, page.state === 'whole' ? 'whole' : page.state === 'missing' ? 'missing' : 'partial');
+      if (page) dirty.set(f.id, page.state === 'whole' || page.state === 'done' ? 'whole' : page.state === 'missing' ? 'missing' : 'partial');
     }
   }
-  const r = reconcile(layer, { alive: live, dirty }, next);
+  const r = reconcile(layer, { alive, dirty }, next);
   if (!r) return undefined;
-  // A secondary that does not take its list's marker is published all the same: its list is
-  // then missing or partial when the primary returns, and the primary's entries are discarded.
+  // Under the current id: a list started late (the secondary slow) is refused once a client under
+  // the new one has appended to it, and stays without marker, so it is known to be partial. A
+  // secondary that does not take its marker is published all the same, with the same effect.
   await Promise.all(r.layer.fragments.filter((f) => f.mode === 'transient' && f.secondary !== undefined && f.secondaryFloor === next)
-    .map((f) => instance(f.secondary!).dirtyInit(next, f.id).catch(() => undefined)));
-  return r;
+    .map((f) => instance(f.secondary!).dirtyInit(config.id, f.id).catch(() => undefined)));
+  const unfenced: number[] = [];
+  await Promise.all([...alive].map((id) => instance(id).fence(next).catch(() => {
+    unfenced.push(id);
+  })));
+  return { ...r, unfenced };
 }
 
 /** An instance's counters as its heartbeat reports them (cumulative since it started). */
@@ -52,6 +67,10 @@ const HIT_SLACK = 0.02;
 const MISS_SLACK = 0.05;
 /** Lookups a window needs before its ratio decides anything. */
 const MIN_LOOKUPS = 50;
+/** How long a change deferred (an instance did not take its fence) waits before it is tried again. */
+const DEFER_MS = 1_000;
+/** How often the dirty lists of recovering fragments are asked after. */
+const RECOVERY_CHECK_MS = 1_000;
 
 export interface StewardHost {
   config(): ClusterConfig;
@@ -80,6 +99,9 @@ export class CacheSteward {
   private readonly hitBefore = new Map<number, number>();
   /** Fragments discarded (their primary's entries voided) since the coordinator started. */
   discards = 0;
+  private lastRecoveryCheck = -Infinity;
+  /** After a deferred change, no step before this. */
+  private quietUntil = -Infinity;
 
   constructor(private readonly h: StewardHost) {}
 
@@ -144,8 +166,22 @@ export class CacheSteward {
         if (r.hit !== undefined) this.hitBefore.set(f.primary, r.hit);
       }
     }
-    const kept = await keepLayer(config, alive, (id) => this.h.instance(id));
+    if (now < this.quietUntil) return;
+    const recovering = now - this.lastRecoveryCheck >= RECOVERY_CHECK_MS;
+    if (recovering) this.lastRecoveryCheck = now;
+    const kept = await keepLayer(config, alive, (id) => this.h.instance(id), recovering);
     if (this.h.config() !== config) return; // the configuration changed meanwhile: look again next tick
+    // An instance taken as down that was heard from meanwhile may have renewed its lease under the
+    // current configuration and serve by it: publish nothing that assumed it down.
+    const later = performance.now();
+    const heard = members.filter((id) => !alive.has(id) && this.h.alive(id, later));
+    if (kept && (kept.unfenced.length > 0 || heard.length > 0)) {
+      this.h.onLog?.(`cache layer: ${heard.length > 0 ? `instance(s) ${heard.join(', ')} heard from again` : `instance(s) ${kept.unfenced.join(', ')} did not take configuration ${config.id + 1}`}; the change waits`);
+      // The others were told of the new id: it is published, unchanged, so clients can reach them.
+      this.h.publish({ ...config, id: config.id + 1 }, 'cache layer: a change deferred');
+      this.quietUntil = later + DEFER_MS;
+      return;
+    }
     if (kept) {
       this.discards += kept.changes.filter((c) => c.discarded).length;
       this.h.publish({ ...config, id: config.id + 1, cache: kept.layer }, `cache layer: ${kept.changes.map((c) => `fragment ${c.fragment} ${c.from} → ${c.to} (${c.why})`).join('; ')}`);
@@ -157,6 +193,15 @@ export class CacheSteward {
       const layer = joinInstance(config.cache, joining, config.id + 1);
       const moved = layer.fragments.filter((f, j) => f.primary !== config.cache!.fragments[j]!.primary).length;
       if (moved > 0) {
+        // The instances giving fragments up must stop serving clients that still route to them first.
+        const unfenced: number[] = [];
+        await Promise.all([...alive].map((id) => this.h.instance(id).fence(config.id + 1).catch(() => { unfenced.push(id); })));
+        if (this.h.config() !== config) return;
+        if (unfenced.length > 0) {
+          this.h.publish({ ...config, id: config.id + 1 }, `cache layer: instance(s) ${unfenced.join(', ')} did not take the new configuration; ${joining}'s joining waits`);
+          this.quietUntil = performance.now() + DEFER_MS;
+          return;
+        }
         this.h.publish({ ...config, id: config.id + 1, cache: layer }, `cache layer: instance ${joining} joined and takes ${moved} fragment(s)`);
         return;
       }
@@ -174,7 +219,9 @@ export class CacheSteward {
       const s = this.ratios(f.secondary, now);
       const restored = h !== undefined && p.hit !== undefined && p.hit >= h - HIT_SLACK;
       const useless = h !== undefined && s.secondaryHit !== undefined && 1 - s.secondaryHit >= 1 - h + MISS_SLACK;
-      if (!restored && !useless) continue;
+      // No hit ratio from before the failure (the coordinator restarted since, or too few lookups): nothing to restore to.
+      const blind = h === undefined && !!f.dirtyDone;
+      if (!restored && !useless && !blind) continue;
       const next = recoveryStep(layer, f.id, 'migration');
       if (next) {
         layer = next;
@@ -190,8 +237,8 @@ export class CacheSteward {
     const config = this.h.config();
     if (typeof j !== 'number' || typeof cfg !== 'number' || !config.cache) throw new NovaError('BAD_ARGUMENT', 'cacheRecovered takes [fragment, configuration id]');
     const f = config.cache.fragments[j];
-    if (!f || f.mode !== 'recovery' || cfg < config.id - 1_000_000) return config.id;
-    const next = recoveryStep(config.cache, j, 'dirty');
+    if (!f || f.mode !== 'recovery') return config.id;
+    const next = recoveryStep(config.cache, j, 'dirty', cfg);
     if (next) this.h.publish({ ...config, id: config.id + 1, cache: next }, `cache layer: fragment ${j}'s dirty list processed`);
     return this.h.config().id;
   }

@@ -214,6 +214,7 @@ export class Coordinator {
     instance: (id) => ({
       dirtyFetch: (cfg, fragment, from, limit) => this.callMember<{ state: string }>('cache', id, 'dirtyFetch', [cfg, fragment, from, limit], 2_000),
       dirtyInit: async (cfg, fragment) => { await this.callMember('cache', id, 'dirtyInit', [cfg, fragment], 2_000); },
+      fence: async (cfg) => { await this.callMember('cache', id, 'fence', [cfg], 2_000); },
     }),
     alive: (id, now) => now - (this.seen.get(memberKey('cache', id))?.at ?? -Infinity) < this.config.settings.cacheLeaseMs,
     knowsLiveness: (now) => now >= this.graceUntil,
@@ -292,6 +293,8 @@ export class Coordinator {
     this.graceUntil = performance.now() + Math.max(this.config.settings.ltcLeaseMs, this.config.settings.cacheLeaseMs);
     this.leading = true;
     if (this.o.etcd) this.o.onLog?.(`leading: config ${this.config.id} from ${this.store.where}`);
+    // The coordinator before may have fenced cache instances with the next id and not published it.
+    if (this.config.cache) this.publish({ ...this.config, id: this.config.id + 1 }, 'cache layer: a new leader takes a configuration id past any its cache instances were told of');
     this.leaseTimer = setInterval(() => this.expireLeases(), LEASE_TICK_MS);
     const every = this.config.settings.autoRebalanceMs;
     if (every > 0) this.rebalanceTimer = setInterval(() => this.autoRebalance('the periodic rebalance'), every);

@@ -74,6 +74,9 @@ export interface CacheCounters {
 interface ILease { token: number; until: number }
 interface QLeases { tokens: Map<number, number> }
 
+/** How far ahead of the newest configuration it knows a caller's may be. */
+const MAX_AHEAD = 1_000_000;
+
 /** Keys leased at once at most (I and Q): past it, a miss gets no lease (the reader reads the LTCs, nothing is inserted). */
 const MAX_LEASED_KEYS = 1_000_000;
 
@@ -91,7 +94,7 @@ export class CacheInstance {
     this.now = o.now ?? (() => performance.now());
   }
 
-  /** The coordinator's newest configuration id (registration, heartbeats). */
+  /** The coordinator's newest configuration id (registration, heartbeats, a fence before it publishes a change). */
   learn(id: number): void {
     if (id > this.configId) this.configId = id;
   }
@@ -100,6 +103,8 @@ export class CacheInstance {
   private enter(cfg: number): void {
     if (this.o.serving && !this.o.serving()) throw new NovaError('UNAVAILABLE', 'this cache instance\'s lease has lapsed (no heartbeat answered): it serves nothing until it renews');
     if (cfg < this.configId) throw Object.assign(new NovaError('STALE_CONFIG', `configuration ${cfg} is older than ${this.configId}: fetch it again`), { detail: this.configId });
+    // Configurations come one at a time: an id far ahead of any this instance heard of is bogus, and taking it would refuse every caller.
+    if (this.configId > 0 && cfg > this.configId + MAX_AHEAD) throw new NovaError('BAD_ARGUMENT', `configuration ${cfg} is ${cfg - this.configId} ahead of the newest this instance knows (${this.configId}): not one the coordinator made`);
     this.configId = cfg;
   }
 
@@ -239,6 +244,11 @@ export class CacheInstance {
     const v = this.valid(key, floor, false);
     if (v) this.counters.secondaryHits++;
     return v;
+  }
+
+  /** The coordinator, before it publishes configuration `cfg`: callers under older ones are refused from now on. */
+  fence(cfg: number): void {
+    this.enter(cfg);
   }
 
   /** Starts `fragment`'s dirty list with its marker (the coordinator, before it publishes the transient mode). */

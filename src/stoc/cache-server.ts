@@ -8,11 +8,15 @@
  *   iset [cfg, key] → the same, without value       iqset [cfg, key, value, token, fragment] → bool
  *   idelete [cfg, key, token]   qareg [cfg, key, dirtyFragment|null] → token   dar [cfg, key, token]
  *   delete [cfg, key, dirtyFragment|null]   get [cfg, key, floor] → value | null
- *   dirtyInit [cfg, fragment]   dirtyFetch [cfg, fragment, from, limit] → {state, keys, total}
+ *   dirtyInit [cfg, fragment]   fence [cfg]   dirtyFetch [cfg, fragment, from, limit] → {state, keys, total}
  *   redlease [cfg, fragment, renew|null] → token | null   dirtyDone [cfg, fragment, token] → bool
  *   stats [] → CacheServerStats
  */
+import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
+import { lockDir, replaceFile } from '../common/files.js';
+import { CACHE_LOG } from './cache-log.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { DEFAULT_LIMITS } from '../log/write-batch.js';
 import { CacheInstance, type CacheCounters } from './cache-instance.js';
@@ -50,6 +54,8 @@ const LEASE_MS = 5_000;
 const REDLEASE_MS = 10_000;
 const SWEEP_MS = 1_000;
 const MAX_DIRTY_KEYS = 1_000_000;
+/** The largest cache log (one Buffer at start-up). */
+const MAX_LOG_BYTES = 2 ** 31 - 1;
 const MAX_FRAGMENT = 1_000_000;
 /** Keys a dirty-list page carries at most. */
 const MAX_PAGE = 16_384;
@@ -82,9 +88,26 @@ function fragmentOrNull(x: unknown): number | undefined {
 
 export class CacheServer {
   private constructor(readonly instance: CacheInstance, private readonly server: TcpRpcServer, private readonly advertise: string, private readonly sweeper: NodeJS.Timeout,
-    private readonly id: number) {}
+    private readonly id: number, private readonly unlock: () => void) {}
 
   static async start(o: CacheServerOptions): Promise<CacheServer> {
+    // The whole log is read at start-up, in one buffer.
+    if (o.diskBytes > MAX_LOG_BYTES) throw new NovaError('BAD_ARGUMENT', `--disk-bytes ${o.diskBytes}: a cache log over ${MAX_LOG_BYTES} bytes is not implemented yet (its memory at most a quarter of that)`);
+    let unlock = (): void => undefined;
+    if (o.dir !== undefined) {
+      mkdirSync(o.dir, { recursive: true });
+      unlock = lockDir(o.dir); // one process per directory: two would each miss the other's invalidations
+    }
+    try {
+      if (o.dir !== undefined && !o.volatile) setAsideAfterReboot(o.dir, o.sync ?? false, o.onLog);
+      return await CacheServer.serve(o, unlock);
+    } catch (err) {
+      unlock();
+      throw err;
+    }
+  }
+
+  private static async serve(o: CacheServerOptions, unlock: () => void): Promise<CacheServer> {
     const store = CacheStore.open({
       dir: o.dir, memoryBytes: o.memoryBytes, diskBytes: o.diskBytes, sync: o.sync ?? false,
       maxDirtyKeys: o.maxDirtyKeys ?? MAX_DIRTY_KEYS, volatile: o.volatile, onLog: o.onLog,
@@ -106,6 +129,7 @@ export class CacheServer {
           delete: ([c, k, f]) => i.delete(cfgOf(c), keyOf(k), fragmentOrNull(f)),
           get: ([c, k, f]) => i.get(cfgOf(c), keyOf(k), countOf(f, 'the floor')) ?? null,
           dirtyInit: ([c, f]) => i.dirtyInit(cfgOf(c), frag(f)),
+          fence: ([c]) => i.fence(cfgOf(c)),
           dirtyFetch: ([c, f, from, limit]) => i.dirtyFetch(cfgOf(c), frag(f), countOf(from, 'from'), countOf(limit, 'the limit', MAX_PAGE)),
           redlease: ([c, f, r]) => i.redlease(cfgOf(c), frag(f), r === null || r === undefined ? undefined : countOf(r, 'the token')) ?? null,
           dirtyDone: ([c, f, t]) => i.dirtyDone(cfgOf(c), frag(f), countOf(t, 'the token')),
@@ -116,9 +140,15 @@ export class CacheServer {
       store.close();
       throw err;
     }
-    const sweeper = setInterval(() => i.sweep(), SWEEP_MS);
+    const sweeper = setInterval(() => {
+      try {
+        i.sweep();
+      } catch (err) {
+        o.onLog?.(`sweeping expired leases: ${(err as Error).message}`);
+      }
+    }, SWEEP_MS);
     sweeper.unref();
-    return new CacheServer(instance, server, advertisedHost(o.host, o.advertise), sweeper, o.id);
+    return new CacheServer(instance, server, advertisedHost(o.host, o.advertise), sweeper, o.id, unlock);
   }
 
   /** HOST:PORT clients reach it at. */
@@ -132,9 +162,40 @@ export class CacheServer {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    await this.server.close();
-    this.instance.store.close();
+    try {
+      await this.server.close();
+      this.instance.store.close();
+    } finally {
+      this.unlock();
+    }
   }
+}
+
+/** The file that names the boot the cache log was last written under. */
+const BOOT_FILE = 'boot-id';
+
+/**
+ * Without sync, a log written before the machine restarted may lack invalidations it had
+ * acknowledged (they were in the page cache): it is set aside (renamed, never deleted) and the
+ * instance starts empty. A process restart keeps the boot, and the log. Where the boot cannot be
+ * told (no /proc), nothing is set aside.
+ */
+export function setAsideAfterReboot(dir: string, sync: boolean, onLog?: (line: string) => void): void {
+  let boot: string;
+  try {
+    boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return;
+  }
+  mkdirSync(dir, { recursive: true });
+  const log = join(dir, CACHE_LOG);
+  const was = existsSync(join(dir, BOOT_FILE)) ? readFileSync(join(dir, BOOT_FILE), 'utf8').trim() : undefined;
+  if (!sync && was !== undefined && was !== boot && existsSync(log)) {
+    const aside = `${log}.before-reboot-${Date.now()}`;
+    renameSync(log, aside);
+    onLog?.(`${log} was written before the machine restarted, without --sync: invalidations it acknowledged may be lost, so it was set aside as ${aside} and the instance starts empty`);
+  }
+  if (was !== boot) replaceFile(dir, BOOT_FILE, `${boot}\n`);
 }
 
 function statsOf(id: number, i: CacheInstance): CacheServerStats {

@@ -71,6 +71,7 @@ async function run(mode: CacheMode, seed: number, steps: number): Promise<Outcom
       get: (c, k, f) => call((i) => i.get(c, k, f)),
       dirtyFetch: (c, f, from, limit) => call((i) => i.dirtyFetch(c, f, from, limit)),
       dirtyInit: (c, f) => call((i) => i.dirtyInit(c, f)),
+      fence: (c) => call((i) => i.fence(c)),
       redlease: (c, f, r) => call((i) => i.redlease(c, f, r)),
       dirtyDone: (c, f, t) => call((i) => i.dirtyDone(c, f, t)),
     };
