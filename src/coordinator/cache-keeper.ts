@@ -179,7 +179,7 @@ export class CacheSteward {
       this.h.onLog?.(`cache layer: ${heard.length > 0 ? `instance(s) ${heard.join(', ')} heard from again` : `instance(s) ${kept.unfenced.join(', ')} did not take configuration ${config.id + 1}`}; the change waits`);
       // The others were told of the new id: it is published, unchanged, so clients can reach them.
       this.h.publish({ ...config, id: config.id + 1 }, 'cache layer: a change deferred');
-      this.quietUntil = later + DEFER_MS;
+      this.quietUntil = now + DEFER_MS;
       return;
     }
     if (kept) {
@@ -199,7 +199,7 @@ export class CacheSteward {
         if (this.h.config() !== config) return;
         if (unfenced.length > 0) {
           this.h.publish({ ...config, id: config.id + 1 }, `cache layer: instance(s) ${unfenced.join(', ')} did not take the new configuration; ${joining}'s joining waits`);
-          this.quietUntil = performance.now() + DEFER_MS;
+          this.quietUntil = now + DEFER_MS;
           return;
         }
         this.h.publish({ ...config, id: config.id + 1, cache: layer }, `cache layer: instance ${joining} joined and takes ${moved} fragment(s)`);
