@@ -340,7 +340,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--advertise <host>', 'the address clients reach it at (default: --host)')
     .option('--port <n>', 'port (0 picks a free one)', port, 0)
     .option('--memory-bytes <n>', 'bytes of entries held (least recently used evicted past it)', positiveInt, 256 * 2 ** 20)
-    .option('--disk-bytes <n>', 'bytes its file may take (at least twice --memory-bytes)', positiveInt, 1024 * 2 ** 20)
+    .option('--disk-bytes <n>', 'bytes its file may take (at least twice --memory-bytes, at most 2 GiB)', positiveInt, 1024 * 2 ** 20)
     .option('--volatile', 'keep nothing on disk: a restart starts empty', false)
     .action((o: { id: number; coordinator: string; clusterFile?: string; dir?: string; host: string; advertise?: string; port: number; memoryBytes: number; diskBytes: number; volatile: boolean }) =>
       runCache({ ...o, dir: o.dir ?? join(DEFAULT_DIR, `cache-${o.id}`) }));
