@@ -166,9 +166,11 @@ export async function runCache(o: CacheCli): Promise<void> {
       },
       onRenewed: (at) => { renewedAt = at; },
       onConfig: (c) => {
+        const layerWas = config?.cache;
         config = c;
         leaseMs = c.settings.cacheLeaseMs;
         server.instance.learn(c.id);
+        if (c.cache && JSON.stringify(c.cache) !== JSON.stringify(layerWas)) server.collectFor(c.cache);
       },
       onLog: log,
     });

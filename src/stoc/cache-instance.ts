@@ -27,6 +27,7 @@
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import type { CacheStore } from './cache-store.js';
+import type { CacheLayer } from '../cluster/gemini.js';
 
 export interface CacheInstanceOptions {
   /** How long an I or Q lease lives (the session's LTC call must fit in it). */
@@ -76,6 +77,9 @@ interface QLeases { tokens: Map<number, number> }
 
 /** How far ahead of the newest configuration it knows a caller's may be. */
 const MAX_AHEAD = 1_000_000;
+
+/** Entries `collect` drops per call. */
+const COLLECT_CHUNK = 10_000;
 
 /** Keys leased at once at most (I and Q): past it, a miss gets no lease (the reader reads the LTCs, nothing is inserted). */
 const MAX_LEASED_KEYS = 1_000_000;
@@ -287,6 +291,26 @@ export class CacheInstance {
     this.store.dirtyDone(fragment);
     await this.store.durable();
     return true;
+  }
+
+  /**
+   * Discards the entries no configuration will use again: of a fragment this instance is neither
+   * primary nor secondary of in `layer`, or written under an id below its role's floor (a
+   * fragment discarded, moved, or ended as secondary). Dropping a valid entry would only cost a
+   * miss. Answers how many it dropped; `chunk` bounds the entries dropped per call (the rest wait
+   * for the next, so a large cache does not block the event loop).
+   */
+  collect(layer: CacheLayer, self: number, chunk = COLLECT_CHUNK): { dropped: number; more: boolean } {
+    const keys = this.store.keysWhere((e) => {
+      const f = layer.fragments[e.fragment];
+      if (!f) return true;
+      if (f.primary === self && e.configId >= f.floor) return false;
+      return !(f.secondary === self && e.configId >= (f.secondaryFloor ?? 0));
+    });
+    const dropped = keys.slice(0, chunk);
+    for (const k of dropped) this.store.discard(k);
+    this.counters.discarded += dropped.length;
+    return { dropped: dropped.length, more: keys.length > chunk };
   }
 
   /** Drops expired leases; a timed-out Q lease deletes its entry (the writer may have died after the LTC update). */

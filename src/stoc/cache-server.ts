@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
 import { lockDir, replaceFile } from '../common/files.js';
 import { CACHE_LOG } from './cache-log.js';
+import type { CacheLayer } from '../cluster/gemini.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { DEFAULT_LIMITS } from '../log/write-batch.js';
 import { CacheInstance, type CacheCounters } from './cache-instance.js';
@@ -88,7 +89,7 @@ function fragmentOrNull(x: unknown): number | undefined {
 
 export class CacheServer {
   private constructor(readonly instance: CacheInstance, private readonly server: TcpRpcServer, private readonly advertise: string, private readonly sweeper: NodeJS.Timeout,
-    private readonly id: number, private readonly unlock: () => void) {}
+    private readonly id: number, private readonly unlock: () => void, private readonly onLog?: (line: string) => void) {}
 
   static async start(o: CacheServerOptions): Promise<CacheServer> {
     // The whole log is read at start-up, in one buffer.
@@ -148,7 +149,36 @@ export class CacheServer {
       }
     }, SWEEP_MS);
     sweeper.unref();
-    return new CacheServer(instance, server, advertisedHost(o.host, o.advertise), sweeper, o.id, unlock);
+    return new CacheServer(instance, server, advertisedHost(o.host, o.advertise), sweeper, o.id, unlock, o.onLog);
+  }
+
+  private collecting = false;
+  private collectNext: CacheLayer | undefined;
+
+  /**
+   * Drops, in the background and a chunk per event-loop turn, the entries `layer` leaves no use
+   * for (CacheInstance.collect); a layer given meanwhile is collected after.
+   */
+  collectFor(layer: CacheLayer): void {
+    this.collectNext = layer;
+    if (this.collecting) return;
+    this.collecting = true;
+    const turn = (): void => {
+      const l = this.collectNext;
+      if (!l) {
+        this.collecting = false;
+        return;
+      }
+      try {
+        const r = this.instance.collect(l, this.id);
+        if (!r.more && this.collectNext === l) this.collectNext = undefined;
+      } catch (err) {
+        this.onLog?.(`discarding entries no fragment uses: ${(err as Error).message}`);
+        this.collectNext = undefined;
+      }
+      setImmediate(turn);
+    };
+    setImmediate(turn);
   }
 
   /** HOST:PORT clients reach it at. */

@@ -251,6 +251,14 @@ export class CacheStore {
   }
 
   /** Removes an entry the caller found stale (its configId under the fragment's floor), logged as a DELETE. */
+  /** The keys of the entries `drop` selects, least recently used first. */
+  keysWhere(drop: (e: CacheEntry) => boolean): Buffer[] {
+    this.checkOpen();
+    const out: Buffer[] = [];
+    for (const [k, e] of this.entries) if (drop(e)) out.push(Buffer.from(k, 'latin1'));
+    return out;
+  }
+
   discard(key: Buffer): void {
     this.checkWritable();
     checkKey(key);
