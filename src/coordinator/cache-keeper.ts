@@ -100,6 +100,8 @@ export class CacheSteward {
   /** Fragments discarded (their primary's entries voided) since the coordinator started. */
   discards = 0;
   private lastRecoveryCheck = -Infinity;
+  /** Workers' reports not yet applied: fragment → the configuration id it was processed under. */
+  private readonly reports = new Map<number, number>();
   /** After a deferred change, no step before this. */
   private quietUntil = -Infinity;
 
@@ -141,6 +143,7 @@ export class CacheSteward {
 
   /** One step, unless one is under way. */
   tick(now: number): void {
+    if (!this.busy) this.applyReports();
     if (this.busy || !this.h.knowsLiveness(now)) return;
     this.busy = true;
     void this.step(now).catch((err: Error) => this.h.onLog?.(`cache layer: ${err.message}`)).finally(() => {
@@ -235,11 +238,28 @@ export class CacheSteward {
   recovered(args: unknown[]): number {
     const [j, cfg] = args;
     const config = this.h.config();
-    if (typeof j !== 'number' || typeof cfg !== 'number' || !config.cache) throw new NovaError('BAD_ARGUMENT', 'cacheRecovered takes [fragment, configuration id]');
-    const f = config.cache.fragments[j];
-    if (!f || f.mode !== 'recovery') return config.id;
-    const next = recoveryStep(config.cache, j, 'dirty', cfg);
-    if (next) this.h.publish({ ...config, id: config.id + 1, cache: next }, `cache layer: fragment ${j}'s dirty list processed`);
-    return this.h.config().id;
+    if (!Number.isSafeInteger(j) || !Number.isSafeInteger(cfg) || !config.cache) throw new NovaError('BAD_ARGUMENT', 'cacheRecovered takes [fragment, configuration id]');
+    const f = config.cache.fragments[j as number];
+    if (f?.mode === 'recovery' && this.reports.size < config.cache.fragments.length) {
+      this.reports.set(j as number, Math.max(cfg as number, this.reports.get(j as number) ?? 0));
+    }
+    return config.id;
+  }
+
+  /** The workers' reports since the last tick, in one configuration (each would otherwise send every client to fetch one). */
+  private applyReports(): void {
+    const config = this.h.config();
+    if (this.reports.size === 0 || !config.cache) return;
+    let layer = config.cache;
+    const done: number[] = [];
+    for (const [j, cfg] of this.reports) {
+      const next = recoveryStep(layer, j, 'dirty', cfg);
+      if (next) {
+        layer = next;
+        done.push(j);
+      }
+    }
+    this.reports.clear();
+    if (done.length > 0) this.h.publish({ ...config, id: config.id + 1, cache: layer }, `cache layer: dirty lists of fragment(s) ${done.join(', ')} processed`);
   }
 }

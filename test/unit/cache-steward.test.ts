@@ -84,4 +84,22 @@ describe('cache steward', () => {
     expect(w.config.cache!.fragments.every((f) => f.mode === 'normal')).toBe(true);
     expect(w.published[0]).toMatch(/deferred/);
   });
+
+  it('applies the workers\' reports of processed dirty lists in one configuration, and ignores one from an earlier recovery', async () => {
+    const w = world();
+    const recovering = (j: number) => ({ ...w.config.cache!.fragments[j]!, mode: 'recovery' as const, secondary: 2, secondaryFloor: 11, migrate: false, dirtyDone: false, since: 20 });
+    w.config = { ...w.config, id: 21, cache: { ...w.config.cache!, fragments: w.config.cache!.fragments.map((f, j) => (j === 0 || j === 3 ? recovering(j) : f)) } };
+    const s = steward(w);
+    expect(s.recovered([0, 21])).toBe(21);
+    expect(s.recovered([3, 21])).toBe(21);
+    expect(s.recovered([1, 21])).toBe(21); // not recovering: nothing
+    expect(() => s.recovered(['x', 1])).toThrow(/cacheRecovered takes/);
+    await step(s, 1_000);
+    expect(w.published[0]).toMatch(/dirty lists of fragment\(s\) 0, 3 processed/);
+    expect(w.config.cache!.fragments.filter((f) => f.mode === 'recovery')).toEqual([]);
+    w.config = { ...w.config, id: 30, cache: { ...w.config.cache!, fragments: w.config.cache!.fragments.map((f, j) => (j === 0 ? recovering(0) : f)) } };
+    s.recovered([0, 19]); // processed under a configuration from before this recovery began
+    await step(s, 2_000);
+    expect(w.config.cache!.fragments[0]!.mode).toBe('recovery');
+  });
 });
