@@ -33,6 +33,8 @@ export interface RunSettings {
   seed: number;
   /** Cluster actions at given times of the run (schedule.ts; the nova engine only). */
   schedule?: ScheduledAction[];
+  /** The interval of the timelines: throughput, p99 and cache hit ratio per interval (default 1000 ms). */
+  intervalMs?: number;
 }
 
 export interface RunSpec extends RunSettings {
@@ -171,7 +173,8 @@ export function warmPageCache(dir: string): number {
 }
 
 /** Runs one workload against a loaded target. */
-export async function run(t: Target, spec: RunSpec, progress?: Progress, timelineMs = 1000): Promise<RunResult> {
+export async function run(t: Target, spec: RunSpec, progress?: Progress): Promise<RunResult> {
+  const timelineMs = spec.intervalMs ?? 1000;
   const warmedBytes = spec.warm === false ? 0 : warmPageCache(t.dir);
   t.keys.resetCounts(); // each run reports its own verify counts
   const r = new Random(spec.seed);

@@ -35,7 +35,7 @@ interface YcsbCliOptions {
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
   coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string; quietWait: number;
-  cache: string; cacheInstances: number; cacheMemory: number;
+  cache: string; cacheInstances: number; cacheMemory: number; intervalMs: number;
 }
 
 async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: string[], dists: string[] | undefined, baseline: string, rounds: number): Promise<void> {
@@ -58,7 +58,7 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     rounds, dir: o.dir, keep: o.keep, progress,
     cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction,
       cache: o.cache, cacheInstances: o.cacheInstances, cacheMemoryBytes: o.cacheMemory }, clients: o.clients,
-    quietWaitMs: o.quietWait * 1000, schedule: o.schedule,
+    quietWaitMs: o.quietWait * 1000, schedule: o.schedule, intervalMs: o.intervalMs,
   });
   console.log(runTable(result.runs));
   for (const line of scheduleLines(result.runs)) console.log(line);
@@ -255,6 +255,7 @@ export function buildProgram(): Command {
     .option('--dir <path>', 'where the engines\' directories go (default: the OS temp dir)')
     .option('--keep', 'keep the engines\' directories after the run', false)
     .option('--quiet-wait <s>', 'before each run, wait up to <s> seconds for the machine\'s CPUs to go quiet (under a quarter of a CPU busy), so CPU work left by an earlier cell (compactions, any engine\'s) does not run during it; 0: start at once', nonNegativeInt, 30)
+    .option('--interval-ms <n>', 'the timelines\' interval: throughput, p99 and the cache\'s hit ratio are reported per interval (a shorter one resolves a recovery finer)', positiveInt, 1000)
     .option('--json <file>', 'also write every figure as JSON to <file>')
     .option('--html <file>', 'also write an HTML report (throughput over time, latency distributions) to <file>')
     .option('--coordinator <host:port>', 'engine nova: use this running cluster (default: start one in the run\'s directory and stop it after)')
