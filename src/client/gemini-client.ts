@@ -78,6 +78,8 @@ export interface GeminiCounters {
 }
 
 export const DIRTY_PAGE = 4_096;
+/** Least time between two configuration fetches that reads bypassing an unreachable instance start. */
+const BYPASS_REFRESH_MS = 50;
 /** After a write of unknown outcome, when its keys are deleted once more (past the instances' Q lease, 5 s). */
 const LATE_INVALIDATION_MS = 10_000;
 
@@ -103,6 +105,7 @@ interface Lease {
 export class GeminiClient {
   readonly counters: GeminiCounters = { gets: 0, hits: 0, bypassed: 0, migrated: 0, byInstance: new Map() };
   private readonly dirty = new Map<number, DirtyCopy>();
+  private lastBypassRefresh = -Infinity;
 
   constructor(private readonly host: GeminiHost, private readonly o: GeminiClientOptions) {}
 
@@ -140,9 +143,14 @@ export class GeminiClient {
           continue;
         }
         if (unreachable(err) || code(err) === 'STALE_CONFIG') {
-          // The instance cannot answer: the LTCs can. The configuration may have moved on.
+          // The instance cannot answer: the LTCs can. The configuration may have moved on: one
+          // fetch now and then, not one per read (a dead instance fails every read routed to it).
           this.counters.bypassed++;
-          this.host.refresh().catch(() => undefined);
+          const now = this.host.now();
+          if (now - this.lastBypassRefresh >= BYPASS_REFRESH_MS) {
+            this.lastBypassRefresh = now;
+            this.host.refresh().catch(() => undefined);
+          }
           return read();
         }
         throw err;
