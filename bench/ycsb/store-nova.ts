@@ -1,7 +1,7 @@
 /** `nova`: a Nova cluster through NovaClient, started in the run's directory or given. */
 import { readSecretFile } from '../../src/common/cluster-secret.js';
 import { NovaClient } from '../../src/client/nova-client.js';
-import { NOVA_BIN, addComponent, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, up } from '../../src/control/cluster-control.js';
+import { NOVA_BIN, addComponent, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, restartComponent, up } from '../../src/control/cluster-control.js';
 import type { ActionOutcome, ScheduledAction } from './schedule.js';
 import type { MoveReport } from '../../src/coordinator/coordinator.js';
 import { rangeOf } from '../../src/cluster/config.js';
@@ -221,11 +221,9 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
     }
     case 'cache start': {
       const id = a.args[0] ?? 1;
-      const caches = file.components.filter((x) => x.role === 'cache').length;
       if (!file.components.some((x) => x.role === 'cache' && x.id === id)) throw new Error(`no cache instance ${id} in ${dir} (start the run with --cache MODE)`);
       const t0 = Date.now();
-      // What is not running is started again, on its directory; up waits until it holds fragments.
-      await up({ ...base, coordinatorArgs: [], caches, cacheMemoryBytes: cacheMemory.get(dir) });
+      await restartComponent({ ...base, cacheMemoryBytes: cacheMemory.get(dir) }, 'cache', id);
       const layer = (await fetchStatus(coordinator)).config.cache;
       const modes = layer ? layer.fragments.filter((f) => f.primary === id).map((f) => f.mode) : [];
       return { detail: `cache ${id} back after ${Date.now() - t0} ms: its fragments ${modes.filter((m) => m === 'recovery').length} recovering, ${modes.filter((m) => m === 'normal').length} normal, ${modes.filter((m) => m === 'transient').length} transient`, moves: [], cacheInstance: id };

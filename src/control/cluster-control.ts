@@ -328,6 +328,30 @@ export async function addComponent(o: Omit<UpOptions, 'ltcs' | 'stocs' | 'coordi
 }
 
 /**
+ * Starts component `role` `id` of the local cluster in `o.dir` again if it is not running (on its
+ * directory, as `nova up` would), and waits until the coordinator sees it up. The others are left
+ * as they are.
+ */
+export async function restartComponent(o: Omit<UpOptions, 'ltcs' | 'stocs' | 'coordinatorArgs'>, role: 'ltc' | 'stoc' | 'cache', id: number): Promise<Component> {
+  const dir = resolve(o.dir);
+  const file = readClusterFile(dir);
+  const old = file?.components.find((c) => c.role === role && c.id === id);
+  if (!file || !old) throw new NovaError('BAD_ARGUMENT', `${role} ${id} is not a component of the cluster in ${o.dir}`);
+  if (isRunning(old.pid, componentDir(dir, role, id))) return old;
+  const pid = startComponent({ ...o, dir, coordinatorArgs: [] }, role, id, file.coordinator);
+  const c: Component = { role, id, pid };
+  replaceFile(dir, 'cluster.json', JSON.stringify({ ...file, components: file.components.map((x) => (x === old ? c : x)) }, null, 1) + '\n');
+  const until = Date.now() + (o.timeoutMs ?? 60_000);
+  for (;;) {
+    if (!isRunning(pid, componentDir(dir, role, id))) throw new NovaError('UNAVAILABLE', `${role} ${id} exited at start-up: see ${join(dir, 'logs', `${role}-${id}.log`)}`);
+    const s = await fetchStatus(file.coordinator).catch(() => undefined);
+    if (s?.members.some((m) => m.role === role && m.id === id && m.pid === pid && m.alive)) return c;
+    if (Date.now() > until) throw new NovaError('DEADLINE_EXCEEDED', `${role} ${id} did not come back within ${o.timeoutMs ?? 60_000} ms: see its log under ${join(dir, 'logs')}`);
+    await sleep(100);
+  }
+}
+
+/**
  * `nova ltc remove`: the coordinator moves LTC `id`'s ranges to the others and tells it to stop;
  * on a local cluster (`dir`), this waits until its process has exited and drops it from cluster.json.
  */
