@@ -77,6 +77,20 @@ export function isCacheMode(x: unknown): x is CacheMode {
   return typeof x === 'string' && (CACHE_MODES as readonly string[]).includes(x);
 }
 
+/** A fragment served by its primary alone: no secondary, nothing of a recovery. */
+function alone(f: CacheFragment): void {
+  delete f.secondary;
+  delete f.secondaryFloor;
+  endRecovery(f);
+}
+
+/** Nothing of a recovery left on the fragment. */
+function endRecovery(f: CacheFragment): void {
+  delete f.migrate;
+  delete f.dirtyDone;
+  delete f.since;
+}
+
 /** The fragment a key belongs to. */
 export function fragmentOf(key: Uint8Array, fragments: number): number {
   return xxh32(key, 0, key.length, 0x6e6f7661) % fragments;
@@ -177,11 +191,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       f.mode = 'normal';
       f.primary = primary;
       f.floor = id;
-      delete f.secondary;
-      delete f.secondaryFloor;
-      delete f.migrate;
-      delete f.dirtyDone;
-      delete f.since;
+      alone(f);
     };
     if (f.mode === 'normal') {
       if (up(f.primary)) continue;
@@ -219,8 +229,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
         if (p === undefined) {
           const s = f.secondary;
           f.floor = id;
-          delete f.secondary;
-          delete f.secondaryFloor;
+          alone(f);
           note(`secondary ${s} down too and no instance alive: discarded, served by none`, true);
         } else {
           const s = f.secondary;
@@ -232,8 +241,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       if (!up(f.primary)) continue;
       if (layer.mode === 'stale') {
         f.mode = 'normal';
-        delete f.secondary;
-        delete f.secondaryFloor;
+        alone(f);
         note(`instance ${f.primary} back: its entries trusted as they are (stale)`, false);
         continue;
       }
@@ -262,9 +270,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       // A list already processed (a done tombstone) takes no appends: the secondary starts a new
       // one with its marker, and is published as secondary anew (its floor too).
       if (f.dirtyDone) f.secondaryFloor = id;
-      delete f.migrate;
-      delete f.dirtyDone;
-      delete f.since;
+      endRecovery(f);
       note(`instance ${f.primary} down again before its recovery ended`, false);
       continue;
     }
@@ -274,11 +280,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       if (p === undefined) {
         f.mode = 'transient';
         f.floor = id;
-        delete f.secondary;
-        delete f.secondaryFloor;
-        delete f.migrate;
-        delete f.dirtyDone;
-        delete f.since;
+        alone(f);
         note(`instance ${f.primary} and secondary ${s ?? ''} down during the recovery, no instance alive: discarded, served by none`, true);
       } else {
         discardTo(p);
@@ -291,11 +293,7 @@ export function reconcile(layer: CacheLayer, view: CacheView, id: number): { lay
       const done = !!f.dirtyDone;
       if (done) {
         f.mode = 'normal';
-        delete f.secondary;
-        delete f.secondaryFloor;
-        delete f.migrate;
-        delete f.dirtyDone;
-        delete f.since;
+        alone(f);
       } else {
         discardTo(f.primary);
       }
@@ -321,11 +319,7 @@ export function recoveryStep(layer: CacheLayer, j: number, what: 'dirty' | 'migr
   const g: CacheFragment = { ...f, ...(what === 'dirty' ? { dirtyDone: true } : { migrate: false }) };
   if (g.dirtyDone && !g.migrate) {
     g.mode = 'normal';
-    delete g.secondary;
-    delete g.secondaryFloor;
-    delete g.migrate;
-    delete g.dirtyDone;
-    delete g.since;
+    alone(g);
   } else if (g.dirtyDone === f.dirtyDone && g.migrate === f.migrate) {
     return undefined;
   }
