@@ -3,6 +3,7 @@
  * of an optional package a peer engine comes from.
  */
 import type { ActionOutcome, ScheduledAction } from './schedule.js';
+import type { NamedProcess } from './peak-memory.js';
 
 export interface KvStore {
   put(key: Buffer, value: Buffer): Promise<void>;
@@ -25,6 +26,8 @@ export interface KvStore {
    * phase). Default: this process, where in-process engines run.
    */
   processes?(): number[];
+  /** The same processes named for the report (their peak memory is read around each run); default: this process, named for the engine. */
+  namedProcesses?(): NamedProcess[];
   /** With a Gemini cache: its lookups and hits so far, in all and per instance (the client's counters). */
   cacheCounters?(): CacheCounters;
   /** With a Gemini cache: entries its instances discarded so far (their configuration id below their fragment's floor). */

@@ -15,6 +15,15 @@ export function writtenPerOp(r: { diskWriteBytes?: number; ops: number }): strin
   return r.diskWriteBytes === undefined || r.ops === 0 ? '' : (r.diskWriteBytes / r.ops / 1024).toFixed(1);
 }
 
+/** A run's processes' peak resident memory: the largest, named, and the sum when there are several. */
+export function peakLine(r: { peakRss?: Array<{ name: string; bytes: number }> }): string {
+  if (!r.peakRss || r.peakRss.length === 0) return '';
+  const mib = (b: number): string => (b / 2 ** 20).toFixed(0);
+  const top = r.peakRss.reduce((a, b) => (b.bytes > a.bytes ? b : a));
+  if (r.peakRss.length === 1) return mib(top.bytes);
+  return `${mib(top.bytes)} (${top.name}); ${mib(r.peakRss.reduce((n, p) => n + p.bytes, 0))} in all`;
+}
+
 export function runTable(runs: RunResult[]): string {
   const cols: Column<RunResult>[] = [
     { title: 'engine', value: (r) => r.engine, align: 'left' },
@@ -26,6 +35,7 @@ export function runTable(runs: RunResult[]): string {
       value: (r) => (r.latency[k] ? `${us(r.latency[k]!.p50Us)}/${us(r.latency[k]!.p99Us)}` : ''),
     })),
     { title: 'KB written/op', value: (r) => writtenPerOp(r) },
+    { title: 'peak RSS MiB', value: (r) => peakLine(r) },
     { title: 'errors', value: (r) => String(r.errors) },
     { title: 'verify', value: (r) => (r.verify ? `${r.verify.errors} bad of ${r.verify.reads}` : 'off') },
   ];

@@ -19,6 +19,7 @@ import { makeValue } from './values.js';
 import { OP_KINDS, OpChooser, type OpKind, type Workload } from './workload.js';
 import type { ScheduleEvent, ScheduledAction } from './schedule.js';
 import { CacheSampler, recoveryOf, type CacheRun } from './cache-timeline.js';
+import { peaks, resetPeaks, type PeakRss } from './peak-memory.js';
 
 /** How each run goes, whatever the workload and distribution. */
 export interface RunSettings {
@@ -76,6 +77,8 @@ export interface RunResult {
   events?: ScheduleEvent[];
   /** Through a Gemini cache: its hit ratio over time, and how a killed instance recovered. */
   cache?: CacheRun;
+  /** Each of the store's processes' peak resident memory during the run (Linux, local processes). */
+  peakRss?: PeakRss[];
   /** Latency distribution per operation: [bucket upper bound µs, count]. */
   histograms: Partial<Record<OpKind, Array<[number, number]>>>;
   errors: number;
@@ -257,6 +260,8 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress): Promis
   };
 
   const writtenBefore = storeWrites(t);
+  const named = t.store.namedProcesses?.() ?? [{ pid: process.pid, name: t.engine }];
+  const peaksReset = resetPeaks(named);
   const watched = await t.store.watchRun?.();
   const sampler = t.store.cacheCounters ? new CacheSampler(t.store.cacheCounters()) : undefined;
   const discardedBefore = await t.store.cacheDiscarded?.();
@@ -292,6 +297,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress): Promis
   }
   const seconds = (ended - start) / 1000;
   const written = writtenBetween(writtenBefore, storeWrites(t)); // before the verify pass, which only reads
+  const peakRss = peaksReset ? peaks(named) : undefined; // a process started during the run (a schedule's) is not among them
   const storeNote = await watched?.();
   let cache: CacheRun | undefined;
   if (sampler) {
@@ -317,7 +323,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress): Promis
     engine: t.engine, workload: spec.workload.name, mix: spec.workload.mix, dist: spec.dist, records: t.records,
     valueSize, scanLength: spec.scanLength, concurrency: spec.concurrency, sync: t.sync,
     ops: done, seconds, opsPerSec: done / seconds, latency, timeline, timelineP99, timelineMs, histograms, ...(events ? { events } : {}),
-    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written, storeNote, ...(cache ? { cache } : {}),
+    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written, storeNote, ...(cache ? { cache } : {}), ...(peakRss ? { peakRss } : {}),
   };
   const v = verifyOut ? `, verify: ${verifyOut.errors} errors in ${verifyOut.reads.toLocaleString('en-US')} values` : '';
   progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}${storeNote ? `; ${storeNote}` : ''}`, true);

@@ -117,6 +117,9 @@ export const nova: EngineAdapter = {
       // The LTCs and StoCs (the coordinator writes only its small config file). A member on
       // another machine has no /proc entry here, and then no figure is reported.
       processes: () => client.configuration.members.map((m) => m.pid),
+      // A cluster the bench started: every process of it, the coordinator's too.
+      namedProcesses: () => (c.coordinator ? client.configuration.members.map((m) => ({ pid: m.pid, name: `${m.role}-${m.id}` }))
+        : (readClusterFile(dir)?.components ?? []).map((x) => ({ pid: x.pid, name: x.role === 'coordinator' ? 'coordinator' : `${x.role}-${x.id}` }))),
       ...(cache ? {
         cacheCounters: () => {
           const k = client.cacheCounters!;

@@ -1,0 +1,48 @@
+/**
+ * Each process's peak resident memory during a run, from Linux's /proc/PID/status (`VmHWM`,
+ * the high-water mark of its resident set), reset before the run by writing 5 to
+ * /proc/PID/clear_refs, so each cell reports its own peak rather than the load's or an earlier
+ * cell's. Where that cannot be done (not Linux, another user's process), nothing is reported.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+
+export interface NamedProcess {
+  pid: number;
+  /** What it is, for the report: an engine's name, or a cluster component's role and id. */
+  name: string;
+}
+
+export interface PeakRss {
+  name: string;
+  bytes: number;
+}
+
+/** Starts each process's high-water mark afresh; false if any could not be reset. */
+export function resetPeaks(processes: readonly NamedProcess[]): boolean {
+  let all = true;
+  for (const p of processes) {
+    try {
+      writeFileSync(`/proc/${p.pid}/clear_refs`, '5');
+    } catch {
+      all = false;
+    }
+  }
+  return all;
+}
+
+/** Each process's peak resident memory since its last reset, or undefined if any cannot be read. */
+export function peaks(processes: readonly NamedProcess[]): PeakRss[] | undefined {
+  const out: PeakRss[] = [];
+  for (const p of processes) {
+    let text: string;
+    try {
+      text = readFileSync(`/proc/${p.pid}/status`, 'utf8');
+    } catch {
+      return undefined;
+    }
+    const m = /^VmHWM:\s*(\d+) kB$/m.exec(text);
+    if (!m) return undefined;
+    out.push({ name: p.name, bytes: Number(m[1]) * 1024 });
+  }
+  return out.length > 0 ? out : undefined;
+}
