@@ -154,6 +154,9 @@ export async function runCache(o: CacheCli): Promise<void> {
   const server = await CacheServer.start({
     id: o.id, dir: o.volatile ? undefined : o.dir, memoryBytes: o.memoryBytes, diskBytes: o.diskBytes, sync, host: o.host, advertise: o.advertise, port: o.port,
     serving: () => config !== undefined && performance.now() - renewedAt < leaseMs, onLog: log,
+  }).catch((err: unknown) => {
+    coordinator.close();
+    throw err;
   });
   const links = new CacheLinks(() => config!);
   let m: Membership;

@@ -32,12 +32,27 @@ export class CacheLinks {
     (address) => TcpRpcClient.connect(address, { timeoutMs: CALL_MS }),
     (c, lost) => c.onClose(lost));
   private readonly apis = new Map<string, InstanceApi>();
+  /** The instances of the configuration `seen`, by id. */
+  private readonly byId = new Map<number, InstanceApi>();
+  private seen: ClusterConfig | undefined;
 
   /** `config`: where instances are now (their addresses). */
   constructor(private readonly config: () => ClusterConfig) {}
 
   instance(id: number): InstanceApi {
-    const m = memberOf(this.config(), 'cache', id);
+    // Once per configuration, not per call: this is on every read's path.
+    const config = this.config();
+    if (config !== this.seen) {
+      this.seen = config;
+      this.byId.clear();
+    }
+    let api = this.byId.get(id);
+    if (!api) this.byId.set(id, api = this.lookup(config, id));
+    return api;
+  }
+
+  private lookup(config: ClusterConfig, id: number): InstanceApi {
+    const m = memberOf(config, 'cache', id);
     if (!m) {
       const gone = (): Promise<never> => Promise.reject(new NovaError('UNAVAILABLE', `cache instance ${id} is not in the configuration`));
       return { iqget: gone, iset: gone, iqset: gone, idelete: gone, qareg: gone, dar: gone, delete: gone, get: gone, dirtyFetch: gone, dirtyInit: gone, fence: gone, redlease: gone, dirtyDone: gone };

@@ -80,7 +80,7 @@ export interface GeminiCounters {
 export const DIRTY_PAGE = 4_096;
 /** Least time between two configuration fetches that reads bypassing an unreachable instance start. */
 const BYPASS_REFRESH_MS = 50;
-/** After a write of unknown outcome, when its keys are deleted once more (past the instances' Q lease, 5 s). */
+/** After a write of unknown outcome, when its keys are deleted once more: past the instances' Q lease (LEASE_MS, cache-server.ts). */
 const LATE_INVALIDATION_MS = 10_000;
 
 interface DirtyCopy { configId: number; keys: Set<string> | undefined; loading?: Promise<void> }
@@ -95,9 +95,8 @@ function unreachable(err: unknown): boolean {
   return c === 'UNAVAILABLE' || c === 'CLOSED' || c === 'DEADLINE_EXCEEDED' || c === 'PEER_LOST';
 }
 
-/** A writer's Q lease on one key, under the configuration it was taken by. */
+/** A writer's Q lease on one key. */
 interface Lease {
-  configId: number;
   /** Deletes the entry and releases the lease (dar). */
   release(): Promise<void>;
 }
@@ -123,9 +122,10 @@ export class GeminiClient {
    * coordinator may tell instances of a configuration a moment before it serves it: then wait a little.
    */
   private async newer(err: unknown, had: number): Promise<void> {
-    const seen = Number((err as { detail?: unknown }).detail);
-    const c = await this.host.refresh(Number.isSafeInteger(seen) ? seen : had + 1);
-    if (c.id < (Number.isSafeInteger(seen) ? seen : had + 1)) await this.host.sleep(5);
+    const detail = Number((err as { detail?: unknown }).detail);
+    const seen = Number.isSafeInteger(detail) ? detail : had + 1;
+    const c = await this.host.refresh(seen);
+    if (c.id < seen) await this.host.sleep(5);
   }
 
   /** The value of `key`: from the cache, or from `read` (the LTCs) and then inserted. */
@@ -333,7 +333,7 @@ export class GeminiClient {
         token = await instance.qareg(cfg, key, r.mode === 'transient' ? r.fragment : undefined);
         if (r.mode === 'recovery' && r.secondary) await this.host.instance(r.secondary.id).delete(cfg, key);
         const t = token;
-        return { release: () => instance.dar(cfg, key, t), configId: cfg };
+        return { release: () => instance.dar(cfg, key, t) };
       } catch (err) {
         if (token !== undefined) await instance.dar(cfg, key, token).catch(() => undefined);
         await this.retryOrThrow(err, config.id, deadline, wait, () => new NovaError('FAILED',

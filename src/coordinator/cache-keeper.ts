@@ -19,15 +19,12 @@ export interface KeeperInstance {
 }
 
 /**
- * The layer to publish under configuration `config.id + 1`, and what changed; undefined if
- * nothing does. Before it returns one, every live instance has been fenced with the new id, so
- * no client still routing by an older configuration is served by one that loses a fragment
- * while one that gains it fills it: `unfenced` lists those that did not answer (then it must
- * not be published; the next step tries again, or finds them down). `recovering`: also ask after
+ * The layer to publish under configuration `config.id + 1` (once every live instance is fenced
+ * with it: fenceAll), and what changed; undefined if nothing does. `recovering`: also ask after
  * the dirty lists of recovering fragments (a list evicted or lost meanwhile discards them).
  */
 export async function keepLayer(config: ClusterConfig, alive: ReadonlySet<number>, instance: (id: number) => KeeperInstance, recovering = true):
-  Promise<{ layer: CacheLayer; changes: FragmentChange[]; unfenced: number[] } | undefined> {
+  Promise<{ layer: CacheLayer; changes: FragmentChange[] } | undefined> {
   const layer = config.cache;
   if (!layer) return undefined;
   const next = config.id + 1;
@@ -48,11 +45,20 @@ export async function keepLayer(config: ClusterConfig, alive: ReadonlySet<number
   // secondary that does not take its marker is published all the same, with the same effect.
   await Promise.all(r.layer.fragments.filter((f) => f.mode === 'transient' && f.secondary !== undefined && f.secondaryFloor === next)
     .map((f) => instance(f.secondary!).dirtyInit(config.id, f.id).catch(() => undefined)));
+  return r;
+}
+
+/**
+ * Tells every live instance the id `next` before a configuration of it is published, so no
+ * client still routing by an older one is served by an instance that loses a fragment while
+ * the one gaining it fills it. Answers those that did not take it (then it must not be published).
+ */
+export async function fenceAll(alive: ReadonlySet<number>, next: number, instance: (id: number) => KeeperInstance): Promise<number[]> {
   const unfenced: number[] = [];
   await Promise.all([...alive].map((id) => instance(id).fence(next).catch(() => {
     unfenced.push(id);
   })));
-  return { ...r, unfenced };
+  return unfenced;
 }
 
 /** An instance's counters as its heartbeat reports them (cumulative since it started). */
@@ -173,21 +179,9 @@ export class CacheSteward {
     const recovering = now - this.lastRecoveryCheck >= RECOVERY_CHECK_MS;
     if (recovering) this.lastRecoveryCheck = now;
     const kept = await keepLayer(config, alive, (id) => this.h.instance(id), recovering);
-    if (this.h.config() !== config) return; // the configuration changed meanwhile: look again next tick
-    // An instance taken as down that was heard from meanwhile may have renewed its lease under the
-    // current configuration and serve by it: publish nothing that assumed it down.
-    const later = performance.now();
-    const heard = members.filter((id) => !alive.has(id) && this.h.alive(id, later));
-    if (kept && (kept.unfenced.length > 0 || heard.length > 0)) {
-      this.h.onLog?.(`cache layer: ${heard.length > 0 ? `instance(s) ${heard.join(', ')} heard from again` : `instance(s) ${kept.unfenced.join(', ')} did not take configuration ${config.id + 1}`}; the change waits`);
-      // The others were told of the new id: it is published, unchanged, so clients can reach them.
-      this.h.publish({ ...config, id: config.id + 1 }, 'cache layer: a change deferred');
-      this.quietUntil = now + DEFER_MS;
-      return;
-    }
     if (kept) {
-      this.discards += kept.changes.filter((c) => c.discarded).length;
-      this.h.publish({ ...config, id: config.id + 1, cache: kept.layer }, `cache layer: ${kept.changes.map((c) => `fragment ${c.fragment} ${c.from} → ${c.to} (${c.why})`).join('; ')}`);
+      await this.change(config, alive, members, now, kept.layer, `${kept.changes.map((c) => `fragment ${c.fragment} ${c.from} → ${c.to} (${c.why})`).join('; ')}`,
+        kept.changes.filter((c) => c.discarded).length);
       return;
     }
     const hosting = new Set(config.cache.fragments.flatMap((f) => [f.primary, ...(f.secondary !== undefined ? [f.secondary] : [])]));
@@ -196,20 +190,33 @@ export class CacheSteward {
       const layer = joinInstance(config.cache, joining, config.id + 1);
       const moved = layer.fragments.filter((f, j) => f.primary !== config.cache!.fragments[j]!.primary).length;
       if (moved > 0) {
-        // The instances giving fragments up must stop serving clients that still route to them first.
-        const unfenced: number[] = [];
-        await Promise.all([...alive].map((id) => this.h.instance(id).fence(config.id + 1).catch(() => { unfenced.push(id); })));
-        if (this.h.config() !== config) return;
-        if (unfenced.length > 0) {
-          this.h.publish({ ...config, id: config.id + 1 }, `cache layer: instance(s) ${unfenced.join(', ')} did not take the new configuration; ${joining}'s joining waits`);
-          this.quietUntil = now + DEFER_MS;
-          return;
-        }
-        this.h.publish({ ...config, id: config.id + 1, cache: layer }, `cache layer: instance ${joining} joined and takes ${moved} fragment(s)`);
+        await this.change(config, alive, members, now, layer, `instance ${joining} joined and takes ${moved} fragment(s)`, 0);
         return;
       }
     }
     this.endMigrations(config, now);
+  }
+
+  /**
+   * Publishes `layer` as configuration `config.id + 1` once every live instance is fenced with
+   * it. If one did not take the fence, or an instance taken as down was heard from meanwhile (it
+   * may have renewed its lease under the current configuration and serve by it), the change
+   * waits DEFER_MS; the new id is published unchanged all the same, since the others were told of it.
+   */
+  private async change(config: ClusterConfig, alive: ReadonlySet<number>, members: number[], now: number, layer: CacheLayer, why: string, discards: number): Promise<void> {
+    if (this.h.config() !== config) return; // the configuration changed meanwhile: look again next tick
+    const unfenced = await fenceAll(alive, config.id + 1, (id) => this.h.instance(id));
+    if (this.h.config() !== config) return;
+    const later = performance.now();
+    const heard = members.filter((id) => !alive.has(id) && this.h.alive(id, later));
+    if (unfenced.length > 0 || heard.length > 0) {
+      this.h.onLog?.(`cache layer: ${heard.length > 0 ? `instance(s) ${heard.join(', ')} heard from again` : `instance(s) ${unfenced.join(', ')} did not take configuration ${config.id + 1}`}; the change waits`);
+      this.h.publish({ ...config, id: config.id + 1 }, 'cache layer: a change deferred');
+      this.quietUntil = now + DEFER_MS;
+      return;
+    }
+    this.discards += discards;
+    this.h.publish({ ...config, id: config.id + 1, cache: layer }, `cache layer: ${why}`);
   }
 
   private endMigrations(config: ClusterConfig, now: number): void {

@@ -30,7 +30,7 @@ import type { CacheStore } from './cache-store.js';
 import type { CacheLayer } from '../cluster/gemini.js';
 
 export interface CacheInstanceOptions {
-  /** How long an I or Q lease lives (the session's LTC call must fit in it). */
+  /** How long an I or Q lease lives (the LTC call it guards must fit in it). */
   leaseMs: number;
   /** How long a Redlease lives without renewal. */
   redleaseMs: number;

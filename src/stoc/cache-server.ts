@@ -50,7 +50,7 @@ export interface CacheServerStats {
   leases: { i: number; q: number; red: number };
 }
 
-/** An I or Q lease outlives the LTC call of its session by far. */
+/** An I or Q lease outlives the LTC call it guards by far. */
 const LEASE_MS = 5_000;
 const REDLEASE_MS = 10_000;
 const SWEEP_MS = 1_000;

@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import type { ClusterConfig } from '../../src/cluster/config.js';
 import { recoveryStep, type CacheMode } from '../../src/cluster/gemini.js';
-import { keepLayer } from '../../src/coordinator/cache-keeper.js';
+import { fenceAll, keepLayer } from '../../src/coordinator/cache-keeper.js';
 import { GeminiClient, type GeminiHost, type InstanceApi } from '../../src/client/gemini-client.js';
 import { recoverFragments } from '../../src/client/gemini-recovery.js';
 import { CacheInstance } from '../../src/stoc/cache-instance.js';
@@ -82,6 +82,8 @@ async function run(mode: CacheMode, seed: number, steps: number): Promise<Outcom
   const reconcileNow = (): Promise<void> => {
     publishing = publishing.then(async () => {
       const r = await keepLayer(config, alive(), api);
+      // As the coordinator does (CacheSteward.change): fenced before published; here an instance that misses its fence is down.
+      if (r) await fenceAll(alive(), config.id + 1, api);
       if (r) {
         discards += r.changes.filter((c) => c.discarded).length;
         config = { ...config, id: config.id + 1, cache: r.layer };
