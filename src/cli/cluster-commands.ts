@@ -3,7 +3,7 @@
  * (`nova coordinator`, `nova stoc|ltc run`), adding and removing them (`nova stoc|ltc add|remove`,
  * `nova rebalance`), and the client commands `nova put|get|del|scan`.
  */
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { nonNegativeInt, onOff, port, positiveInt } from './args.js';
 import type { SalvageReport } from '../ltc/salvage.js';
 import { join } from 'node:path';
@@ -12,7 +12,8 @@ import type { Settings } from '../cluster/config.js';
 import { KNOBS, defaultText, refuseConflicts } from '../cluster/knobs.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { printable } from '../common/printable.js';
-import { addComponent, down, fetchStatus, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
+import { addComponent, down, fetchStatus, readCaps, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
+import { CAP_ROLES, capsText, parseCaps, type Caps } from '../control/caps.js';
 import { DEFAULT_PEERS } from '../stoc/stoc-server.js';
 import { runCache, runCoordinator, runLtc, runStoc } from './components.js';
 import { CACHE_MODES, type CacheMode } from '../cluster/gemini.js';
@@ -91,6 +92,15 @@ function splitsOf(o: LayoutFlags): Buffer[] | undefined {
   if (o.splitKeys !== undefined) return o.splitKeys.split(',').map((s) => Buffer.from(s));
   if (o.ranges === undefined && o.benchRecords === undefined) return undefined;
   return benchSplits(o.ranges ?? 1, o.benchRecords ?? 1_000_000);
+}
+
+/** --cap's value, or commander's error saying what is wrong with it. */
+function parseCapsArg(value: string): Caps {
+  try {
+    return parseCaps(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message.replace(/^--cap: /, ''));
+  }
 }
 
 /** Where the client commands find the cluster. */
@@ -173,16 +183,20 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--advertise <host>', 'the address clients reach the coordinator and LTCs at (default: --host, or 127.0.0.1 for 0.0.0.0)')
     .option('--tls-cert <file>', 'TLS on the coordinator and the LTCs\' client ports: their certificate (PEM), for the address they are reached at; kept for later commands')
     .option('--tls-key <file>', 'TLS: the certificate\'s private key (PEM)')
-    .option('--tls-ca <file>', 'TLS: the CA (PEM) that signed the certificate; components and clients check it'))
-    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; cacheMemory?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string }) => {
+    .option('--tls-ca <file>', 'TLS: the CA (PEM) that signed the certificate; components and clients check it')
+    .option('--cap <caps>', `run each component in a cgroup of its own with these limits, so one machine behaves like many small ones: role.resource=value,... with role ${CAP_ROLES.join('|')}, ` +
+      'resource cpu (CPUs), disk (bytes written per second: what a StoC syncs, its tables) or disk-read (e.g. ltc.cpu=0.25,stoc.cpu=0.25,stoc.disk=40MB/s); ' +
+      'kept for components started later, applied to those running; none lifts them. Needs root and cgroups (v1 cpu and blkio, or v2)', parseCapsArg))
+    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; cacheMemory?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string; cap?: Caps }) => {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);
       const file = await up({
-        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, caches: o.caches, cacheMemoryBytes: o.cacheMemory, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o),
+        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, caches: o.caches, cacheMemoryBytes: o.cacheMemory, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o), caps: o.cap,
         ...(o.tlsCert || o.tlsCa ? { tls: { cert: o.tlsCert, key: o.tlsKey, ca: o.tlsCa } } : {}),
         progress: (line) => process.stderr.write(`nova up: ${line}\n`),
       });
-      console.log(`cluster serving: coordinator ${file.coordinator}; ${file.components.length} processes; state in ${o.dir}`);
+      const caps = readCaps(o.dir);
+      console.log(`cluster serving: coordinator ${file.coordinator}; ${file.components.length} processes; state in ${o.dir}${caps ? `; caps ${capsText(caps)}` : ''}`);
       const mode = storedConfig(o.dir)?.settings.cacheMode;
       const cached = file.components.some((c) => c.role === 'cache') && mode ? ` --cache ${mode}` : '';
       console.log(`try: nova put hello world --dir ${o.dir}${cached} && nova get hello --dir ${o.dir}${cached}`);
@@ -216,7 +230,8 @@ export function addClusterCommands(program: Command, bin: string): void {
         }, null, 2));
         return;
       }
-      console.log(`coordinator ${address}  config ${s.config.id}  pid ${pidOf('coordinator', 1) ?? '?'}`);
+      const caps = o.coordinator ? undefined : readCaps(o.dir);
+      console.log(`coordinator ${address}  config ${s.config.id}  pid ${pidOf('coordinator', 1) ?? '?'}${caps ? `  caps ${capsText(caps)}` : ''}`);
       console.log('role   id  up    pid      address / serving');
       for (const m of s.members) {
         const where = m.role === 'ltc' ? `${m.address}  ranges ${m.serving.join(',') || '-'}` : m.role === 'cache' ? m.address : `fabric worker on ${m.host || 'this host'}`;

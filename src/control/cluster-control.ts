@@ -6,6 +6,7 @@
  *   D/stoc-<i>/         StoC i's files
  *   D/ltc-<i>/          LTC i's ranges (MANIFESTs)
  *   D/logs/<name>.log   each component's output
+ *   D/caps.json         the --cap in force, applied to every component started
  *
  * `up` starts only what is not running, so a killed component comes back with the same
  * command; `down` stops LTCs first (they flush memtables), then StoCs, then the coordinator.
@@ -22,6 +23,8 @@ import { CoordinatorLocator } from '../cluster/locator.js';
 import { isWildcard } from '../net/tcp-rpc-server.js';
 import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type ReshapeReport, type StocRemoveReport, type RemoveReport } from '../coordinator/coordinator.js';
 import { configFromWire, type ClusterConfig } from '../cluster/config.js';
+import { capsText, parseCaps, type CapRole, type Caps } from './caps.js';
+import { applyCap, blockDevice, cgroupHost, groupOf, removeClusterGroups } from './cgroups.js';
 
 const HERE = fileURLToPath(import.meta.url);
 /** bin/nova.js of this installation (from dist/src/control/ or, in tests, src/control/). */
@@ -58,6 +61,8 @@ export interface UpOptions {
   timeoutMs?: number;
   /** TLS for the coordinator and the LTCs' client ports (kept in the cluster's directory for later commands). */
   tls?: TlsFiles;
+  /** CPU and disk caps per role (--cap; {}: none), kept for the components started later and applied to those running. */
+  caps?: Caps;
 }
 
 function clusterPath(dir: string): string {
@@ -103,19 +108,55 @@ export function isRunning(pid: number, home: string): boolean {
  */
 export const NODE_FLAGS: Record<string, string[]> = { ltc: ['--max-semi-space-size=64'] };
 
-function startProcess(o: UpOptions, name: string, args: string[]): number {
+function startProcess(o: UpOptions, role: ComponentRole, id: number, args: string[]): number {
+  const name = role === 'coordinator' ? role : `${role}-${id}`;
   const logs = join(o.dir, 'logs');
   mkdirSync(logs, { recursive: true });
   const out = openSync(join(logs, `${name}.log`), 'a');
+  let pid: number;
   try {
     const flags = NODE_FLAGS[args[0]] ?? [];
     const child = spawn(process.execPath, [...flags, o.bin, ...args], { detached: true, stdio: ['ignore', out, out] });
     child.unref();
     if (child.pid === undefined) throw new NovaError('UNAVAILABLE', `could not start ${name}`);
-    return child.pid;
+    pid = child.pid;
   } finally {
     closeSync(out);
   }
+  try {
+    capComponent(o.dir, role, id, pid, readCaps(o.dir));
+  } catch (err) {
+    process.kill(pid, 'SIGKILL'); // never left running without the cap it was given
+    throw err;
+  }
+  return pid;
+}
+
+const CAPS_FILE = 'caps.json';
+
+/** The caps kept for the local cluster in `dir` (`nova up --cap`), if any. */
+export function readCaps(dir: string): Caps | undefined {
+  const path = join(dir, CAPS_FILE);
+  if (!existsSync(path)) return undefined;
+  const text = (JSON.parse(readFileSync(path, 'utf8')) as { caps?: unknown }).caps;
+  if (typeof text !== 'string') throw new NovaError('CORRUPTION', `${path}: no "caps" string`);
+  return parseCaps(text);
+}
+
+/** Keeps `caps` for the cluster in `dir`, after checking this machine can apply them. */
+function keepCaps(dir: string, caps: Caps): void {
+  cgroupHost(caps);
+  if (Object.values(caps).some((c) => c.diskWriteBps !== undefined || c.diskReadBps !== undefined) && blockDevice(dir) === undefined) {
+    throw new NovaError('UNAVAILABLE', `--cap: ${dir} is on no block device (tmpfs or overlay?), so a disk cap cannot apply to it; put the cluster on a disk, or cap CPU only`);
+  }
+  replaceFile(dir, CAPS_FILE, JSON.stringify({ caps: capsText(caps) }) + '\n');
+}
+
+/** Puts component `role` `id` (process `pid`) in its cgroup with its role's cap; nothing when the cluster has no caps. */
+function capComponent(dir: string, role: ComponentRole, id: number, pid: number, caps: Caps | undefined): void {
+  if (caps === undefined) return;
+  const host = cgroupHost(caps);
+  applyCap(host, groupOf(dir, role === 'coordinator' ? role : `${role}-${id}`), pid, caps[role as CapRole] ?? {}, blockDevice(dir));
 }
 
 async function sleep(ms: number): Promise<void> {
@@ -192,6 +233,8 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   if (caches.keep.length > 0 && (o.tls?.cert || o.tls?.ca || clusterTlsFiles(dir))) {
     throw new NovaError('BAD_ARGUMENT', 'cache instances on a cluster with TLS are not implemented yet: they serve plain TCP');
   }
+  if (o.caps) keepCaps(dir, o.caps);
+  const caps = readCaps(dir);
   const components: Component[] = [];
   const opts = { ...o, dir };
 
@@ -203,16 +246,18 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     const cdir = componentDir(dir, 'coordinator', 1);
     const args = ['coordinator', '--dir', cdir, '--host', o.host, '--advertise', advertiseOf(o), '--port', port, '--ltcs', String(ltcs.keep.length),
       '--secret-file', clusterSecretFile(dir), ...tlsArgs(dir, true), ...o.coordinatorArgs];
-    let pid = startProcess(opts, 'coordinator', args);
+    let pid = startProcess(opts, 'coordinator', 1, args);
     address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: NovaError) => {
       if (port === '0' || err.code === 'DEADLINE_EXCEEDED') throw err;
       // Its old port is taken: take any.
       progress(`coordinator could not reuse port ${port}; starting it on a free port`);
-      pid = startProcess(opts, 'coordinator', args.map((a, i) => (args[i - 1] === '--port' ? '0' : a)));
+      pid = startProcess(opts, 'coordinator', 1, args.map((a, i) => (args[i - 1] === '--port' ? '0' : a)));
       return waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000);
     });
     coordinator = { role: 'coordinator', id: 1, pid };
     progress(`coordinator started at ${address} (pid ${pid})`);
+  } else if (o.caps) {
+    capComponent(dir, 'coordinator', 1, coordinator.pid, caps);
   }
   components.push(coordinator);
   for (const [role, ids] of [['stoc', [...stocs.keep, ...stocs.drop]], ['ltc', [...ltcs.keep, ...ltcs.drop]], ['cache', caches.keep]] as const) {
@@ -221,6 +266,8 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
       if (!c) {
         c = { role, id, pid: startComponent(opts, role, id, address!) };
         progress(`${role} ${id} started (pid ${c.pid})`);
+      } else if (o.caps) {
+        capComponent(dir, role, id, c.pid, caps);
       }
       components.push(c);
     }
@@ -257,7 +304,7 @@ async function whenNotBusy<T>(op: () => Promise<T>): Promise<T> {
 /** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
 function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc' | 'cache', id: number, coordinator: string): number {
   const memory = role === 'cache' && o.cacheMemoryBytes !== undefined ? ['--memory-bytes', String(o.cacheMemoryBytes), '--disk-bytes', String(4 * o.cacheMemoryBytes)] : [];
-  return startProcess(o, `${role}-${id}`, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
+  return startProcess(o, role, id, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
     '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, '--secret-file', clusterSecretFile(o.dir), ...(role === 'cache' ? [] : tlsArgs(o.dir, role === 'ltc')),
     ...(role !== 'stoc' ? ['--advertise', advertiseOf(o)] : []), ...memory]);
 }
@@ -515,5 +562,6 @@ export async function down(dir: string, progress: (line: string) => void = () =>
       stopped++;
     }
   }
+  if (existsSync(join(home, CAPS_FILE))) removeClusterGroups(home);
   return stopped;
 }

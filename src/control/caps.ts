@@ -1,0 +1,88 @@
+/**
+ * `--cap`: how much CPU and disk each kind of component of a local cluster may use, so that
+ * one machine behaves like many small ones (cgroups.ts applies it).
+ *
+ *   ltc.cpu=0.25,stoc.cpu=0.5,stoc.disk=40MB/s,stoc.disk-read=100MiB/s
+ *
+ * A cap is `<role>.<resource>=<value>`: role coordinator, ltc, stoc or cache; resource cpu (CPUs,
+ * a fraction or more than one), disk (bytes written per second) or disk-read (bytes read per
+ * second). Rates take k/M/G (powers of 1000) or Ki/Mi/Gi (of 1024), an optional B and /s.
+ */
+import { NovaError } from '../common/errors.js';
+
+export const CAP_ROLES = ['coordinator', 'ltc', 'stoc', 'cache'] as const;
+export type CapRole = (typeof CAP_ROLES)[number];
+
+export interface Cap {
+  /** CPUs: the CFS quota per period, as a share of one CPU. */
+  cpu?: number;
+  diskWriteBps?: number;
+  diskReadBps?: number;
+}
+
+export type Caps = Partial<Record<CapRole, Cap>>;
+
+const RESOURCES = { cpu: 'cpu', disk: 'diskWriteBps', 'disk-read': 'diskReadBps' } as const satisfies Record<string, keyof Cap>;
+
+/** The smallest CPU share: the kernel's smallest quota (1 ms) of a 100 ms period. */
+export const MIN_CPU = 0.01;
+/** A disk rate below this would stall a StoC's single table write for minutes. */
+export const MIN_DISK_BPS = 64 * 1024;
+
+const UNITS: Record<string, number> = { '': 1, k: 1e3, m: 1e6, g: 1e9, ki: 2 ** 10, mi: 2 ** 20, gi: 2 ** 30 };
+
+function refuse(why: string): never {
+  throw new NovaError('BAD_ARGUMENT', `--cap: ${why}; the form is role.resource=value,... with role ${CAP_ROLES.join('|')} and resource ` +
+    `${Object.keys(RESOURCES).join('|')} (e.g. ltc.cpu=0.25,stoc.cpu=0.25,stoc.disk=40MB/s)`);
+}
+
+/** `40MB/s`, `40MiB`, `4M`, `65536`: bytes per second. */
+export function parseRate(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmg]i?)?b?(?:\/s)?$/i.exec(text.trim());
+  if (!m) refuse(`"${text}" is not a rate (bytes per second, such as 40MB/s or 32MiB/s)`);
+  const bps = Math.round(Number(m[1]) * UNITS[(m[2] ?? '').toLowerCase()]);
+  if (bps < MIN_DISK_BPS) refuse(`${text} is under the smallest disk rate, ${MIN_DISK_BPS} bytes/s`);
+  return bps;
+}
+
+/** Parses a --cap value; `none` is no caps. */
+export function parseCaps(spec: string): Caps {
+  const caps: Caps = {};
+  if (spec.trim() === 'none') return caps;
+  for (const part of spec.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const m = /^([a-z]+)\.([a-z-]+)=(.+)$/.exec(part);
+    if (!m) refuse(`"${part}" is not role.resource=value`);
+    const [, role, resource, value] = m;
+    if (!(CAP_ROLES as readonly string[]).includes(role)) refuse(`"${role}" is not a role`);
+    if (!(resource in RESOURCES)) refuse(`"${resource}" is not a resource`);
+    const field = RESOURCES[resource as keyof typeof RESOURCES];
+    const cap = (caps[role as CapRole] ??= {});
+    if (cap[field] !== undefined) refuse(`${role}.${resource} is given twice`);
+    if (field === 'cpu') {
+      const cpu = Number(value);
+      if (!(cpu >= MIN_CPU && cpu <= 1024)) refuse(`${role}.cpu=${value}: CPUs are a number from ${MIN_CPU} to 1024`);
+      cap.cpu = cpu;
+    } else {
+      cap[field] = parseRate(value);
+    }
+  }
+  if (Object.keys(caps).length === 0) refuse('no cap given (none: no caps)');
+  return caps;
+}
+
+function rateText(bps: number): string {
+  return bps % 2 ** 20 === 0 ? `${bps / 2 ** 20}MiB/s` : bps % 1e6 === 0 ? `${bps / 1e6}MB/s` : `${bps}B/s`;
+}
+
+/** The canonical text of `caps` (parseCaps reads it back), `none` for none. */
+export function capsText(caps: Caps): string {
+  const parts: string[] = [];
+  for (const role of CAP_ROLES) {
+    const c = caps[role];
+    if (!c) continue;
+    if (c.cpu !== undefined) parts.push(`${role}.cpu=${c.cpu}`);
+    if (c.diskWriteBps !== undefined) parts.push(`${role}.disk=${rateText(c.diskWriteBps)}`);
+    if (c.diskReadBps !== undefined) parts.push(`${role}.disk-read=${rateText(c.diskReadBps)}`);
+  }
+  return parts.join(',') || 'none';
+}

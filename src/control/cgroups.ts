@@ -1,0 +1,186 @@
+/**
+ * Puts a local cluster's components in cgroups of their own with the limits of `--cap`
+ * (caps.ts): a CFS quota for CPU, a block-I/O throttle for the disk. cgroup v2 (one unified
+ * hierarchy, cpu.max and io.max) or v1 (the cpu and blkio hierarchies, cpu.cfs_quota_us and
+ * blkio.throttle.*_bps_device). Each component's group is nova/<cluster>/<role>-<id>, where
+ * <cluster> names the cluster's directory, so two clusters on one machine never share one.
+ *
+ * The throttle counts what reaches the disk from the process: O_DIRECT writes and the writeback
+ * an fdatasync forces. Plain buffered writes are written back later by the kernel's flusher,
+ * outside any group (v1), so only writes a component syncs are held to its rate.
+ */
+import { createHash } from 'node:crypto';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { NovaError } from '../common/errors.js';
+import type { Cap, Caps } from './caps.js';
+
+/** CFS period of every capped group: the kernel's default. */
+const PERIOD_US = 100_000;
+
+export interface CgroupHost {
+  version: 1 | 2;
+  /** Where the cgroup file systems are mounted (/sys/fs/cgroup). */
+  root: string;
+  cpu: boolean;
+  io: boolean;
+}
+
+/** Where cgroups are mounted; tests point it at a directory laid out like one. */
+export function cgroupRoot(): string {
+  return process.env.NOVA_CGROUP_ROOT ?? '/sys/fs/cgroup';
+}
+
+const refuse = (why: string): never => {
+  throw new NovaError('UNAVAILABLE', `--cap: ${why}; leave out --cap to run the components uncapped`);
+};
+
+function writable(dir: string): void {
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch (err) {
+    refuse(`cannot create cgroups in ${dir} (${(err as NodeJS.ErrnoException).code}): caps need root (or a cgroup delegated to this user) and a cgroup file system mounted writable`);
+  }
+}
+
+/**
+ * The cgroups of this machine, checked to hold `caps`: each controller they need exists and can
+ * be written. UNAVAILABLE saying what is missing otherwise.
+ */
+export function cgroupHost(caps: Caps, root = cgroupRoot()): CgroupHost {
+  const all = Object.values(caps);
+  const needCpu = all.some((c) => c.cpu !== undefined);
+  const needIo = all.some((c) => c.diskWriteBps !== undefined || c.diskReadBps !== undefined);
+  const v2 = join(root, 'cgroup.controllers');
+  if (existsSync(v2)) {
+    const have = readFileSync(v2, 'utf8').split(/\s+/);
+    const host: CgroupHost = { version: 2, root, cpu: have.includes('cpu'), io: have.includes('io') };
+    if (needCpu && !host.cpu) refuse(`the cgroup v2 hierarchy at ${root} has no cpu controller`);
+    if (needIo && !host.io) refuse(`the cgroup v2 hierarchy at ${root} has no io controller`);
+    writable(root);
+    return host;
+  }
+  const host: CgroupHost = { version: 1, root, cpu: existsSync(join(root, 'cpu', 'cpu.cfs_quota_us')),
+    io: existsSync(join(root, 'blkio', 'blkio.throttle.write_bps_device')) };
+  if (!host.cpu && !host.io && (needCpu || needIo)) refuse(`no cgroups at ${root} (neither v2's cgroup.controllers nor v1's cpu and blkio hierarchies)`);
+  if (needCpu && !host.cpu) refuse(`no cgroup v1 cpu hierarchy with CFS quotas at ${join(root, 'cpu')}`);
+  if (needIo && !host.io) refuse(`no cgroup v1 blkio hierarchy with throttling at ${join(root, 'blkio')}`);
+  if (needCpu) writable(join(root, 'cpu'));
+  if (needIo) writable(join(root, 'blkio'));
+  return host;
+}
+
+/** The group of component `name` of the cluster in `clusterDir`, under a hierarchy's root. */
+export function groupOf(clusterDir: string, name: string): string {
+  return join('nova', clusterTag(clusterDir), name);
+}
+
+function clusterTag(clusterDir: string): string {
+  return createHash('sha256').update(resolve(clusterDir)).digest('hex').slice(0, 12);
+}
+
+/**
+ * The whole disk (`major:minor`) holding `path`, which a throttle names; undefined when it is on
+ * no block device (tmpfs, overlay), where a disk cap cannot apply.
+ */
+export function blockDevice(path: string): string | undefined {
+  const dev = statSync(path, { bigint: true }).dev;
+  const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn);
+  const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn);
+  const sys = `/sys/dev/block/${major}:${minor}`;
+  if (!existsSync(sys)) return undefined;
+  // A partition's throttle is the disk's: the kernel throttles requests to the whole device.
+  if (existsSync(join(sys, 'partition'))) return readFileSync(join(dirname(realpathSync(sys)), 'dev'), 'utf8').trim();
+  return `${major}:${minor}`;
+}
+
+function put(file: string, text: string): void {
+  try {
+    writeFileSync(file, text);
+  } catch (err) {
+    throw new NovaError('UNAVAILABLE', `--cap: writing "${text.trim()}" to ${file}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Puts process `pid` in `group` with the limits of `cap` (no field: unlimited). A cap with no
+ * limit for a process that has no group yet leaves it where it is. `device` names the disk a
+ * disk limit is for (blockDevice); needed when `cap` has one, or to lift one set before.
+ */
+export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap, device: string | undefined): void {
+  const empty = cap.cpu === undefined && cap.diskWriteBps === undefined && cap.diskReadBps === undefined;
+  const quota = cap.cpu === undefined ? undefined : Math.max(1_000, Math.round(cap.cpu * PERIOD_US));
+  const needsDevice = cap.diskWriteBps !== undefined || cap.diskReadBps !== undefined;
+  if (needsDevice && device === undefined) refuse('a disk cap needs the cluster\'s directory on a block device, and it is not (tmpfs or overlay?)');
+  if (host.version === 2) {
+    const dir = join(host.root, group);
+    if (empty && !existsSync(dir)) return;
+    const controllers = [host.cpu ? '+cpu' : '', host.io ? '+io' : ''].filter(Boolean).join(' ');
+    // v2 gives a group a controller only if every parent enables it for its children.
+    let parent = host.root;
+    for (const part of group.split('/').slice(0, -1)) {
+      put(join(parent, 'cgroup.subtree_control'), controllers);
+      parent = join(parent, part);
+      mkdirSync(parent, { recursive: true });
+    }
+    put(join(parent, 'cgroup.subtree_control'), controllers);
+    mkdirSync(dir, { recursive: true });
+    if (host.cpu) put(join(dir, 'cpu.max'), `${quota ?? 'max'} ${PERIOD_US}`);
+    if (host.io && device !== undefined) put(join(dir, 'io.max'), `${device} rbps=${cap.diskReadBps ?? 'max'} wbps=${cap.diskWriteBps ?? 'max'}`);
+    put(join(dir, 'cgroup.procs'), String(pid));
+    return;
+  }
+  if (host.cpu) {
+    const dir = join(host.root, 'cpu', group);
+    if (!(quota === undefined && !existsSync(dir))) {
+      mkdirSync(dir, { recursive: true });
+      put(join(dir, 'cpu.cfs_period_us'), String(PERIOD_US));
+      put(join(dir, 'cpu.cfs_quota_us'), String(quota ?? -1));
+      put(join(dir, 'cgroup.procs'), String(pid));
+    }
+  }
+  if (host.io) {
+    const dir = join(host.root, 'blkio', group);
+    if (!(!needsDevice && !existsSync(dir)) && device !== undefined) {
+      mkdirSync(dir, { recursive: true });
+      // 0 lifts a throttle (v1).
+      put(join(dir, 'blkio.throttle.write_bps_device'), `${device} ${cap.diskWriteBps ?? 0}`);
+      put(join(dir, 'blkio.throttle.read_bps_device'), `${device} ${cap.diskReadBps ?? 0}`);
+      put(join(dir, 'cgroup.procs'), String(pid));
+    }
+  }
+}
+
+/** The groups a process is in, per hierarchy (/proc/PID/cgroup: "id:controllers:path"). */
+export function groupsOf(pid: number): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').filter(Boolean)) {
+    const [, controllers, path] = line.split(':');
+    for (const c of controllers.split(',')) out.set(c, path);
+  }
+  return out;
+}
+
+/**
+ * Removes the cluster's groups once its processes are gone (nova down). A group still holding a
+ * process cannot be removed and is left.
+ */
+export function removeClusterGroups(clusterDir: string, root = cgroupRoot()): void {
+  const tag = clusterTag(clusterDir);
+  for (const base of [join(root, 'nova', tag), join(root, 'cpu', 'nova', tag), join(root, 'blkio', 'nova', tag)]) {
+    if (!existsSync(base)) continue;
+    for (const e of readdirSync(base, { withFileTypes: true })) {
+      if (e.isDirectory()) tryRmdir(join(base, e.name));
+    }
+    tryRmdir(base);
+    tryRmdir(dirname(base)); // nova/, unless another cluster's groups are in it
+  }
+}
+
+function tryRmdir(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // busy (a process is left in it) or not a cgroup: left as it is
+  }
+}

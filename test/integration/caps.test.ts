@@ -1,0 +1,82 @@
+/**
+ * `nova up --cap`: every component in a cgroup of its own with its role's limits (real
+ * processes, the machine's cgroups). Where this machine cannot apply them (no root, no cgroups),
+ * the same command must be refused before anything starts.
+ */
+import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { NovaClient } from '../../src/client/nova-client.js';
+import { addComponent, down, readClusterFile, up } from '../../src/control/cluster-control.js';
+import { parseCaps } from '../../src/control/caps.js';
+import { cgroupHost, cgroupRoot, groupOf, groupsOf } from '../../src/control/cgroups.js';
+import { BIN } from '../helpers/cluster.js';
+import { tempDirs } from '../helpers/temp.js';
+
+const tempDir = tempDirs('nova-caps-');
+const CAPS = parseCaps('ltc.cpu=0.05,stoc.cpu=0.5,stoc.disk=8MB/s');
+
+function applicable(): boolean {
+  try {
+    cgroupHost(CAPS);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('nova up --cap', () => {
+  it('puts each component in its cgroup with its limits, later ones too, and nova down removes them', async () => {
+    const dir = tempDir();
+    if (!applicable()) {
+      await expect(up({ dir, host: '127.0.0.1', bin: BIN, coordinatorArgs: [], caps: CAPS })).rejects.toThrow(/--cap: .*leave out --cap/);
+      expect(readClusterFile(dir)).toBeUndefined();
+      return;
+    }
+    const host = cgroupHost(CAPS);
+    const v1 = (ctl: string, ...p: string[]): string => (host.version === 1 ? join(cgroupRoot(), ctl, ...p) : join(cgroupRoot(), ...p));
+    try {
+      const file = await up({ dir, host: '127.0.0.1', bin: BIN, coordinatorArgs: ['--memtable-bytes', String(256 * 1024)], caps: CAPS, timeoutMs: 60_000 });
+      const pid = (role: string, id: number): number => file.components.find((c) => c.role === role && c.id === id)!.pid;
+      const cpuCtl = host.version === 1 ? 'cpu' : '';
+      const ltc = groupOf(dir, 'ltc-1');
+      expect(groupsOf(pid('ltc', 1)).get(cpuCtl)).toBe(`/${ltc}`);
+      expect(groupsOf(pid('stoc', 2)).get(host.version === 1 ? 'blkio' : '')).toBe(`/${groupOf(dir, 'stoc-2')}`);
+      expect(groupsOf(pid('coordinator', 1)).get(cpuCtl)).not.toContain('nova/'); // no cap for it: left where it was
+      if (host.version === 1) {
+        expect(readFileSync(v1('cpu', ltc, 'cpu.cfs_quota_us'), 'utf8').trim()).toBe('5000');
+        expect(readFileSync(v1('blkio', groupOf(dir, 'stoc-1'), 'blkio.throttle.write_bps_device'), 'utf8')).toMatch(/^\d+:\d+ 8000000$/m);
+      } else {
+        expect(readFileSync(v1('', ltc, 'cpu.max'), 'utf8').trim()).toBe('5000 100000');
+      }
+      // The LTC's quota bites: writes keep it busier than 5% of a CPU.
+      const client = await NovaClient.connect({ dir, timeoutMs: 30_000 });
+      try {
+        const value = Buffer.alloc(1024, 7);
+        for (let i = 0; i < 4; i++) await Promise.all(Array.from({ length: 200 }, (_, j) => client.put(Buffer.from(`k${i}-${j}`), value)));
+        const stat = readFileSync(v1('cpu', ltc, 'cpu.stat'), 'utf8');
+        expect(Number(/nr_throttled (\d+)/.exec(stat)?.[1])).toBeGreaterThan(0);
+      } finally {
+        client.close();
+      }
+      // A StoC added later is capped as the others.
+      const added = await addComponent({ dir, host: '127.0.0.1', bin: BIN }, 'stoc');
+      expect(groupsOf(added.pid).get(cpuCtl)).toBe(`/${groupOf(dir, `stoc-${added.id}`)}`);
+    } finally {
+      await down(dir);
+    }
+    expect(existsSync(v1('cpu', groupOf(dir, 'ltc-1')))).toBe(false);
+  }, 120_000);
+
+  it('is refused, saying why, for a user who cannot create cgroups, before anything starts', () => {
+    const dir = tempDir();
+    chmodSync(dir, 0o777);
+    // As root, the refusal is shown as nobody (uid 65534); as anyone else, as that user.
+    const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    const r = spawnSync(process.execPath, [BIN, 'up', '--dir', join(dir, 'c'), '--cap', 'ltc.cpu=0.5'], { encoding: 'utf8', timeout: 60_000, ...asNobody });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/--cap: .*(caps need root|no cgroups|no cgroup v1 cpu|has no cpu controller).*leave out --cap/);
+    expect(existsSync(join(dir, 'c', 'cluster.json'))).toBe(false);
+  }, 60_000);
+});

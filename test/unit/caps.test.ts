@@ -1,0 +1,111 @@
+/**
+ * --cap: its syntax (caps.ts) and what it writes into cgroups (cgroups.ts), on directories laid
+ * out as cgroup v1 and v2 hierarchies.
+ */
+import { describe, expect, it } from 'vitest';
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { capsText, parseCaps, parseRate } from '../../src/control/caps.js';
+import { applyCap, cgroupHost, groupOf } from '../../src/control/cgroups.js';
+import { tempDirs } from '../helpers/temp.js';
+
+const tempDir = tempDirs('nova-caps-');
+
+describe('parseCaps', () => {
+  it('reads roles, resources and rates, and writes them back the same', () => {
+    const caps = parseCaps('ltc.cpu=0.25, stoc.cpu=0.5,stoc.disk=40MB/s,stoc.disk-read=32MiB/s,cache.cpu=2');
+    expect(caps).toEqual({ ltc: { cpu: 0.25 }, stoc: { cpu: 0.5, diskWriteBps: 40e6, diskReadBps: 32 * 2 ** 20 }, cache: { cpu: 2 } });
+    expect(capsText(caps)).toBe('ltc.cpu=0.25,stoc.cpu=0.5,stoc.disk=40MB/s,stoc.disk-read=32MiB/s,cache.cpu=2');
+    expect(parseCaps(capsText(caps))).toEqual(caps);
+    expect(parseCaps('none')).toEqual({});
+    expect(capsText({})).toBe('none');
+  });
+
+  it('takes rates in powers of 1000 and 1024, with or without B and /s', () => {
+    expect(parseRate('40MB/s')).toBe(40_000_000);
+    expect(parseRate('40M')).toBe(40_000_000);
+    expect(parseRate('1.5GiB/s')).toBe(1.5 * 2 ** 30);
+    expect(parseRate('64kib')).toBe(65_536);
+    expect(parseRate('1000000')).toBe(1_000_000);
+  });
+
+  it.each([
+    ['ltc.cpu', /not role.resource=value/],
+    ['ltcs.cpu=1', /"ltcs" is not a role/],
+    ['ltc.memory=1G', /"memory" is not a resource/],
+    ['ltc.cpu=0', /CPUs are a number from 0.01/],
+    ['ltc.cpu=fast', /CPUs are a number/],
+    ['stoc.disk=40MB/min', /is not a rate/],
+    ['stoc.disk=1kB/s', /under the smallest disk rate/],
+    ['ltc.cpu=1,ltc.cpu=2', /given twice/],
+    ['', /no cap given/],
+  ])('refuses %j, saying what is wrong', (spec, why) => {
+    expect(() => parseCaps(spec)).toThrow(why);
+  });
+});
+
+/** A directory laid out as cgroup v1's cpu and blkio hierarchies (their root files only). */
+function v1Root(): string {
+  const root = tempDir();
+  mkdirSync(join(root, 'cpu'));
+  writeFileSync(join(root, 'cpu', 'cpu.cfs_quota_us'), '-1');
+  mkdirSync(join(root, 'blkio'));
+  writeFileSync(join(root, 'blkio', 'blkio.throttle.write_bps_device'), '');
+  return root;
+}
+
+const read = (...p: string[]): string => readFileSync(join(...p), 'utf8');
+
+describe('cgroups', () => {
+  it('v1: a CFS quota in the cpu hierarchy, a throttle in blkio, the process in both', () => {
+    const root = v1Root();
+    const host = cgroupHost({ stoc: { cpu: 0.25, diskWriteBps: 8e6 } }, root);
+    expect(host).toEqual({ version: 1, root, cpu: true, io: true });
+    const group = groupOf('/data/cluster', 'stoc-2');
+    expect(group).toMatch(/^nova\/[0-9a-f]{12}\/stoc-2$/);
+    expect(groupOf('/data/other', 'stoc-2')).not.toBe(group);
+    applyCap(host, group, 4242, { cpu: 0.25, diskWriteBps: 8e6 }, '254:0');
+    expect(read(root, 'cpu', group, 'cpu.cfs_quota_us')).toBe('25000');
+    expect(read(root, 'cpu', group, 'cpu.cfs_period_us')).toBe('100000');
+    expect(read(root, 'cpu', group, 'cgroup.procs')).toBe('4242');
+    expect(read(root, 'blkio', group, 'blkio.throttle.write_bps_device')).toBe('254:0 8000000');
+    expect(read(root, 'blkio', group, 'blkio.throttle.read_bps_device')).toBe('254:0 0');
+    expect(read(root, 'blkio', group, 'cgroup.procs')).toBe('4242');
+    // Lifted: the limits go, the group stays until nova down.
+    applyCap(host, group, 4242, {}, '254:0');
+    expect(read(root, 'cpu', group, 'cpu.cfs_quota_us')).toBe('-1');
+    expect(read(root, 'blkio', group, 'blkio.throttle.write_bps_device')).toBe('254:0 0');
+    // A process never capped is left where it is.
+    applyCap(host, groupOf('/data/cluster', 'ltc-1'), 4243, {}, '254:0');
+    expect(existsSync(join(root, 'cpu', groupOf('/data/cluster', 'ltc-1')))).toBe(false);
+  });
+
+  it('v2: controllers enabled down the tree, cpu.max and io.max, the process in the group', () => {
+    const root = tempDir();
+    writeFileSync(join(root, 'cgroup.controllers'), 'cpuset cpu io memory pids\n');
+    const host = cgroupHost({ ltc: { cpu: 1.5 } }, root);
+    expect(host).toEqual({ version: 2, root, cpu: true, io: true });
+    const group = groupOf('/data/cluster', 'ltc-1');
+    applyCap(host, group, 77, { cpu: 1.5, diskReadBps: 2 ** 20 }, '8:0');
+    expect(read(root, 'cgroup.subtree_control')).toBe('+cpu +io');
+    expect(read(root, 'nova', 'cgroup.subtree_control')).toBe('+cpu +io');
+    expect(read(root, group, '..', 'cgroup.subtree_control')).toBe('+cpu +io');
+    expect(read(root, group, 'cpu.max')).toBe('150000 100000');
+    expect(read(root, group, 'io.max')).toBe('8:0 rbps=1048576 wbps=max');
+    expect(read(root, group, 'cgroup.procs')).toBe('77');
+  });
+
+  it('refuses, saying what is missing, where the caps cannot be applied', () => {
+    const none = tempDir();
+    expect(() => cgroupHost({ ltc: { cpu: 1 } }, none)).toThrow(/no cgroups at .*leave out --cap/);
+    const cpuOnly = tempDir();
+    mkdirSync(join(cpuOnly, 'cpu'));
+    writeFileSync(join(cpuOnly, 'cpu', 'cpu.cfs_quota_us'), '-1');
+    expect(cgroupHost({ ltc: { cpu: 1 } }, cpuOnly).cpu).toBe(true);
+    expect(() => cgroupHost({ stoc: { diskWriteBps: 1e6 } }, cpuOnly)).toThrow(/no cgroup v1 blkio hierarchy/);
+    const v2 = tempDir();
+    writeFileSync(join(v2, 'cgroup.controllers'), 'memory pids\n');
+    expect(() => cgroupHost({ ltc: { cpu: 1 } }, v2)).toThrow(/has no cpu controller/);
+    expect(() => applyCap(cgroupHost({}, v1Root()), 'nova/x/stoc-1', 1, { diskWriteBps: 1e6 }, undefined)).toThrow(/on a block device/);
+  });
+});
