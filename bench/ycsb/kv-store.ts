@@ -71,6 +71,8 @@ export interface ClusterBenchOptions {
   /** Cache instances the cluster it starts runs (default 3), and each one's memory. */
   cacheInstances?: number;
   cacheMemoryBytes?: number;
+  /** `nova up --cap` for the cluster it starts, applied once it is loaded and settled: the runs are capped, the load is not. */
+  cap?: string;
 }
 
 export interface EngineAdapter {

@@ -105,17 +105,20 @@ export function compareTable(rows: CompareRow[], engines: string[], baseline: st
   return textTable(rows, cols);
 }
 
-const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2'];
-const esc = (s: string): string => s.replace(/[&<>"]/g, (ch) => `&#${ch.charCodeAt(0)};`);
 
-interface Series {
+export interface Series {
   name: string;
   color: string;
   points: Array<[number, number]>;
+  /** Drawn dashed, as a reference line is. */
+  dashed?: boolean;
 }
 
+export const esc = (s: string): string => s.replace(/[&<>"]/g, (ch) => `&#${ch.charCodeAt(0)};`);
+export const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2'];
+
 /** A line chart as inline SVG; `logX` for latency; `marks`: labelled vertical lines at x. */
-function chart(title: string, xLabel: string, yLabel: string, series: Series[], logX = false, marks: Array<[number, string]> = []): string {
+export function chart(title: string, xLabel: string, yLabel: string, series: Series[], logX = false, marks: Array<[number, string]> = []): string {
   const W = 520;
   const H = 240;
   const L = 64;
@@ -129,7 +132,7 @@ function chart(title: string, xLabel: string, yLabel: string, series: Series[], 
   const y1 = Math.max(...pts.map(([, y]) => y), 1e-9);
   const px = (x: number): number => L + ((fx(x) - x0) / (x1 - x0)) * (W - L - 10);
   const py = (y: number): number => H - B - (y / y1) * (H - B - 20);
-  const lines = series.map((s) => `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${s.points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ')}"/>`).join('');
+  const lines = series.map((s) => `<polyline fill="none" stroke="${s.color}" stroke-width="1.5"${s.dashed ? ' stroke-dasharray="5,4"' : ''} points="${s.points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ')}"/>`).join('');
   const ticks = [0, 0.5, 1].map((f) => `<text x="${L - 6}" y="${py(y1 * f) + 4}" text-anchor="end">${esc(fmtShort(y1 * f))}</text>`).join('');
   const xt = [0, 0.5, 1].map((f) => {
     const v = x0 + (x1 - x0) * f;

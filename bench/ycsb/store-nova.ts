@@ -1,7 +1,7 @@
 /** `nova`: a Nova cluster through NovaClient, started in the run's directory or given. */
 import { readSecretFile } from '../../src/common/cluster-secret.js';
 import { NovaClient } from '../../src/client/nova-client.js';
-import { NOVA_BIN, addComponent, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, restartComponent, up } from '../../src/control/cluster-control.js';
+import { NOVA_BIN, addComponent, capCluster, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, restartComponent, up } from '../../src/control/cluster-control.js';
 import type { ActionOutcome, ScheduledAction } from './schedule.js';
 import type { MoveReport } from '../../src/coordinator/coordinator.js';
 import { rangeOf } from '../../src/cluster/config.js';
@@ -10,6 +10,8 @@ import type { EngineAdapter } from './kv-store.js';
 import { isCacheMode, type CacheMode } from '../../src/cluster/gemini.js';
 import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import type { CacheServerStats } from '../../src/stoc/cache-server.js';
+import { capsText, parseCaps } from '../../src/control/caps.js';
+import { cgroupHost } from '../../src/control/cgroups.js';
 
 /** Each instance's memory, by the directory of the cluster the run started (cache start starts it again with it). */
 const cacheMemory = new Map<string, number>();
@@ -50,6 +52,11 @@ export const nova: EngineAdapter = {
     const given = o.settings?.find(([flag]) => flag === 'cache-mode')?.[1] ?? c.cache;
     if (given !== undefined && given !== 'none' && !isCacheMode(given)) throw new Error(`cache mode "${given}": use none or a mode of --cache-mode`);
     const cache: CacheMode | undefined = given === undefined || given === 'none' ? undefined : given as CacheMode;
+    const caps = c.cap === undefined ? undefined : parseCaps(c.cap);
+    if (caps) {
+      if (c.coordinator) throw new Error('--cap caps the cluster the bench starts, not one given by --coordinator (cap it with nova up --cap)');
+      cgroupHost(caps); // refused before the load, not after it
+    }
     if (!c.coordinator) {
       const args = ['--ranges', String(c.ranges ?? 1), '--bench-records', String(o.records ?? 1_000_000)];
       if (cache && !o.settings?.some(([flag]) => flag === 'cache-mode')) args.push('--cache-mode', cache);
@@ -87,7 +94,8 @@ export const nova: EngineAdapter = {
       },
       settle: async () => {
         await client.compact();
-        return 'memtables flushed and every range compacted into its deepest level';
+        if (caps) capCluster(dir, caps);
+        return `memtables flushed and every range compacted into its deepest level${caps ? `; then capped (${capsText(caps)})` : ''}`;
       },
       report: async () => {
         const rows = (await client.stats()) as Array<{ range: number; dranges: number; duplicatedDranges?: number; loadImbalance?: number; minorReorganizations?: number; majorReorganizations?: number; mergesInsteadOfFlush?: number; lookupHits?: number; lookupMisses?: number; flushes: number; compactions: number; offloadedCompactions: number; idleCompactions?: number; maxJobsInParallel?: number; meanJobsInParallel?: number;

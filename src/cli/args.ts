@@ -2,6 +2,7 @@
  * Parsers for command-line values: each throws InvalidArgumentError saying what it expected.
  */
 import { InvalidArgumentError } from 'commander';
+import { parseCaps, type Caps } from '../control/caps.js';
 
 export function positiveInt(value: string): number {
   const n = Number(value);
@@ -35,4 +36,13 @@ export function onOff(value: string): boolean {
   if (value === 'on') return true;
   if (value === 'off') return false;
   throw new InvalidArgumentError('expected on or off');
+}
+
+/** --cap's value (caps.ts). */
+export function capsArg(value: string): Caps {
+  try {
+    return parseCaps(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message.replace(/^--cap: /, ''));
+  }
 }

@@ -3,8 +3,8 @@
  * (`nova coordinator`, `nova stoc|ltc run`), adding and removing them (`nova stoc|ltc add|remove`,
  * `nova rebalance`), and the client commands `nova put|get|del|scan`.
  */
-import { Command, InvalidArgumentError, Option } from 'commander';
-import { nonNegativeInt, onOff, port, positiveInt } from './args.js';
+import { Command, Option } from 'commander';
+import { capsArg, nonNegativeInt, onOff, port, positiveInt } from './args.js';
 import type { SalvageReport } from '../ltc/salvage.js';
 import { join } from 'node:path';
 import { NovaClient, coordinatorOf } from '../client/nova-client.js';
@@ -13,7 +13,7 @@ import { KNOBS, defaultText, refuseConflicts } from '../cluster/knobs.js';
 import { benchSplits } from '../../bench/ycsb/generators.js';
 import { printable } from '../common/printable.js';
 import { addComponent, down, fetchStatus, readCaps, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
-import { CAP_ROLES, capsText, parseCaps, type Caps } from '../control/caps.js';
+import { CAP_ROLES, capsText, type Caps } from '../control/caps.js';
 import { DEFAULT_PEERS } from '../stoc/stoc-server.js';
 import { runCache, runCoordinator, runLtc, runStoc } from './components.js';
 import { CACHE_MODES, type CacheMode } from '../cluster/gemini.js';
@@ -92,15 +92,6 @@ function splitsOf(o: LayoutFlags): Buffer[] | undefined {
   if (o.splitKeys !== undefined) return o.splitKeys.split(',').map((s) => Buffer.from(s));
   if (o.ranges === undefined && o.benchRecords === undefined) return undefined;
   return benchSplits(o.ranges ?? 1, o.benchRecords ?? 1_000_000);
-}
-
-/** --cap's value, or commander's error saying what is wrong with it. */
-function parseCapsArg(value: string): Caps {
-  try {
-    return parseCaps(value);
-  } catch (err) {
-    throw new InvalidArgumentError((err as Error).message.replace(/^--cap: /, ''));
-  }
 }
 
 /** Where the client commands find the cluster. */
@@ -186,7 +177,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--tls-ca <file>', 'TLS: the CA (PEM) that signed the certificate; components and clients check it')
     .option('--cap <caps>', `run each component in a cgroup of its own with these limits, so one machine behaves like many small ones: role.resource=value,... with role ${CAP_ROLES.join('|')}, ` +
       'resource cpu (CPUs), disk (bytes written per second: what a StoC syncs, its tables) or disk-read (e.g. ltc.cpu=0.25,stoc.cpu=0.25,stoc.disk=40MB/s); ' +
-      'kept for components started later, applied to those running; none lifts them. Needs root and cgroups (v1 cpu and blkio, or v2)', parseCapsArg))
+      'kept for components started later, applied to those running; none lifts them. Needs root and cgroups (v1 cpu and blkio, or v2)', capsArg))
     .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; cacheMemory?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string; cap?: Caps }) => {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);

@@ -18,6 +18,7 @@ import { cacheTable, compareTable, runTable, scheduleLines, sessionHtml } from '
 import { ACTIONS, parseSchedule, type ScheduledAction } from '../../bench/ycsb/schedule.js';
 import { CACHE_MODES } from '../cluster/gemini.js';
 import { compareRows, runSession } from '../../bench/ycsb/session.js';
+import { runScale, scaleHtml, scaleTable } from '../../bench/ycsb/scale.js';
 import { WORKLOADS, parseWorkload } from '../../bench/ycsb/workload.js';
 import { checkFile, dumpFile, type FileKind } from '../tools/inspect.js';
 import { printable } from '../common/printable.js';
@@ -25,7 +26,8 @@ import { FAULT_KINDS, MULTI_LTC_FAULTS, runFaults, type FaultKind } from '../../
 import { faultHtml, faultSummary } from '../../bench/faults/report.js';
 import { addClusterCommands, salvageLines } from './cluster-commands.js';
 import { addRangeCommands } from './range-commands.js';
-import { intList, nonNegativeInt, positiveInt, positiveNumber } from './args.js';
+import { capsArg, intList, nonNegativeInt, positiveInt, positiveNumber } from './args.js';
+import { capsText, type Caps } from '../control/caps.js';
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
@@ -35,29 +37,34 @@ interface YcsbCliOptions {
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
   coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string; quietWait: number;
-  cache: string; cacheInstances: number; cacheMemory: number; intervalMs: number;
+  cache: string; cacheInstances: number; cacheMemory: number; intervalMs: number; cap?: Caps;
 }
 
-async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: string[], dists: string[] | undefined, baseline: string, rounds: number): Promise<void> {
-  for (const d of dists ?? []) {
-    if (!(DISTRIBUTIONS as readonly string[]).includes(d)) throw new Error(`unknown distribution "${d}": use ${DISTRIBUTIONS.join(', ')}`);
-  }
+/** A session's progress on stderr: one line rewritten on a terminal, a line every 5 s (and each final one) otherwise. */
+function progressLine(): (line: string, final: boolean) => void {
   const tty = process.stderr.isTTY === true;
   let lastLine = 0;
-  const progress = (line: string, final: boolean): void => {
+  return (line, final) => {
     if (tty) process.stderr.write(`\r\x1b[K${line}${final ? '\n' : ''}`);
     else if (final || Date.now() - lastLine > 5000) {
       lastLine = Date.now();
       process.stderr.write(`${line}\n`);
     }
   };
+}
+
+async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: string[], dists: string[] | undefined, baseline: string, rounds: number): Promise<void> {
+  for (const d of dists ?? []) {
+    if (!(DISTRIBUTIONS as readonly string[]).includes(d)) throw new Error(`unknown distribution "${d}": use ${DISTRIBUTIONS.join(', ')}`);
+  }
+  const progress = progressLine();
   const result = await runSession({
     engines, workloads: workloads.map(parseWorkload), dists: dists as Distribution[] | undefined,
     records: o.records, duration: o.duration, operations: o.operations, concurrency: o.concurrency, valueSize: o.valueSize,
     scanLength: o.scanLength, zipfianConstant: o.zipfianConstant, verify: o.verify, sync: o.sync, seed: o.seed,
     rounds, dir: o.dir, keep: o.keep, progress,
     cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction,
-      cache: o.cache, cacheInstances: o.cacheInstances, cacheMemoryBytes: o.cacheMemory }, clients: o.clients,
+      cache: o.cache, cacheInstances: o.cacheInstances, cacheMemoryBytes: o.cacheMemory, cap: o.cap && capsText(o.cap) }, clients: o.clients,
     quietWaitMs: o.quietWait * 1000, schedule: o.schedule, intervalMs: o.intervalMs,
   });
   console.log(runTable(result.runs));
@@ -267,7 +274,8 @@ export function buildProgram(): Command {
     .addOption(new Option('--cache <mode>', 'engine nova: read and write through a Gemini cache of this mode, whose instances the bench starts (an engine\'s own nova:cache-mode=MODE wins); the report adds the hit ratio over time')
       .choices(['none', ...CACHE_MODES]).default('none'))
     .option('--cache-instances <n>', 'engine nova with a cache: instances started', positiveInt, 3)
-    .option('--cache-memory <bytes>', 'engine nova with a cache: each instance\'s memory', positiveInt, 256 * 2 ** 20);
+    .option('--cache-memory <bytes>', 'engine nova with a cache: each instance\'s memory', positiveInt, 256 * 2 ** 20)
+    .option('--cap <caps>', 'engine nova: caps of the cluster it starts, as nova up --cap (e.g. ltc.cpu=0.5,stoc.cpu=0.25,stoc.disk=8MB/s), applied once it is loaded and settled: the runs are capped, the load is not', capsArg);
   const scheduleHelp = `engine nova: cluster actions during the run, "<s>s <action>, ..." with actions ${ACTIONS.filter((a) => a !== 'stoc remove').join(', ')} ` +
     '(ltc remove|kill [ID], range move R LTC, cache kill|start [ID]); e.g. "20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove", or "20s cache kill 1, 30s cache start 1". The report marks each and lists every range move\'s unavailability';
   const checkSchedule = (schedule: ScheduledAction[] | undefined, engines: string[], opts: YcsbCliOptions): void => {
@@ -311,6 +319,41 @@ export function buildProgram(): Command {
       const schedule = text === undefined ? undefined : parseSchedule(text);
       checkSchedule(schedule, engines, opts);
       await ycsbSession({ ...rest, schedule }, engines, opts.workloads.split(','), opts.dists.split(','), baseline, opts.rounds);
+    });
+
+  ycsb(bench.command('scale')
+    .description('throughput as StoCs (β) or LTCs (η) are added, a fresh cluster per count, against the linear line through the smallest count (paper Figures 4.10, 4.11); with --cap each component is a small machine. A table on stdout; --html draws the curves')
+    .addOption(new Option('--vary <what>', 'the components added').choices(['stocs', 'ltcs']).default('stocs'))
+    .option('--counts <list>', 'how many of them, one session each', intList, [1, 2, 4, 8])
+    .option('--ranges-per-ltc <n>', 'with --vary ltcs: ranges per LTC (ω), so every LTC has ranges (--ranges is then ignored)', positiveInt, 1)
+    .option('--engines <list>', 'nova variants, interleaved in every cell (e.g. nova:placement=power-of-d,nova:placement=random:scatter=3)', 'nova')
+    .option('--workloads <list>', 'comma-separated', 'RW50,W100')
+    .option('--dists <list>', 'comma-separated', 'uniform')
+    .option('--rounds <n>', 'times each cell runs per count; the median counts', positiveInt, 1))
+    .action(async (opts: YcsbCliOptions & { vary: 'stocs' | 'ltcs'; counts: number[]; rangesPerLtc: number; engines: string; workloads: string; dists: string; rounds: number }) => {
+      const dists = opts.dists.split(',');
+      for (const d of dists) {
+        if (!(DISTRIBUTIONS as readonly string[]).includes(d)) throw new Error(`unknown distribution "${d}": use ${DISTRIBUTIONS.join(', ')}`);
+      }
+      const result = await runScale({
+        vary: opts.vary, counts: opts.counts, rangesPerLtc: opts.rangesPerLtc,
+        engines: opts.engines.split(',').map((e) => e.trim()).filter(Boolean), workloads: opts.workloads.split(',').map(parseWorkload), dists: dists as Distribution[],
+        records: opts.records, duration: opts.duration, operations: opts.operations, concurrency: opts.concurrency, valueSize: opts.valueSize,
+        scanLength: opts.scanLength, zipfianConstant: opts.zipfianConstant, verify: opts.verify, sync: opts.sync, seed: opts.seed,
+        rounds: opts.rounds, dir: opts.dir, keep: opts.keep, progress: progressLine(),
+        cluster: { ltcs: opts.ltcs, stocs: opts.stocs, ranges: opts.ranges, logMode: opts.logMode, compaction: opts.compaction, cap: opts.cap && capsText(opts.cap) },
+        clients: opts.clients, quietWaitMs: opts.quietWait * 1000, intervalMs: opts.intervalMs,
+        onCount: (n) => process.stderr.write(`nova bench scale: ${n} ${opts.vary === 'stocs' ? 'StoC' : 'LTC'}(s)\n`),
+      });
+      console.log(scaleTable(result));
+      if (opts.json) {
+        writeFileSync(opts.json, JSON.stringify(result, null, 2));
+        console.log(`results written to ${opts.json}`);
+      }
+      if (opts.html) {
+        writeFileSync(opts.html, scaleHtml(result));
+        console.log(`report written to ${opts.html}`);
+      }
     });
 
   bench.command('faults')

@@ -152,6 +152,15 @@ function keepCaps(dir: string, caps: Caps): void {
   replaceFile(dir, CAPS_FILE, JSON.stringify({ caps: capsText(caps) }) + '\n');
 }
 
+/** `caps` kept for the local cluster in `dir` and applied to each of its running components, starting none. */
+export function capCluster(dir: string, caps: Caps): void {
+  const home = resolve(dir);
+  keepCaps(home, caps);
+  for (const c of readClusterFile(home)?.components ?? []) {
+    if (isRunning(c.pid, componentDir(home, c.role, c.id))) capComponent(home, c.role, c.id, c.pid, caps);
+  }
+}
+
 /** Puts component `role` `id` (process `pid`) in its cgroup with its role's cap; nothing when the cluster has no caps. */
 function capComponent(dir: string, role: ComponentRole, id: number, pid: number, caps: Caps | undefined): void {
   if (caps === undefined) return;
