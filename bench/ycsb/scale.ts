@@ -30,6 +30,8 @@ export interface ScalePoint {
   /** opsPerSec / linearOpsPerSec. */
   ofLinear: number;
   p99Us: number;
+  /** Operations that failed (a deadline passed: the components are too small for the load). */
+  errors: number;
 }
 
 export interface ScaleResult {
@@ -69,8 +71,9 @@ export function scalePoints(counts: number[], sessions: Array<Pick<SessionResult
         const ops = row.opsPerSec[engine];
         if (!first.has(key)) first.set(key, ops / counts[i]);
         const linear = first.get(key)! * counts[i];
+        const errors = s.runs.filter((r) => r.engine === engine && r.workload === row.workload && r.dist === row.dist).reduce((n, r) => n + (r.errors ?? 0), 0);
         points.push({ engine, workload: row.workload, dist: row.dist, count: counts[i], opsPerSec: ops, linearOpsPerSec: linear,
-          ofLinear: ops / linear, p99Us: row.p99Us[engine] });
+          ofLinear: ops / linear, p99Us: row.p99Us[engine], errors });
       }
     }
   });
@@ -101,7 +104,7 @@ export function scaleTable(r: Pick<ScaleResult, 'vary' | 'counts' | 'points'>): 
       title: `${n} ${r.vary === 'stocs' ? 'StoC' : 'LTC'}${n > 1 ? 's' : ''} ops/s (of linear)`,
       value: (x: (typeof rows)[number]) => {
         const p = x.points.find((q) => q.count === n);
-        return p ? `${fmt(p.opsPerSec)} (${(p.ofLinear * 100).toFixed(0)}%)` : '';
+        return p ? `${fmt(p.opsPerSec)} (${(p.ofLinear * 100).toFixed(0)}%)${p.errors > 0 ? ` ${p.errors} errors` : ''}` : '';
       },
     })),
   ]);
