@@ -31,8 +31,8 @@ export function runTable(runs: RunResult[]): string {
     { title: 'dist', value: (r) => r.dist, align: 'left' },
     { title: 'ops/s', value: (r) => fmt(r.opsPerSec) },
     ...OP_KINDS.map((k): Column<RunResult> => ({
-      title: `${k} p50/p99 µs`,
-      value: (r) => (r.latency[k] ? `${us(r.latency[k]!.p50Us)}/${us(r.latency[k]!.p99Us)}` : ''),
+      title: `${k} p50/p99/p999 µs`,
+      value: (r) => (r.latency[k] ? `${us(r.latency[k]!.p50Us)}/${us(r.latency[k]!.p99Us)}/${us(r.latency[k]!.p999Us)}` : ''),
     })),
     { title: 'KB written/op', value: (r) => writtenPerOp(r) },
     { title: 'peak RSS MiB', value: (r) => peakLine(r) },
@@ -101,6 +101,7 @@ export function compareTable(rows: CompareRow[], engines: string[], baseline: st
       title: e === baseline ? `${e} ops/s` : `${e} ops/s (×)`,
       value: (r) => (e === baseline ? fmt(r.opsPerSec[e]) : `${fmt(r.opsPerSec[e])} (${r.ratio[e].toFixed(2)})`),
     })),
+    ...engines.map((e): Column<CompareRow> => ({ title: `${e} p99/p999 µs`, value: (r) => `${us(r.p99Us[e])}/${us(r.p999Us[e])}` })),
   ];
   return textTable(rows, cols);
 }
@@ -229,9 +230,9 @@ export function sessionHtml(s: SessionResult, baseline: string): string {
   const rows = compareRows(s.runs, engines, baseline);
   const color = (e: string): string => COLORS[engines.indexOf(e) % COLORS.length];
   const kb = (v: number | undefined): string => (v === undefined ? '' : v.toFixed(1));
-  const head = ['workload', 'dist', ...engines.map((e) => (e === baseline ? `${e} ops/s` : `${e} ops/s (× ${baseline})`)), ...engines.map((e) => `${e} p99 µs`),
+  const head = ['workload', 'dist', ...engines.map((e) => (e === baseline ? `${e} ops/s` : `${e} ops/s (× ${baseline})`)), ...engines.map((e) => `${e} p99/p999 µs`),
     ...engines.map((e) => `${e} KB written/op`)];
-  const table = `<table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr><td>${esc(r.workload)}</td><td>${esc(r.dist)}</td>${engines.map((e) => `<td class="r">${fmt(r.opsPerSec[e])}${e === baseline ? '' : ` (${r.ratio[e].toFixed(2)})`}</td>`).join('')}${engines.map((e) => `<td class="r">${esc(us(r.p99Us[e]))}</td>`).join('')}${engines.map((e) => `<td class="r">${kb(r.writtenKbPerOp[e])}</td>`).join('')}</tr>`).join('\n')}</tbody></table>`;
+  const table = `<table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${rows.map((r) => `<tr><td>${esc(r.workload)}</td><td>${esc(r.dist)}</td>${engines.map((e) => `<td class="r">${fmt(r.opsPerSec[e])}${e === baseline ? '' : ` (${r.ratio[e].toFixed(2)})`}</td>`).join('')}${engines.map((e) => `<td class="r">${esc(us(r.p99Us[e]))}/${esc(us(r.p999Us[e]))}</td>`).join('')}${engines.map((e) => `<td class="r">${kb(r.writtenKbPerOp[e])}</td>`).join('')}</tr>`).join('\n')}</tbody></table>`;
   const loads = `<table><thead><tr><th>engine</th><th>load records/s</th><th>load s</th><th>settle s</th><th>KB written/record</th><th>settled by</th></tr></thead><tbody>${engines.map((e) => {
     const l = s.loads[e];
     return `<tr><td>${esc(e)}</td><td class="r">${fmt(l.opsPerSec)}</td><td class="r">${l.seconds.toFixed(1)}</td><td class="r">${l.settleSeconds.toFixed(1)}</td><td class="r">${kb(l.diskWriteBytes === undefined ? undefined : l.diskWriteBytes / l.records / 1024)}</td><td>${esc(l.settled)}</td></tr>`;

@@ -276,7 +276,9 @@ export interface CompareRow {
   opsPerSec: Record<string, number>;
   /** engine -> ratio to the baseline engine */
   ratio: Record<string, number>;
+  /** engine -> median over rounds of the worst operation kind's p99 and p999 */
   p99Us: Record<string, number>;
+  p999Us: Record<string, number>;
   /** engine -> median storage KB written per operation, where the engine's writes could be read */
   writtenKbPerOp: Record<string, number | undefined>;
 }
@@ -292,11 +294,12 @@ export function compareRows(runs: RunResult[], engines: string[], baseline: stri
   const rows: CompareRow[] = [];
   for (const [key, rs] of cells) {
     const [workload, dist] = key.split('\u0000');
-    const row: CompareRow = { workload, dist, opsPerSec: {}, ratio: {}, p99Us: {}, writtenKbPerOp: {} };
+    const row: CompareRow = { workload, dist, opsPerSec: {}, ratio: {}, p99Us: {}, p999Us: {}, writtenKbPerOp: {} };
     for (const e of engines) {
       const mine = rs.filter((r) => r.engine === e);
       row.opsPerSec[e] = median(mine.map((r) => r.opsPerSec));
       row.p99Us[e] = median(mine.map((r) => Math.max(...Object.values(r.latency).map((l) => l.p99Us))));
+      row.p999Us[e] = median(mine.map((r) => Math.max(...Object.values(r.latency).map((l) => l.p999Us))));
       const written = mine.filter((r) => r.diskWriteBytes !== undefined && r.ops > 0);
       row.writtenKbPerOp[e] = written.length === mine.length && mine.length > 0
         ? median(written.map((r) => r.diskWriteBytes! / r.ops / 1024)) : undefined;
