@@ -7,7 +7,7 @@
 import { type CompactionJob, jobFor, LEVELS, pickCompactions } from '../compaction/picker.js';
 import { Postponed, runCompaction } from './compaction-job.js';
 import { NoRoom } from './engine-env.js';
-import type { NovaError } from '../common/errors.js';
+import { NovaError } from '../common/errors.js';
 import type { TableMeta } from '../log/version-edit.js';
 import { salvageTable } from '../sstable/salvage.js';
 import { tableName } from './local-store.js';
@@ -23,6 +23,31 @@ import { retire } from './make-room.js';
  * outputs for the same reason). Why that is safe: a flush only adds L0 tables newer than
  * anything a running compaction reads, and each removes only what it picked.
  */
+/**
+ * Runs `work` in the compaction loop's place: once the loop (or another such step) has ended,
+ * no compaction runs until `work` does; then the loop is kicked. Under steady writes the loop
+ * always has a job due: held, it starts no more, and ends.
+ */
+export async function inLoopPlace<T>(db: EngineState, work: () => Promise<T>): Promise<T> {
+  db.held = true;
+  db.pokeCompactions?.();
+  try {
+    while (db.compacting) await db.compacting;
+    if (db.closed) throw new NovaError('CLOSED', 'engine is closed');
+    db.manual = true;
+    const run = work();
+    db.compacting = run.then(() => 0, () => 0);
+    return await run;
+  } finally {
+    db.held = false;
+    if (db.manual) {
+      db.manual = false;
+      db.compacting = undefined;
+    }
+    kick(db);
+  }
+}
+
 export function kick(db: EngineState): void {
   if (db.failed || db.stopping) return;
   db.flushing ??= loop(db, () => flushStep(db), () => { db.flushing = undefined; });

@@ -79,6 +79,7 @@ export class EngineState {
     stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, idle: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0,
     jobsStarted: 0, jobsInParallel: 0, maxJobsInParallel: 0, // the last: jobs running, summed at each start, for the mean
     merges: 0, // memtables merged instead of flushed (merge-job.ts)
+    ingests: 0, ingestedEntries: 0, // tables ingested (ingest.ts) and the entries they held
     minorReorgs: 0, majorReorgs: 0, imbalanceSum: 0, imbalanceWrites: 0, // the last two: each window's imbalance × its writes
   };
   /** The Tranges and Dranges writes are counted in (dranges.ts), kept with memtables.drangeBounds. */

@@ -37,7 +37,8 @@ import { MergingIterator, VisibleIterator } from '../sstable/merging-iterator.js
 import { loadReport } from './reorganization.js';
 import { Postponed } from './compaction-job.js';
 import { NoRoom } from './engine-env.js';
-import { armIdle, background, compactLevels, flushAll, kick } from './background.js';
+import { armIdle, background, compactLevels, flushAll, inLoopPlace, kick } from './background.js';
+import { ingest, type IngestOutcome } from './ingest.js';
 import { betweenWrites, enqueue } from './commit.js';
 import { retire } from './make-room.js';
 import type { Memtable } from '../memtable/memtable.js';
@@ -102,6 +103,9 @@ export interface EngineStats {
   /** Immutable memtables merged into a new memtable instead of flushed (few unique keys), and merged memtables waiting. */
   mergesInsteadOfFlush: number;
   parkedMemtables: number;
+  /** Tables ingested (bulk loads, ingest.ts), and the entries they held. */
+  ingests: number;
+  ingestedEntries: number;
   /** The lookup index: gets it answered (hits) or not, keys and bytes it holds, whether it knows every key of memtables and L0. */
   lookupHits: number;
   lookupMisses: number;
@@ -220,6 +224,16 @@ export class Engine {
   write(batch: WriteBatch, options: WriteOptions = {}): Promise<void> {
     // Snapshot the batch now: the caller may reuse it before this write commits.
     return enqueue(this.db, batch.clone(), options);
+  }
+
+  /**
+   * Writes `keys` (ascending, each once) with `values` as one table, off the write path, in
+   * the deepest level it may go to (ingest.ts): a bulk load's fast way. Refused, applying
+   * nothing, where versions of its keys are in memtables or were written since it began:
+   * then write them as a batch.
+   */
+  ingest(keys: Buffer[], values: Buffer[], options: Pick<WriteOptions, 'session'> = {}): Promise<IngestOutcome> {
+    return ingest(this.db, keys, values, options.session);
   }
 
   /**
@@ -441,26 +455,10 @@ export class Engine {
     for (let more = true; more;) {
       await new Promise((resolve) => setImmediate(resolve)); // the loop kicked after the last step picks its jobs
       check();
-      // Under steady writes the loop always has a job due: held, it starts no more, and ends.
-      this.db.held = true;
-      this.db.pokeCompactions?.();
-      try {
-        while (this.db.compacting) await this.db.compacting;
-        if (this.db.closed) throw new NovaError('CLOSED', 'engine is closed');
-        this.db.manual = true;
-        const run = step();
-        this.db.compacting = run.then(() => 0, () => 0);
-        more = await run;
-      } finally {
-        this.db.held = false;
-        if (this.db.manual) {
-          this.db.manual = false;
-          this.db.compacting = undefined;
-        }
-        kick(this.db);
-      }
+      more = await inLoopPlace(this.db, step);
     }
   }
+
 
   /**
    * Where to split the range by default (split-key.ts): the median of a sample of the
@@ -532,7 +530,7 @@ export class Engine {
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
       lookupHits: lk?.counters.hits ?? 0, lookupMisses: lk?.counters.misses ?? 0, lookupKeys: lk?.size ?? 0, lookupBytes: lk?.bytes ?? 0, lookupComplete: lk?.complete ?? false,
       memtablesPerGet: per(r.getMemtables, r.gets), l0TablesPerGet: per(r.getTables, r.gets), memtablesPerScan: per(r.scanMemtables, r.scans), l0TablesPerScan: per(r.scanTables, r.scans),
-      mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount,
+      mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount, ingests: c.ingests, ingestedEntries: c.ingestedEntries,
       drangeShares: load.shares, drangeCopies: load.copies, duplicatedDranges: load.copies.filter((n) => n > 1).length, loadImbalance: load.imbalance, imbalanceTimesWrites: load.weighted, imbalanceWrites: load.writes, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,

@@ -243,9 +243,11 @@ export class SessionTable {
 
   /**
    * The table as bytes (doc/format/manifest.md, "Sessions"): each session's floor, idle time
-   * and applied numbers. Writes in flight are not in it; their records are in logs.
+   * and applied numbers. Writes in flight are not in it (their records are in logs), except
+   * `applying`'s: a write the edit that records this table applies (an ingest).
    */
-  encode(): Buffer {
+  encode(applying?: Ticket): Buffer {
+    const also = applying as TicketOf | undefined;
     const out = new ByteBuilder(64 + this.sessions.size * 24);
     out.u8(SESSIONS_VERSION);
     out.varint(this.sessions.size);
@@ -255,7 +257,9 @@ export class SessionTable {
       out.varint(s.floor);
       out.varint(Math.max(0, this.clock - s.lastActive));
       const seqs: number[] = [];
-      for (let q = s.floor; q < s.floor + s.states.length; q++) if (stateOf(s, q) === APPLIED) seqs.push(q);
+      for (let q = s.floor; q < s.floor + s.states.length; q++) {
+        if (stateOf(s, q) === APPLIED || (also?.session === s && also.ref.seq === q)) seqs.push(q);
+      }
       out.varint(seqs.length);
       let prev = s.floor;
       for (const q of seqs) {

@@ -1,6 +1,6 @@
 /**
- * The engine against an in-memory oracle: random puts, deletes, batches, gets, scans and
- * snapshots, with forced flushes and reopens in between. Fixed seeds; NOVA_SOAK=1 runs longer.
+ * The engine against an in-memory oracle: random puts, deletes, batches, ingests, gets, scans
+ * and snapshots, with forced flushes and reopens in between. Fixed seeds; NOVA_SOAK=1 runs longer.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -115,6 +115,8 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
     let reorganizations = 0;
     let lookupHits = 0;
     let duplicated = 0;
+    let ingested = 0;
+    let ingestsRefused = 0;
     const tally = () => {
       lookupHits += db.stats.lookupHits;
       compactions += db.stats.compactions;
@@ -187,11 +189,37 @@ describe.each(CONFIGS)('engine model (seed $seed, α $alpha, δ $delta, table wr
           }
         }
         await Promise.all(pending);
+      } else if (dice < 0.97) {
+        // A bulk ingest: a run of keys past the others (m…), where tables of ordinary keys do
+        // not reach, or of ordinary keys, which memtables and L0 tables mostly hold (refused);
+        // with puts and deletes issued after it (they commit after it), over its keys too.
+        const own = r() < 0.7;
+        const base = Math.floor(r() * (own ? 60 : 400)); // few own keys: ingests meet their versions again
+        const keys = [...new Set(Array.from({ length: 1 + Math.floor(r() * 12) }, (_, j) => `${own ? 'm' : 'k'}${String(Math.min(399, base + j)).padStart(4, '0')}`))].sort();
+        const values = keys.map((k, j) => `i${step}.${j}-${'z'.repeat(Math.floor(r() * 100))}`);
+        const ingest = db.ingest(keys.map((k) => Buffer.from(k)), values.map((v) => Buffer.from(v)));
+        const after: Array<[string, string | undefined]> = [];
+        const pending: Array<Promise<void>> = [];
+        for (let i = 0; i < Math.floor(r() * 4); i++) {
+          const k = r() < 0.5 ? keys[Math.floor(r() * keys.length)] : key();
+          if (r() < 0.7) { const v = `a${step}.${i}`; pending.push(db.put(Buffer.from(k), Buffer.from(v))); after.push([k, v]); }
+          else { pending.push(db.delete(Buffer.from(k))); after.push([k, undefined]); }
+        }
+        const outcome = await ingest;
+        await Promise.all(pending);
+        if ('refused' in outcome) ingestsRefused++;
+        else {
+          ingested++;
+          keys.forEach((k, j) => oracle.set(k, values[j]));
+        }
+        for (const [k, v] of after) { if (v === undefined) oracle.delete(k); else oracle.set(k, v); }
       }
     }
     tally();
     await db.close();
     expect(compactions, 'compactions ran').toBeGreaterThan(0);
+    expect(ingested, 'ingests applied').toBeGreaterThan(0);
+    expect(ingestsRefused, 'ingests refused').toBeGreaterThan(0);
     expect(deepest, 'data reached L1 or deeper').toBeGreaterThan(0);
     if (α > 1 && variant === 'nova-r') expect(dranges, 'nova-r has no Dranges').toBe(1);
     else if (α > 1) expect(dranges, 'Dranges were cut').toBeGreaterThan(1);
