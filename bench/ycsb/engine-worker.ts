@@ -40,7 +40,7 @@ async function handle(m: WorkerRequest): Promise<unknown> {
       settings = { valueSize: m.valueSize, verify: m.verify };
       return undefined;
     }
-    case 'load': return load(opened(), settings!.valueSize, settings!.verify, 1000, progress);
+    case 'load': return load(opened(), settings!.valueSize, settings!.verify, opened().store.loadBatch ?? 1000, progress);
     // Another client process loaded the records: this one only learns they are there.
     case 'adopt': return opened().keys.loaded(opened().records);
     case 'run': return run(opened(), m.spec, progress);

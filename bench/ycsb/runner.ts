@@ -103,6 +103,8 @@ export interface LoadResult {
   seconds: number;
   opsPerSec: number;
   settleSeconds: number;
+  /** Records per putMany. */
+  batch: number;
   /** What settling did (a full compaction, or why none). */
   settled: string;
   /** Bytes the store's processes wrote to storage while loading and settling (see RunResult). */
@@ -148,7 +150,7 @@ export async function load(t: Target, valueSize: number, verify: boolean, batch 
   const settled = await t.store.settle();
   const seconds = (loaded - start) / 1000;
   const result: LoadResult = {
-    records: t.records, seconds, opsPerSec: t.records / seconds, settleSeconds: (performance.now() - loaded) / 1000, settled,
+    records: t.records, batch, seconds, opsPerSec: t.records / seconds, settleSeconds: (performance.now() - loaded) / 1000, settled,
     diskWriteBytes: writtenBetween(writtenBefore, storeWrites(t)),
   };
   progress?.(`[${t.engine}] loaded ${t.records.toLocaleString('en-US')} records in ${seconds.toFixed(1)} s (${fmt(result.opsPerSec)}/s), settled in ${result.settleSeconds.toFixed(1)} s (${settled})${result.diskWriteBytes === undefined ? '' : `; ${(result.diskWriteBytes / t.records / 1024).toFixed(1)} KB written per record`}`, true);

@@ -120,7 +120,7 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     loads,
     runs,
     notes: [
-      `Each engine in its own fresh directory under ${o.keep ? root : parent}; loaded once (${o.records.toLocaleString('en-US')} records of ${o.valueSize} B, batches of 1,000), then settled (${Object.entries(loads).map(([e, l]) => `${e}: ${l.settled}`).join('; ')}).`,
+      `Each engine in its own fresh directory under ${o.keep ? root : parent}; loaded once (${o.records.toLocaleString('en-US')} records of ${o.valueSize} B, ${batchesNote(loads)}), then settled (${Object.entries(loads).map(([e, l]) => `${e}: ${l.settled}`).join('; ')}).`,
       'Before each run the engine\'s files are read once, so each starts with its data in the page cache.',
       quietNote(runs, o.quietWaitMs ?? 0),
       `Cells run with the engines interleaved (${o.engines.join(', ')}), ${o.rounds} round(s); keys inserted by a cell remain for the next.`,
@@ -128,6 +128,12 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
       ...reports,
     ],
   };
+}
+
+function batchesNote(loads: Record<string, LoadResult>): string {
+  const by = new Map<number, string[]>();
+  for (const [e, l] of Object.entries(loads)) by.set(l.batch, [...(by.get(l.batch) ?? []), e]);
+  return [...by].map(([n, es]) => `${es.join(', ')}: ${n.toLocaleString('en-US')} records per load write`).join('; ');
 }
 
 function quietNote(runs: RunResult[], maxMs: number): string {
@@ -162,7 +168,7 @@ async function inProcess(engine: string, dir: string, o: SessionOptions): Promis
   const store = o.wrap ? o.wrap(engine, opened) : opened;
   const t: Target = { engine, dir, store, sync: o.sync, keys: new KeySpace(o.records), records: o.records };
   return {
-    load: () => load(t, o.valueSize, o.verify, 1000, o.progress),
+    load: () => load(t, o.valueSize, o.verify, t.store.loadBatch ?? 1000, o.progress),
     run: (spec) => run(t, spec, o.progress),
     report: async () => (await store.report?.()) ?? '',
     close: () => store.close(),

@@ -1,6 +1,6 @@
 /** `nova-embedded`: Nova's one-range engine in this process. */
 import { Engine } from '../../src/ltc/engine.js';
-import type { EngineAdapter } from './kv-store.js';
+import { INGEST_LOAD_BATCH, type EngineAdapter } from './kv-store.js';
 
 export const novaEmbedded: EngineAdapter = {
   name: 'nova-embedded',
@@ -12,11 +12,15 @@ export const novaEmbedded: EngineAdapter = {
       put: (k, v) => db.put(k, v),
       get: (k) => db.get(k),
       scan: (start, count) => db.scan(start, { limit: count }),
-      putMany: (entries) => {
+      // The bulk path: one ingested table per call, or a batch where the engine refuses it.
+      putMany: async (entries) => {
+        const r = await db.ingest(entries.map(([k]) => k), entries.map(([, v]) => v));
+        if (!('refused' in r)) return;
         const b = db.newBatch();
         for (const [k, v] of entries) b.put(k, v);
-        return db.write(b);
+        await db.write(b);
       },
+      loadBatch: INGEST_LOAD_BATCH,
       settle: async () => {
         await db.compactAll();
         return 'memtables flushed and the whole tree compacted into its deepest level';

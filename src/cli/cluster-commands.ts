@@ -3,15 +3,20 @@
  * (`nova coordinator`, `nova stoc|ltc run`), adding and removing them (`nova stoc|ltc add|remove`,
  * `nova rebalance`), and the client commands `nova put|get|del|scan`.
  */
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { capsArg, nonNegativeInt, onOff, port, positiveInt } from './args.js';
 import type { SalvageReport } from '../ltc/salvage.js';
 import { join } from 'node:path';
 import { NovaClient, coordinatorOf } from '../client/nova-client.js';
 import type { Settings } from '../cluster/config.js';
 import { KNOBS, defaultText, refuseConflicts } from '../cluster/knobs.js';
-import { benchSplits } from '../../bench/ycsb/generators.js';
-import { printable } from '../common/printable.js';
+import { benchSplits, keyOf } from '../../bench/ycsb/generators.js';
+import { makeValue } from '../../bench/ycsb/values.js';
+import { bulkLoad } from '../client/bulk-load.js';
+import { NovaError } from '../common/errors.js';
+import { parsePrintable, printable } from '../common/printable.js';
 import { addComponent, down, fetchStatus, readCaps, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
 import { CAP_ROLES, capsText, type Caps } from '../control/caps.js';
 import { DEFAULT_PEERS } from '../stoc/stoc-server.js';
@@ -92,6 +97,24 @@ function splitsOf(o: LayoutFlags): Buffer[] | undefined {
   if (o.splitKeys !== undefined) return o.splitKeys.split(',').map((s) => Buffer.from(s));
   if (o.ranges === undefined && o.benchRecords === undefined) return undefined;
   return benchSplits(o.ranges ?? 1, o.benchRecords ?? 1_000_000);
+}
+
+/** The records of a file of key<TAB>value lines (nova scan's), or of stdin for -. */
+async function* recordsOfFile(path: string): AsyncGenerator<[Buffer, Buffer]> {
+  const lines = createInterface({ input: path === '-' ? process.stdin : createReadStream(path), crlfDelay: Infinity });
+  let n = 0;
+  for await (const line of lines) {
+    n++;
+    if (line === '') continue;
+    const tab = line.indexOf('\t');
+    if (tab < 0) throw new NovaError('BAD_ARGUMENT', `${path}:${n}: no tab between key and value`);
+    yield [parsePrintable(line.slice(0, tab), `${path}:${n}: key`), parsePrintable(line.slice(tab + 1), `${path}:${n}: value`)];
+  }
+}
+
+/** The bench's records 0…n−1, as its load phase writes them. */
+function* generated(n: number, valueSize: number): Generator<[Buffer, Buffer]> {
+  for (let i = 0; i < n; i++) yield [keyOf(i), makeValue(i, 1, valueSize, false)];
 }
 
 /** Where the client commands find the cluster. */
@@ -433,6 +456,30 @@ export function addClusterCommands(program: Command, bin: string): void {
     }));
   cacheOption(clientOptions(program.command('del <key>').description('delete a key')))
     .action((key: string, o: { coordinator?: string; dir: string; cache: CacheMode | 'none' }) => withClient(o, (c) => c.delete(Buffer.from(key))));
+  clientOptions(program.command('load')
+    .description('bulk-load records: each chunk sorted and written as one table its LTC ingests off the write path (refused chunks as ordinary batches); input in key order loads fastest. Progress on stderr')
+    .option('--file <path>', 'key<TAB>value lines as nova scan prints them (JSON strings or 0x-hex); - for stdin')
+    .option('--generate <n>', 'instead, the bench\'s n records (user000000000000…, as nova bench loads them)', positiveInt)
+    .option('--value-size <bytes>', 'with --generate: value size', positiveInt, 1024)
+    .option('--chunk-bytes <n>', 'records per table ingested, in bytes (memory: about concurrency + 1 of them)', positiveInt, 16 * 2 ** 20)
+    .option('--concurrency <n>', 'chunks in flight', positiveInt, 4)
+    .option('--json', 'print the report as JSON', false))
+    .action(async (o: { coordinator?: string; dir: string; file?: string; generate?: number; valueSize: number; chunkBytes: number; concurrency: number; json: boolean }) => {
+      if ((o.file === undefined) === (o.generate === undefined)) throw new InvalidArgumentError('give one of --file or --generate');
+      const source = o.file !== undefined ? recordsOfFile(o.file) : generated(o.generate!, o.valueSize);
+      await withClient(o, async (c) => {
+        const r = await bulkLoad(c, source, { chunkBytes: o.chunkBytes, concurrency: o.concurrency,
+          onProgress: (n, s) => process.stderr.write(`nova load: ${n.toLocaleString('en-US')} records, ${Math.round(n / Math.max(s, 1e-3)).toLocaleString('en-US')}/s\n`) });
+        if (o.json) {
+          console.log(JSON.stringify(r, null, 1));
+          return;
+        }
+        console.log(`loaded ${r.records.toLocaleString('en-US')} records (${(r.bytes / 2 ** 20).toFixed(1)} MiB) in ${r.seconds.toFixed(1)} s, ` +
+          `${Math.round(r.records / Math.max(r.seconds, 1e-3)).toLocaleString('en-US')} records/s: ${r.tables} tables ingested (${r.ingested.toLocaleString('en-US')} records), ` +
+          `${r.written.toLocaleString('en-US')} written as batches${r.refusals.length ? ` (refused: ${r.refusals.join('; ')})` : ''}`);
+      });
+    });
+
   clientOptions(program.command('scan <start>').description('print key<TAB>value lines from <start> in key order, across ranges')
     .option('--end <key>', 'stop before this key')
     .option('--limit <n>', 'at most this many entries', positiveInt, 100))

@@ -71,6 +71,25 @@ export interface NovaClientOptions {
   cache?: CacheMode | 'none';
 }
 
+/** What NovaClient.ingest did: tables its LTCs ingested and their entries, and entries written as batches because an LTC refused them (why, the first few reasons). */
+export interface IngestReport {
+  tables: number;
+  ingested: number;
+  written: number;
+  refusals: string[];
+}
+
+/** An LTC's answer to an ingest (ltc/ingest.ts IngestOutcome). */
+type IngestResult = { level: number | null } | { refused: string };
+
+/** An ingest's chunk by default: about a memtable's worth, as one table. */
+const DEFAULT_INGEST_CHUNK = 16 * 1024 * 1024;
+/** The largest chunk: under what one ingest request takes (ltc/ingest.ts MAX_INGEST_BYTES). */
+const MAX_INGEST_CHUNK = 32 * 1024 * 1024;
+/** Entries per batch when an ingest is written the ordinary way. */
+const FALLBACK_BATCH = 1_000;
+const MAX_REFUSALS_KEPT = 8;
+
 export interface ScanOptions {
   /** Exclusive upper bound. */
   end?: Uint8Array;
@@ -335,6 +354,68 @@ export class NovaClient {
     await this.cached([...new Set(ops.map((op) => op[1].toString('latin1')))].map((k) => Buffer.from(k, 'latin1')), () => this.write1('write', ops[0][1], (id) => [id, ops]));
   }
 
+  /**
+   * Writes `entries` (keys ascending, each once) the bulk-load way: each range's run of them,
+   * in chunks of about `chunkBytes`, as one table its LTC ingests off the write path
+   * (ltc/ingest.ts). A chunk the LTC refuses (versions of its keys in memtables, or written
+   * since) is written as ordinary batches instead, as is everything through a cache. Each
+   * chunk is atomic and applied at most once; errors are those of write().
+   */
+  async ingest(entries: Array<[Buffer, Buffer]>, o: { chunkBytes?: number } = {}): Promise<IngestReport> {
+    const report: IngestReport = { tables: 0, ingested: 0, written: 0, refusals: [] };
+    for (let i = 1; i < entries.length; i++) {
+      if (Buffer.compare(entries[i - 1][0], entries[i][0]) >= 0) {
+        throw new NovaError('FAILED', `ingest: not applied: key ${i} does not sort after key ${i - 1}; sort the entries (each key once)`, { reason: 'BAD_ARGUMENT' });
+      }
+    }
+    const chunkBytes = Math.max(1, Math.min(o.chunkBytes ?? DEFAULT_INGEST_CHUNK, MAX_INGEST_CHUNK));
+    for (let at = 0; at < entries.length;) {
+      const range = rangeOf(this.config, entries[at][0]);
+      let end = at;
+      let bytes = 0;
+      while (end < entries.length && (end === at || bytes < chunkBytes) && rangeOf(this.config, entries[end][0]).id === range.id) {
+        bytes += entries[end][0].length + entries[end][1].length;
+        end++;
+      }
+      await this.ingestChunk(entries.slice(at, end), report);
+      at = end;
+    }
+    return report;
+  }
+
+  private async ingestChunk(chunk: Array<[Buffer, Buffer]>, report: IngestReport): Promise<void> {
+    let refused: string;
+    if (this.gemini) {
+      refused = 'a cache is in front of the LTCs: its entries are invalidated write by write';
+    } else {
+      const keys = chunk.map(([k]) => k);
+      const values = chunk.map(([, v]) => v);
+      try {
+        const r = await this.write1<IngestResult>('ingest', keys[0], (id) => [id, keys, values]);
+        if (!('refused' in r)) {
+          report.tables++;
+          report.ingested += chunk.length;
+          return;
+        }
+        refused = r.refused;
+      } catch (err) {
+        const e = err as NovaError;
+        // Refused before the LTC applied anything (the ranges changed under it): as batches.
+        if (e.code !== 'FAILED' || e.reason !== 'BAD_ARGUMENT') throw err;
+        refused = e.message;
+      }
+    }
+    if (report.refusals.length < MAX_REFUSALS_KEPT && !report.refusals.includes(refused)) report.refusals.push(refused);
+    const batches: ClientBatch[] = [];
+    for (const [k, v] of chunk) {
+      let b = batches[batches.length - 1];
+      if (!b || b.ops.length >= FALLBACK_BATCH || rangeOf(this.config, b.ops[0][1]).id !== rangeOf(this.config, k).id) batches.push(b = this.batch());
+      b.put(k, v);
+    }
+    await Promise.all(batches.map((b) => this.write(b)));
+    report.written += chunk.length;
+  }
+
   /** Entries with start <= key < end in key order, continuing across ranges. */
   async scan(start: Uint8Array, options: ScanOptions = {}): Promise<Array<[Buffer, Buffer]>> {
     const limit = options.limit ?? 100;
@@ -414,18 +495,19 @@ export class NovaClient {
    * UNKNOWN_OUTCOME. `args` gives the request's own arguments; the session's five values
    * follow them (doc/format/wire.md).
    */
-  private async write1(op: string, key: Buffer, args: (configId: number) => unknown[]): Promise<void> {
+  private async write1<T = void>(op: string, key: Buffer, args: (configId: number) => unknown[]): Promise<T> {
     const session = this.session;
     const w: WriteState = { session, seq: session.take(), key, range: undefined, earlier: [], maybeApplied: false };
     this.writing.add(w);
     try {
-      await this.attempt(op, key, (id, range) => {
+      const answer = await this.attempt<T>(op, key, (id, range) => {
         const request = args(id);
         const window = w.session.window(range);
         request.push(w.session.idHigh, w.session.idLow, w.seq, window.floor!, window.acked ? 0 : 1);
         return request;
       }, w);
       w.session.window(w.sentTo!).acked = true;
+      return answer;
     } catch (err) {
       const e = err as NovaError;
       const reason = e.code === 'FAILED' || e.code === 'UNKNOWN_OUTCOME' ? e.reason : e.code;

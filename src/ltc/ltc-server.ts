@@ -33,6 +33,7 @@ import { Membership } from '../cluster/membership.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
+import type { IngestOutcome } from './ingest.js';
 import type { SessionRef } from '../common/write-id.js';
 import { rangeEnv } from './range-env.js';
 import type { EvacuationReport } from './evacuation.js';
@@ -678,6 +679,7 @@ export class LtcServer {
         return tracked(t.served, t.engine.delete(t.key, { session: sessionAt(a, 2) }));
       },
       write: (a) => this.write(a[0], a[1], sessionAt(a, 2)),
+      ingest: (a) => this.ingest(a[0], a[1], a[2], sessionAt(a, 3)),
       scan: ([id, start, end, limit]) => {
         const t = this.engineFor(id, start, false);
         const n = typeof limit === 'number' && limit > 0 ? Math.min(limit, MAX_SCAN) : MAX_SCAN;
@@ -759,6 +761,30 @@ export class LtcServer {
       }
     });
     return tracked(served, engine.write(b, { session }));
+  }
+
+  /**
+   * `ingest [config id, keys, values, session]`: keys ascending, all in one range, written as
+   * one table off the write path (ingest.ts). Answers where it went, or why it was refused
+   * (nothing applied: the client writes them as batches).
+   */
+  private ingest(id: unknown, keys: unknown, values: unknown, session: SessionRef | undefined): Promise<IngestOutcome> {
+    if (!Array.isArray(keys) || !Array.isArray(values) || keys.length === 0 || keys.length !== values.length) {
+      throw new NovaError('BAD_ARGUMENT', 'ingest takes a non-empty list of keys and a list of as many values');
+    }
+    const ks = keys.map(asKey);
+    const vs = values.map(asValue);
+    const { engine, served } = this.engineFor(id, ks[0], true);
+    const range = rangeOf(this.config, ks[0]);
+    // Ascending keys (the engine checks): the first and the last in the range, all are.
+    const lastRange = rangeOf(this.config, ks[ks.length - 1]);
+    if (lastRange.id !== range.id) throw new NovaError('BAD_ARGUMENT', `an ingest spans ranges ${range.id} and ${lastRange.id}: send each range its part`);
+    const fill = range.fill;
+    if (fill && ks.some((k) => inFill(fill, k))) {
+      throw new NovaError('UNAVAILABLE', `range ${range.id} is taking in keys from range ${fill.from} (a split or merge); retry`);
+    }
+    for (let i = 0; i < ks.length; i++) served.bytesWritten += ks[i].length + vs[i].length;
+    return tracked(served, engine.ingest(ks, vs, { session }));
   }
 
   /** `filled [config id, range, timeout ms]` (the coordinator's): resolves with the fill's report once the range has taken in its keys. */
