@@ -62,9 +62,9 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
   }
   const clients = o.clients ?? 1;
   if (clients > 1) {
-    const local = o.engines.filter((e) => e !== 'nova');
+    const local = o.engines.filter((e) => e.split(':')[0] !== 'nova');
     if (local.length > 0) {
-      throw new Error(`--clients ${clients}: ${local.join(', ')} run inside one process and cannot be shared with other client processes; only the cluster engine "nova" can. Raise --concurrency instead, or run them separately.`);
+      throw new Error(`--clients ${clients}: ${local.join(', ')} run inside one process and cannot be shared with other client processes; only the cluster engine "nova" (and its variants, nova:flag=value) can. Raise --concurrency instead, or run them separately.`);
     }
     if (o.verify) throw new Error(`--verify needs --clients 1: a client can judge staleness only against the writes it saw acknowledged, and with ${clients} clients the others' writes are invisible to it`);
     if (o.wrap) throw new Error('wrapped stores run in-process: --clients must be 1');
@@ -182,11 +182,12 @@ async function inProcess(engine: string, dir: string, o: SessionOptions): Promis
  */
 async function several(main: EngineHandle, engine: string, dir: string, clients: number, o: SessionOptions): Promise<EngineHandle> {
   const secretFile = o.cluster?.secretFile ?? (o.cluster?.coordinator ? undefined : join(dir, SECRET_FILE));
-  const joined = { ...o, cluster: { ...o.cluster, coordinator: o.cluster?.coordinator ?? coordinatorOf(dir), secretFile } };
+  // The others join the cluster the first started (its knobs and caps are the cluster's already).
+  const joined = { ...o, cluster: { ...o.cluster, coordinator: o.cluster?.coordinator ?? coordinatorOf(dir), secretFile, cap: undefined } };
   const extras: ChildHandle[] = [];
   try {
     for (let i = 1; i < clients; i++) {
-      const e = await inChild(engine, dir, joined);
+      const e = await inChild(engine.split(':')[0], dir, joined);
       extras.push(e);
       await e.adopt();
     }

@@ -93,8 +93,10 @@ describe('nova bench adapters', () => {
 
 describe('nova bench sessions', () => {
   it('runs several client processes against one cluster and merges their figures', async () => {
-    const r = await runSession(options({ engines: ['nova'], clients: 2, verify: false, records: 500, operations: 1000 }));
+    // A variant: the others join the cluster it started, whose knobs it set.
+    const r = await runSession(options({ engines: ['nova:lookup-index-bytes=1048576'], clients: 2, verify: false, records: 500, operations: 1000 }));
     const run = r.runs[0];
+    expect(run.engine).toBe('nova:lookup-index-bytes=1048576');
     expect(run.clients).toBe(2);
     expect(run.ops).toBe(2000);
     expect(run.errors, run.errorSamples.join('; ')).toBe(0);
