@@ -140,7 +140,9 @@ export function chart(title: string, xLabel: string, yLabel: string, series: Ser
     const label = logX ? fmtShort(10 ** v) : fmtShort(v);
     return `<text x="${(L + f * (W - L - 10)).toFixed(1)}" y="${H - B + 16}" text-anchor="middle">${esc(label)}</text>`;
   }).join('');
-  const legend = series.map((s, i) => `<text x="${L + 8 + i * 110}" y="14" fill="${s.color}">${esc(s.name)}</text>`).join('');
+  // Each name after the last, at about 6 px a character: long engine names do not overlap.
+  const at = series.map((_, i) => L + 8 + series.slice(0, i).reduce((x, t) => x + Math.max(110, t.name.length * 6 + 14), 0));
+  const legend = series.map((s, i) => `<text x="${at[i]}" y="14" fill="${s.color}">${esc(s.name)}</text>`).join('');
   const marked = marks.map(([x, label]) => `<line x1="${px(x).toFixed(1)}" x2="${px(x).toFixed(1)}" y1="20" y2="${H - B}" stroke="#c33" stroke-dasharray="3,3"><title>${esc(label)}</title></line>` +
     `<text x="${(px(x) + 2).toFixed(1)}" y="30" fill="#c33" font-size="9">${esc(label)}</text>`).join('');
   return `<figure><figcaption>${esc(title)}</figcaption><svg width="${W}" height="${H}" font-size="11">

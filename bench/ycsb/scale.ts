@@ -15,6 +15,8 @@ export interface ScaleOptions extends SessionOptions {
   counts: number[];
   /** With `vary` ltcs: ranges per LTC (ω), so each count has ranges for every LTC. */
   rangesPerLtc: number;
+  /** The count the linear line goes through (default: the smallest). */
+  linearFrom?: number;
   /** Called as each count's session starts. */
   onCount?: (count: number) => void;
 }
@@ -40,6 +42,8 @@ export interface ScaleResult {
   counts: number[];
   engines: string[];
   cap?: string;
+  /** The count the linear line goes through. */
+  linearFrom: number;
   points: ScalePoint[];
   sessions: SessionResult[];
 }
@@ -49,28 +53,35 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
   if (notNova.length > 0) throw new Error(`bench scale adds nova's components: ${notNova.join(', ')} has none (use nova, or nova:flag=value variants)`);
   if (o.cluster?.coordinator) throw new Error('bench scale starts a cluster per count: not --coordinator');
   const counts = [...new Set(o.counts)].sort((a, b) => a - b);
-  const { vary, counts: _c, rangesPerLtc, onCount, ...session } = o;
+  const { vary, counts: _c, rangesPerLtc, onCount, linearFrom, ...session } = o;
+  if (linearFrom !== undefined && !counts.includes(linearFrom)) throw new Error(`--linear-from ${linearFrom} is not one of the counts (${counts.join(', ')})`);
   const sessions: SessionResult[] = [];
   for (const n of counts) {
     onCount?.(n);
     const cluster = { ...o.cluster, ...(vary === 'stocs' ? { stocs: n } : { ltcs: n, ranges: n * rangesPerLtc }) };
     sessions.push(await runSession({ ...session, cluster }));
   }
-  return { startedAt: new Date().toISOString(), vary: o.vary, counts, engines: o.engines, cap: o.cluster?.cap,
-    points: scalePoints(counts, sessions, o.engines), sessions };
+  return { startedAt: new Date().toISOString(), vary: o.vary, counts, engines: o.engines, cap: o.cluster?.cap, linearFrom: linearFrom ?? counts[0],
+    points: scalePoints(counts, sessions, o.engines, linearFrom), sessions };
 }
 
-/** Each engine's throughput per cell and count, against the line through its smallest count. */
-export function scalePoints(counts: number[], sessions: Array<Pick<SessionResult, 'runs'>>, engines: string[]): ScalePoint[] {
+/**
+ * Each engine's throughput per cell and count, against the line through its throughput at
+ * count `base` (default: the smallest).
+ */
+export function scalePoints(counts: number[], sessions: Array<Pick<SessionResult, 'runs'>>, engines: string[], base = counts[0]): ScalePoint[] {
   const points: ScalePoint[] = [];
-  const first = new Map<string, number>();
+  const perComponent = new Map<string, number>();
+  const rows = sessions.map((s) => compareRows(s.runs, engines, engines[0]));
+  for (const row of rows[counts.indexOf(base)] ?? []) {
+    for (const engine of engines) perComponent.set(`${engine}\u0000${row.workload}\u0000${row.dist}`, row.opsPerSec[engine] / base);
+  }
   sessions.forEach((s, i) => {
-    for (const row of compareRows(s.runs, engines, engines[0])) {
+    for (const row of rows[i]) {
       for (const engine of engines) {
         const key = `${engine}\u0000${row.workload}\u0000${row.dist}`;
         const ops = row.opsPerSec[engine];
-        if (!first.has(key)) first.set(key, ops / counts[i]);
-        const linear = first.get(key)! * counts[i];
+        const linear = (perComponent.get(key) ?? NaN) * counts[i];
         const errors = s.runs.filter((r) => r.engine === engine && r.workload === row.workload && r.dist === row.dist).reduce((n, r) => n + (r.errors ?? 0), 0);
         points.push({ engine, workload: row.workload, dist: row.dist, count: counts[i], opsPerSec: ops, linearOpsPerSec: linear,
           ofLinear: ops / linear, p99Us: row.p99Us[engine], errors });
@@ -118,9 +129,9 @@ export function scaleHtml(r: ScaleResult): string {
     byCell.get(key)!.push(c);
   }
   const color = (e: string): string => COLORS[r.engines.indexOf(e) % COLORS.length];
-  const charts = [...byCell].map(([title, cs]) => chart(`${title}: throughput against ${axisName(r.vary)}, dashed: linear from ${r.counts[0]}`, axisName(r.vary), 'ops/s', [
+  const charts = [...byCell].map(([title, cs]) => chart(`${title}: throughput against ${axisName(r.vary)}, dashed: linear through ${r.linearFrom}`, axisName(r.vary), 'ops/s', [
     ...cs.map((c) => ({ name: c.engine, color: color(c.engine), points: c.points.map((p): [number, number] => [p.count, p.opsPerSec]) })),
-    ...cs.map((c) => ({ name: 'linear', color: color(c.engine), dashed: true, points: c.points.map((p): [number, number] => [p.count, p.linearOpsPerSec]) })),
+    ...cs.map((c) => ({ name: 'linear (dashed)', color: color(c.engine), dashed: true, points: c.points.map((p): [number, number] => [p.count, p.linearOpsPerSec]) })),
   ])).join('\n');
   const s0 = r.sessions[0]?.options;
   return `<!doctype html>
@@ -130,7 +141,7 @@ body { font: 14px system-ui, sans-serif; margin: 2em; color: #222 } pre { backgr
 .charts { display: flex; flex-wrap: wrap; gap: 1em } figure { margin: 0 } figcaption { font-size: 12px; color: #555 }
 </style></head><body>
 <h1>nova bench scale: ${esc(axisName(r.vary))}</h1>
-<p>${esc(r.startedAt)}. ${esc(axisName(r.vary))} ${r.counts.join(', ')}; each count a fresh cluster${s0 ? ` (${s0.records.toLocaleString('en-US')} records of ${s0.valueSize} B, ${s0.duration} s per run, ${s0.concurrency} outstanding × ${s0.clients ?? 1} client process(es))` : ''}; caps: ${esc(r.cap ?? 'none')}, applied after the load. Dashed: the linear line through the smallest count.</p>
+<p>${esc(r.startedAt)}. ${esc(axisName(r.vary))} ${r.counts.join(', ')}; each count a fresh cluster${s0 ? ` (${s0.records.toLocaleString('en-US')} records of ${s0.valueSize} B, ${s0.duration} s per run, ${s0.concurrency} outstanding × ${s0.clients ?? 1} client process(es))` : ''}; caps: ${esc(r.cap ?? 'none')}, applied after the load. Dashed: the linear line through ${r.linearFrom}.</p>
 <div class="charts">${charts}</div>
 <h2>Points</h2>
 <pre>${esc(scaleTable(r))}</pre>

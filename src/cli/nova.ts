@@ -326,17 +326,18 @@ export function buildProgram(): Command {
     .addOption(new Option('--vary <what>', 'the components added').choices(['stocs', 'ltcs']).default('stocs'))
     .option('--counts <list>', 'how many of them, one session each', intList, [1, 2, 4, 8])
     .option('--ranges-per-ltc <n>', 'with --vary ltcs: ranges per LTC (ω), so every LTC has ranges (--ranges is then ignored)', positiveInt, 1)
+    .option('--linear-from <count>', 'the count the linear line goes through (default: the smallest)', positiveInt)
     .option('--engines <list>', 'nova variants, interleaved in every cell (e.g. nova:placement=power-of-d,nova:placement=random:scatter=3)', 'nova')
     .option('--workloads <list>', 'comma-separated', 'RW50,W100')
     .option('--dists <list>', 'comma-separated', 'uniform')
     .option('--rounds <n>', 'times each cell runs per count; the median counts', positiveInt, 1))
-    .action(async (opts: YcsbCliOptions & { vary: 'stocs' | 'ltcs'; counts: number[]; rangesPerLtc: number; engines: string; workloads: string; dists: string; rounds: number }) => {
+    .action(async (opts: YcsbCliOptions & { vary: 'stocs' | 'ltcs'; counts: number[]; rangesPerLtc: number; linearFrom?: number; engines: string; workloads: string; dists: string; rounds: number }) => {
       const dists = opts.dists.split(',');
       for (const d of dists) {
         if (!(DISTRIBUTIONS as readonly string[]).includes(d)) throw new Error(`unknown distribution "${d}": use ${DISTRIBUTIONS.join(', ')}`);
       }
       const result = await runScale({
-        vary: opts.vary, counts: opts.counts, rangesPerLtc: opts.rangesPerLtc,
+        vary: opts.vary, counts: opts.counts, rangesPerLtc: opts.rangesPerLtc, linearFrom: opts.linearFrom,
         engines: opts.engines.split(',').map((e) => e.trim()).filter(Boolean), workloads: opts.workloads.split(',').map(parseWorkload), dists: dists as Distribution[],
         records: opts.records, duration: opts.duration, operations: opts.operations, concurrency: opts.concurrency, valueSize: opts.valueSize,
         scanLength: opts.scanLength, zipfianConstant: opts.zipfianConstant, verify: opts.verify, sync: opts.sync, seed: opts.seed,

@@ -31,11 +31,17 @@ describe('scalePoints', () => {
     expect(flat.map((p) => p.ofLinear)).toEqual([1, 0.5, 0.25]);
   });
 
+  it('draws the line through another count when asked (a smallest count that collapsed)', () => {
+    const from2 = scalePoints([1, 2, 4], sessions, engines, 2).filter((p) => p.engine === 'nova' && p.workload === 'W100');
+    expect(from2.map((p) => p.linearOpsPerSec)).toEqual([950, 1900, 3800]);
+    expect(from2[2].ofLinear).toBeCloseTo(3200 / 3800);
+  });
+
   it('tables and draws them, one column per count, a dashed linear line per engine', () => {
     const table = scaleTable({ vary: 'stocs', counts: [1, 2, 4], points });
     expect(table).toContain('4 StoCs ops/s (of linear)');
     expect(table).toMatch(/W100 .*uniform .*nova .*1,000 \(100%\) .*1,900 \(95%\) .*3,200 \(80%\)/);
-    const html = scaleHtml({ startedAt: 'now', vary: 'stocs', counts: [1, 2, 4], engines, points, sessions: [] });
+    const html = scaleHtml({ startedAt: 'now', vary: 'stocs', counts: [1, 2, 4], engines, points, sessions: [], linearFrom: 1 });
     expect(html.match(/<figure>/g)).toHaveLength(2); // W100, RW50
     expect(html.match(/stroke-dasharray="5,4"/g)).toHaveLength(4); // two engines' linear lines in each
   });
