@@ -12,7 +12,8 @@ import type { TableMeta } from '../log/version-edit.js';
 import { salvageTable } from '../sstable/salvage.js';
 import { tableName } from './local-store.js';
 import { Abandoned, EngineState, type LiveTable } from './engine-state.js';
-import { flushGroup } from './flush-job.js';
+import { installGroup, writeGroup, type WrittenGroup } from './flush-job.js';
+import type { Memtable } from '../memtable/memtable.js';
 import { mergeableDrange, mergeGroup } from './merge-job.js';
 import { retire } from './make-room.js';
 
@@ -50,7 +51,8 @@ export async function inLoopPlace<T>(db: EngineState, work: () => Promise<T>): P
 
 export function kick(db: EngineState): void {
   if (db.failed || db.stopping) return;
-  db.flushing ??= loop(db, () => flushStep(db), () => { db.flushing = undefined; });
+  if (db.flushing) db.pokeFlushes?.();
+  else db.flushing = flushLoop(db);
   if (db.compacting) db.pokeCompactions?.();
   else db.compacting = compactionLoop(db);
 }
@@ -61,11 +63,46 @@ export function background(db: EngineState): Promise<number> | undefined {
   return Promise.all([db.flushing ?? 0, db.compacting ?? 0]).then(([f, c]) => f + c);
 }
 
-/** Runs `step` until it finds nothing to do, then calls `ended`; returns the steps it ran (the flush loop). */
-export async function loop(db: EngineState, step: () => Promise<boolean>, ended: () => void): Promise<number> {
+/**
+ * The flush loop: flushes the groups of immutable memtables that are ready, oldest first, up
+ * to α at once — their tables built and stored side by side (each may go to another StoC),
+ * and installed one after another in the order they were picked, so a Drange's L0 tables
+ * stay newest last — or merges a group into a new memtable instead (merge-job.ts) while no
+ * flush is under way. Ends once nothing is ready; resolves with the groups it handled.
+ */
+export async function flushLoop(db: EngineState): Promise<number> {
+  const queue: Array<{ group: Memtable[]; written: Promise<WrittenGroup> }> = [];
   let n = 0;
   try {
-    while (!db.stopping && !db.failed && await step()) {
+    while (!db.stopping && !db.failed) {
+      while (queue.length < Math.max(1, db.options.activeMemtables)) {
+        const next = await pickFlush(db, queue.length === 0);
+        if (next === undefined) break;
+        if (next === 'merged') {
+          n++;
+          db.steps++;
+          db.wake();
+          continue;
+        }
+        queue.push(next);
+        db.counts.maxFlushesAtOnce = Math.max(db.counts.maxFlushesAtOnce, queue.length);
+      }
+      const head = queue[0];
+      if (!head) break;
+      // Until its tables are stored, a group that becomes ready meanwhile (kick) starts too.
+      const stored = await Promise.race([head.written.then(() => true, () => true),
+        new Promise<false>((resolve) => { db.pokeFlushes = () => resolve(false); })]);
+      db.pokeFlushes = undefined;
+      if (!stored) continue;
+      queue.shift();
+      try {
+        await installGroup(db, head.group, await head.written);
+      } finally {
+        for (const m of head.group) db.flushingNow.delete(m);
+      }
+      if (db.noRoom) db.options.onNote?.('a flush found room on the StoCs again; writes go on');
+      db.noRoom = undefined;
+      kick(db); // the new L0 table may make a compaction due
       n++;
       db.steps++;
       db.wake();
@@ -73,8 +110,14 @@ export async function loop(db: EngineState, step: () => Promise<boolean>, ended:
   } catch (err) {
     if (err instanceof NoRoom) waitForRoom(db, err);
     else db.fail('flush or compaction', err);
+  } finally {
+    // Groups written but not installed: their memtables flush again later; the tables go.
+    for (const { group, written } of queue.splice(0)) {
+      for (const m of group) db.flushingNow.delete(m);
+      void written.then((w) => Promise.all(w.added.map((t) => db.store.deleteTable(t.meta.file))), () => undefined).catch(() => undefined);
+    }
   }
-  ended();
+  db.flushing = undefined;
   // A loop that found nothing to do wakes no stalled writer while the other loop runs:
   // the writer would only kick it again, a busy loop that starves the other of the turns
   // it needs. Once neither runs, writers must learn it (nothing will make room).
@@ -83,31 +126,32 @@ export async function loop(db: EngineState, step: () => Promise<boolean>, ended:
 }
 
 /**
- * Flushes the oldest group of immutable memtables, if one is ready, or merges it into a new
- * memtable when it is one Drange's and holds few keys (merge-job.ts).
+ * Starts the flush of the oldest group ready beside those under way (its tables written in
+ * the background), or merges it instead when it is one Drange's with few keys and `alone`;
+ * undefined when none is ready (or a merge must wait for the flushes under way).
  */
-export async function flushStep(db: EngineState): Promise<boolean> {
+async function pickFlush(db: EngineState, alone: boolean): Promise<{ group: Memtable[]; written: Promise<WrittenGroup> } | 'merged' | undefined> {
   if (Date.now() < db.flushesWaitUntil) {
     armPostponed(db);
-    return false;
+    return undefined;
   }
-  const group = db.memtables.nextFlush(db.flushingAll);
-  if (group.length === 0) return false;
+  const group = db.memtables.nextFlush(db.flushingAll, db.flushingNow);
+  if (group.length === 0) return undefined;
   if (group.some((m) => db.memtables.isActive(m))) {
     db.flushNeedsActives = true; // the write path retires them, then kicks
     db.wake();
-    return false;
+    return undefined;
   }
   const drange = db.flushingAll ? -1 : mergeableDrange(db, group);
   if (drange >= 0) {
+    if (!alone) return undefined;
     await mergeGroup(db, group, drange);
-    return true;
+    return 'merged';
   }
-  await flushGroup(db, group);
-  if (db.noRoom) db.options.onNote?.('a flush found room on the StoCs again; writes go on');
-  db.noRoom = undefined;
-  kick(db); // the new L0 table may make a compaction due
-  return true;
+  for (const m of group) db.flushingNow.add(m);
+  const written = writeGroup(db, group);
+  written.catch(() => undefined); // its failure is met when its turn to be installed comes
+  return { group, written };
 }
 
 /**
@@ -232,7 +276,7 @@ export function armIdle(db: EngineState, ms: number): void {
     const left = db.lastWriteAt + db.options.idleCompactionMs - Date.now();
     if (left > 0) return armIdle(db, left);
     // Until the next write. The compaction loop takes L0 now, or next if it is running;
-    // a memtable whose flush ends during the pause kicks it again (flushStep).
+    // a memtable whose flush ends during the pause kicks it again (flushLoop).
     db.idleDue = true;
     if (db.levels[0].length > 0) kick(db);
   }, ms);

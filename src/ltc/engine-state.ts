@@ -20,6 +20,7 @@ import type { LogWriter } from '../logc/log-store.js';
 import { BlockCache } from '../sstable/block-cache.js';
 import { TableReader } from '../sstable/table-reader.js';
 import type { BlockStore, EngineEnv } from './engine-env.js';
+import type { Memtable } from '../memtable/memtable.js';
 import { type EngineOptions, resolveOptions, type Settings, type Snapshot } from './engine-options.js';
 import { localEnv } from './local-store.js';
 import type { Layout } from './dranges.js';
@@ -80,6 +81,7 @@ export class EngineState {
     jobsStarted: 0, jobsInParallel: 0, maxJobsInParallel: 0, // the last: jobs running, summed at each start, for the mean
     merges: 0, // memtables merged instead of flushed (merge-job.ts)
     ingests: 0, ingestedEntries: 0, // tables ingested (ingest.ts) and the entries they held
+    maxFlushesAtOnce: 0, // flush groups written at once, the most (background.ts flushLoop)
     minorReorgs: 0, majorReorgs: 0, imbalanceSum: 0, imbalanceWrites: 0, // the last two: each window's imbalance × its writes
   };
   /** The Tranges and Dranges writes are counted in (dranges.ts), kept with memtables.drangeBounds. */
@@ -94,6 +96,8 @@ export class EngineState {
   queued: PendingWrite[] = [];
   roundScheduled = false;
   flushing: Promise<number> | undefined; // the flush loop, while it runs
+  readonly flushingNow = new Set<Memtable>(); // memtables of the groups the flush loop is writing
+  pokeFlushes: (() => void) | undefined; // wakes the flush loop to start groups that became ready
   compacting: Promise<number> | undefined; // the compaction loop, or a manual compaction, while it runs
   pokeCompactions: (() => void) | undefined; // wakes the compaction loop to pick again (a flush added to L0)
   manual = false; // `compacting` is a manual compaction (compactAll)

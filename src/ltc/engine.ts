@@ -103,6 +103,8 @@ export interface EngineStats {
   /** Immutable memtables merged into a new memtable instead of flushed (few unique keys), and merged memtables waiting. */
   mergesInsteadOfFlush: number;
   parkedMemtables: number;
+  /** Flush groups whose tables were written at once, the most (up to α). */
+  maxFlushesAtOnce: number;
   /** Tables ingested (bulk loads, ingest.ts), and the entries they held. */
   ingests: number;
   ingestedEntries: number;
@@ -530,7 +532,7 @@ export class Engine {
       stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
       lookupHits: lk?.counters.hits ?? 0, lookupMisses: lk?.counters.misses ?? 0, lookupKeys: lk?.size ?? 0, lookupBytes: lk?.bytes ?? 0, lookupComplete: lk?.complete ?? false,
       memtablesPerGet: per(r.getMemtables, r.gets), l0TablesPerGet: per(r.getTables, r.gets), memtablesPerScan: per(r.scanMemtables, r.scans), l0TablesPerScan: per(r.scanTables, r.scans),
-      mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount, ingests: c.ingests, ingestedEntries: c.ingestedEntries,
+      mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount, ingests: c.ingests, ingestedEntries: c.ingestedEntries, maxFlushesAtOnce: c.maxFlushesAtOnce,
       drangeShares: load.shares, drangeCopies: load.copies, duplicatedDranges: load.copies.filter((n) => n > 1).length, loadImbalance: load.imbalance, imbalanceTimesWrites: load.weighted, imbalanceWrites: load.writes, minorReorganizations: c.minorReorgs, majorReorganizations: c.majorReorgs,
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,

@@ -14,12 +14,23 @@ import { EngineState, type LiveTable } from './engine-state.js';
 import { readerOf } from './read-path.js';
 import { installTables } from './version-set.js';
 
+/** A flush group's tables, built and stored but not yet in the tree. */
+export interface WrittenGroup {
+  added: LiveTable[];
+  /** Each memtable's table (none: it held nothing). */
+  tableOf: Map<Memtable, number>;
+}
+
 /**
  * Writes each memtable of `group` (oldest first) as an L0 table, then records the tables
  * and releases the memtables' logs in one MANIFEST edit; only then are the logs deleted.
  */
 export async function flushGroup(db: EngineState, group: Memtable[]): Promise<void> {
-  const edit = emptyEdit();
+  await installGroup(db, group, await writeGroup(db, group));
+}
+
+/** Builds and stores the tables of `group`; the tree does not change. */
+export async function writeGroup(db: EngineState, group: Memtable[]): Promise<WrittenGroup> {
   const added: LiveTable[] = [];
   const tableOf = new Map<Memtable, number>();
   // Twins hold versions of the same keys in any order: they make one table.
@@ -31,6 +42,12 @@ export async function flushGroup(db: EngineState, group: Memtable[]): Promise<vo
       for (const u of unit) tableOf.set(u, t.meta.file);
     }
   }
+  return { added, tableOf };
+}
+
+/** Records the tables of `group` written by writeGroup and releases its memtables' logs (one edit); then deletes the logs. */
+export async function installGroup(db: EngineState, group: Memtable[], { added, tableOf }: WrittenGroup): Promise<void> {
+  const edit = emptyEdit();
   for (const m of group) edit.releasedLogs.push(m.id);
   // The released logs' records named client writes: the table keeps what they said.
   edit.sessions = db.sessions.encode();

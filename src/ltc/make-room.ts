@@ -67,7 +67,7 @@ export async function makeRoom(db: EngineState): Promise<void> {
     });
     if (step.kind === 'retire-with-actives') {
       db.flushNeedsActives = false;
-      for (const m of db.memtables.nextFlush()) {
+      for (const m of db.memtables.nextFlush(false, db.flushingNow)) {
         const d = db.memtables.drangeOfActive(m);
         if (d >= 0) await retire(db, d, false);
       }

@@ -25,6 +25,8 @@
 import { drangeOf } from './dranges.js';
 import type { Memtable } from '../memtable/memtable.js';
 
+const NONE: ReadonlySet<Memtable> = new Set();
+
 export class MemtableSet {
   private bounds: Buffer[];
   /** Per Drange, newest first; the first `copies[d]` are its active memtables. */
@@ -247,15 +249,16 @@ export class MemtableSet {
    * What the next flush must take, oldest first: the oldest immutable memtable (not parked,
    * unless `withParked`), every memtable older than it in its Dranges, every memtable linked
    * to it, and so on. Some may still be active: the engine retires those before flushing.
-   * Empty when nothing waits.
+   * Memtables in `flushing` (groups being flushed already) are left out: those groups are
+   * installed first. Empty when nothing waits.
    */
-  nextFlush(withParked = false): Memtable[] {
-    const head = this.immutables.find((m) => withParked || !this.parked.has(m));
+  nextFlush(withParked = false, flushing: ReadonlySet<Memtable> = NONE): Memtable[] {
+    const head = this.immutables.find((m) => (withParked || !this.parked.has(m)) && !flushing.has(m));
     if (!head) return [];
     const group = new Set<Memtable>([head]);
     const todo = [head];
     const add = (m: Memtable): void => {
-      if (!group.has(m)) {
+      if (!group.has(m) && !flushing.has(m)) {
         group.add(m);
         todo.push(m);
       }
