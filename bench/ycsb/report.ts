@@ -36,6 +36,8 @@ export function runTable(runs: RunResult[]): string {
     })),
     { title: 'KB written/op', value: (r) => writtenPerOp(r) },
     { title: 'peak RSS MiB', value: (r) => peakLine(r) },
+    // The client process's own stalls: what it adds to every engine's latencies.
+    { title: 'client loop p99/max, GC ms', value: (r) => (r.clientPauses ? `${r.clientPauses.loopDelayP99Ms}/${r.clientPauses.loopDelayMaxMs}, ${r.clientPauses.gcMs}` : '') },
     { title: 'errors', value: (r) => String(r.errors) },
     { title: 'verify', value: (r) => (r.verify ? `${r.verify.errors} bad of ${r.verify.reads}` : 'off') },
   ];

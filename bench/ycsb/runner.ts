@@ -20,6 +20,7 @@ import { OP_KINDS, OpChooser, type OpKind, type Workload } from './workload.js';
 import type { ScheduleEvent, ScheduledAction } from './schedule.js';
 import { CacheSampler, recoveryOf, type CacheRun } from './cache-timeline.js';
 import { peaks, resetPeaks, type PeakRss } from './peak-memory.js';
+import { processPauses, type Pauses } from '../../src/common/pauses.js';
 
 /** How each run goes, whatever the workload and distribution. */
 export interface RunSettings {
@@ -92,6 +93,8 @@ export interface RunResult {
   diskWriteBytes?: number;
   /** What the store said it did during the run (KvStore.watchRun), when it says. */
   storeNote?: string;
+  /** This client process's event-loop delays and GC pauses over the run's last seconds (pauses.ts): its share of the latencies. */
+  clientPauses?: Pauses;
   /** Client processes that ran it together (mergeRuns); absent means one. */
   clients?: number;
   /** How long the session waited for the machine to go quiet before it (quiet.ts), when it did. */
@@ -264,6 +267,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress): Promis
   const writtenBefore = storeWrites(t);
   const named = t.store.namedProcesses?.() ?? [{ pid: process.pid, name: t.engine }];
   const peaksReset = resetPeaks(named);
+  processPauses(); // watched from here on (the first run starts the watcher)
   const watched = await t.store.watchRun?.();
   const sampler = t.store.cacheCounters ? new CacheSampler(t.store.cacheCounters()) : undefined;
   const discardedBefore = await t.store.cacheDiscarded?.();
@@ -301,6 +305,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress): Promis
   const written = writtenBetween(writtenBefore, storeWrites(t)); // before the verify pass, which only reads
   const peakRss = peaksReset ? peaks(named) : undefined; // a process started during the run (a schedule's) is not among them
   const storeNote = await watched?.();
+  const clientPauses = processPauses();
   let cache: CacheRun | undefined;
   if (sampler) {
     const discarded = await t.store.cacheDiscarded?.();
@@ -325,7 +330,7 @@ export async function run(t: Target, spec: RunSpec, progress?: Progress): Promis
     engine: t.engine, workload: spec.workload.name, mix: spec.workload.mix, dist: spec.dist, records: t.records,
     valueSize, scanLength: spec.scanLength, concurrency: spec.concurrency, sync: t.sync,
     ops: done, seconds, opsPerSec: done / seconds, latency, timeline, timelineP99, timelineMs, histograms, ...(events ? { events } : {}),
-    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written, storeNote, ...(cache ? { cache } : {}), ...(peakRss ? { peakRss } : {}),
+    errors, errorSamples, verify: verifyOut, warmedBytes, diskWriteBytes: written, storeNote, clientPauses, ...(cache ? { cache } : {}), ...(peakRss ? { peakRss } : {}),
   };
   const v = verifyOut ? `, verify: ${verifyOut.errors} errors in ${verifyOut.reads.toLocaleString('en-US')} values` : '';
   progress?.(`${label} ${fmt(result.opsPerSec)} ops/s over ${seconds.toFixed(1)} s, ${errors} errors${v}${storeNote ? `; ${storeNote}` : ''}`, true);

@@ -12,6 +12,7 @@ import { TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import type { CacheServerStats } from '../../src/stoc/cache-server.js';
 import { capsText, parseCaps } from '../../src/control/caps.js';
 import { cgroupHost } from '../../src/control/cgroups.js';
+import { PAUSE_WINDOW_S, type Pauses } from '../../src/common/pauses.js';
 
 /** Bytes per table ingested in the load: a memtable's worth. */
 const LOAD_CHUNK_BYTES = 16 * 1024 * 1024;
@@ -121,7 +122,7 @@ export const nova: EngineAdapter = {
             const writes = d('imbalanceWrites');
             return `range ${range}: imbalance ${writes > 0 ? (d('imbalanceTimesWrites') / writes).toFixed(4) : '-'} over ${writes} counted writes, ` +
               `${d('minorReorganizations')} minor and ${d('majorReorganizations')} major reorganizations (${a.duplicatedDranges ?? 0} Dranges duplicated at the end), ${d('mergesInsteadOfFlush')} merges instead of flush, ${d('flushes')} flushes`;
-          }).join('; ');
+          }).join('; ') + ltcPausesNote(await client.stats() as Array<{ ltcPauses?: Pauses }>);
         };
       },
       // The LTCs and StoCs (the coordinator writes only its small config file). A member on
@@ -149,6 +150,15 @@ export const nova: EngineAdapter = {
     };
   },
 };
+
+/** The LTCs' pauses over their last seconds (the worst LTC's), as the end of a run's line. */
+function ltcPausesNote(rows: Array<{ ltcPauses?: Pauses }>): string {
+  const p = rows.map((r) => r.ltcPauses).filter((x): x is Pauses => x !== undefined);
+  if (p.length === 0) return '';
+  const max = (f: (x: Pauses) => number): number => Math.max(...p.map(f));
+  return `; LTC pauses over the last ${PAUSE_WINDOW_S} s: event loop delay p99 ${max((x) => x.loopDelayP99Ms)} ms, max ${max((x) => x.loopDelayMaxMs)} ms; ` +
+    `GC ${max((x) => x.gcMs)} ms in ${max((x) => x.gcCount)} (major ${max((x) => x.gcMajorMs)} ms), the longest ${max((x) => x.gcMaxMs)} ms`;
+}
 
 /** Each range's numeric figures (NovaClient.stats), by range. */
 async function rangeFigures(client: NovaClient): Promise<Map<number, Record<string, number>>> {

@@ -34,6 +34,7 @@ import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
 import type { IngestOutcome } from './ingest.js';
+import { processPauses, type Pauses } from '../common/pauses.js';
 import type { SessionRef } from '../common/write-id.js';
 import { rangeEnv } from './range-env.js';
 import type { EvacuationReport } from './evacuation.js';
@@ -145,6 +146,8 @@ export interface RangeStats extends EngineStats {
   /** Of it: V8's heap in use, and memory outside it (Buffers) that Node tracks. */
   ltcHeapBytes: number;
   ltcExternalBytes: number;
+  /** The LTC process's event-loop delays and GC pauses over the last PAUSE_WINDOW_S seconds. */
+  ltcPauses: Pauses;
 }
 
 export class LtcServer {
@@ -171,6 +174,7 @@ export class LtcServer {
   }
 
   static async start(o: LtcOptions): Promise<LtcServer> {
+    processPauses(); // watched from the start, so its figures cover the serving
     startWorkers();
     const l = new LtcServer(o);
     void l.maintain();
@@ -225,6 +229,7 @@ export class LtcServer {
 
   stats(): RangeStats[] {
     const mem = process.memoryUsage();
+    const pauses = processPauses();
     return [...this.served.values()].filter((s) => s.engine).map((s) => ({
       range: s.info.id, ...s.engine!.stats,
       tablesToRepair: s.engine!.tablesToRepair,
@@ -233,7 +238,7 @@ export class LtcServer {
       copiesFoundDamaged: s.store!.counters.damaged,
       tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
       compactionsDeclined: s.compactor?.counters.declined ?? 0,
-      ltcRssBytes: mem.rss, ltcHeapBytes: mem.heapUsed, ltcExternalBytes: mem.external,
+      ltcRssBytes: mem.rss, ltcHeapBytes: mem.heapUsed, ltcExternalBytes: mem.external, ltcPauses: pauses,
     }));
   }
 
