@@ -75,6 +75,16 @@ export interface DirectFile {
 
 type Part = (slotOffset: number, at: number, length: number, state: PartState) => Promise<void>;
 
+/** The turns copies out of staging take, one per turn of the event loop, in order (read). */
+let copies: Promise<void> = Promise.resolve();
+
+/** Resolves in a later turn of the event loop than the copy before it. */
+function copyTurn(): Promise<void> {
+  const mine = copies.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+  copies = mine;
+  return mine;
+}
+
 export class StocClient {
   private closed = false;
   private nextAppend = 0;
@@ -237,6 +247,10 @@ export class StocClient {
       await this.transfer(op, length, async (slot, at, n, state) => {
         state.sent = true;
         await this.call(op, Method.fetch, { file: name, offset: offset + at, length: n, slot });
+        // One slot's copy per turn of the event loop: a table's slots arrive together, and
+        // copies into fresh memory (a page fault each 4 KiB) all in one turn would hold every
+        // request waiting on the event loop (doc/decisions/read-copy-turns.md).
+        await copyTurn();
         this.usable(); // the staging region is detached once the client closes
         this.staging.buffer.copy(out, at, slot, slot + n);
       });
