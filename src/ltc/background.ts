@@ -30,7 +30,7 @@ import { retire } from './make-room.js';
  * always has a job due: held, it starts no more, and ends.
  */
 export async function inLoopPlace<T>(db: EngineState, work: () => Promise<T>): Promise<T> {
-  db.held = true;
+  db.holders++; // several may wait: the loop stays held until the last has had its turn
   db.pokeCompactions?.();
   try {
     while (db.compacting) await db.compacting;
@@ -40,7 +40,7 @@ export async function inLoopPlace<T>(db: EngineState, work: () => Promise<T>): P
     db.compacting = run.then(() => 0, () => 0);
     return await run;
   } finally {
-    db.held = false;
+    db.holders--;
     if (db.manual) {
       db.manual = false;
       db.compacting = undefined;
@@ -111,10 +111,11 @@ export async function flushLoop(db: EngineState): Promise<number> {
     if (err instanceof NoRoom) waitForRoom(db, err);
     else db.fail('flush or compaction', err);
   } finally {
-    // Groups written but not installed: their memtables flush again later; the tables go.
+    // Groups written but not installed: their memtables flush again later; their tables go,
+    // before the loop ends (an engine closing waits for it).
     for (const { group, written } of queue.splice(0)) {
       for (const m of group) db.flushingNow.delete(m);
-      void written.then((w) => Promise.all(w.added.map((t) => db.store.deleteTable(t.meta.file))), () => undefined).catch(() => undefined);
+      await written.then((w) => Promise.all(w.added.map((t) => db.store.deleteTable(t.meta.file))), () => undefined).catch(() => undefined);
     }
   }
   db.flushing = undefined;

@@ -101,7 +101,9 @@ export class EngineState {
   compacting: Promise<number> | undefined; // the compaction loop, or a manual compaction, while it runs
   pokeCompactions: (() => void) | undefined; // wakes the compaction loop to pick again (a flush added to L0)
   manual = false; // `compacting` is a manual compaction (compactAll)
-  held = false; // the compaction loop starts no job: something waits to take its place (evacuate)
+  holders = 0; // steps waiting for or holding the compaction loop's place (inLoopPlace): it starts no job
+  get held(): boolean { return this.holders > 0; }
+  readonly ingesting = new Set<Promise<unknown>>(); // ingests under way (ingest.ts): close waits for them
   /** Files the open found in the stores, deleted after it unless the tree names them (obsolete-files.ts); and that deletion. */
   leftovers: { tables: number[]; logs: number[] } | undefined;
   sweeping: Promise<void> | undefined;

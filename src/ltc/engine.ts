@@ -235,7 +235,11 @@ export class Engine {
    * then write them as a batch.
    */
   ingest(keys: Buffer[], values: Buffer[], options: Pick<WriteOptions, 'session'> = {}): Promise<IngestOutcome> {
-    return ingest(this.db, keys, values, options.session);
+    const p = ingest(this.db, keys, values, options.session);
+    this.db.ingesting.add(p);
+    const done = (): void => void this.db.ingesting.delete(p);
+    p.then(done, done);
+    return p;
   }
 
   /**
@@ -269,6 +273,7 @@ export class Engine {
     }
     await this.db.applied;
     this.db.stop();
+    await Promise.allSettled([...this.db.ingesting]);
     await background(this.db);
     await this.db.sweeping;
     await this.db.manifestChain;

@@ -132,7 +132,7 @@ export async function ingest(db: EngineState, keys: Buffer[], values: Buffer[], 
   const first = keys[0];
   const last = keys[keys.length - 1];
   let file: number | undefined;
-  let installed = false;
+  let installing = false;
   try {
     let sequence = 0;
     let since = 0;
@@ -154,15 +154,17 @@ export async function ingest(db: EngineState, keys: Buffer[], values: Buffer[], 
       if (typeof level === 'string') return { refused: level };
       const meta: TableMeta = { level, file: file!, size: built.bytes.length, entries: built.entries, smallest: built.smallest!, largest: built.largest!, fragments };
       const edit = emptyEdit();
-      // The edit records the ingest as applied in its session: a retry after a crash is answered, not applied again.
-      if (ticket) edit.sessions = db.sessions.encode(ticket);
+      // This edit, and any logged while it is, record the ingest as applied in its session: a
+      // retry after a crash is answered, not applied again.
+      if (ticket) db.sessions.applying(ticket);
+      edit.sessions = db.sessions.encode();
+      installing = true; // from here the MANIFEST may name the table: it is never deleted
       try {
         await installTables(db, edit, level, [{ meta, reader: readerOf(db, built.bytes, file!), scansAtAdd: db.scans }]);
       } catch (err) {
         // The MANIFEST's tail is unknown now: the engine fails, and a reopen knows what it holds.
         throw db.fail('ingest', err);
       }
-      installed = true;
       if (ticket) db.sessions.applied(ticket);
       ticket = undefined;
       db.counts.ingests++;
@@ -176,7 +178,7 @@ export async function ingest(db: EngineState, keys: Buffer[], values: Buffer[], 
     return outcome;
   } catch (err) {
     if (ticket) db.sessions.failed(ticket, err as Error);
-    if (file !== undefined && !installed) await db.store.deleteTable(file).catch(() => undefined);
+    if (file !== undefined && !installing) await db.store.deleteTable(file).catch(() => undefined);
     throw err;
   }
 

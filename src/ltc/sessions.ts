@@ -163,6 +163,20 @@ export class SessionTable {
     return ticket;
   }
 
+  /** Writes whose edit is being logged (applying): applied in every table encoded meanwhile. */
+  private readonly applyingNow = new Set<TicketOf>();
+
+  /** `ticket`'s write is in an edit being logged (an ingest's): encode() counts it applied until applied() or failed(). */
+  applying(ticket: Ticket): void {
+    this.applyingNow.add(ticket as TicketOf);
+  }
+
+  private applyingSeqs(s: unknown): number[] {
+    const out: number[] = [];
+    for (const t of this.applyingNow) if (t.session === s) out.push(t.ref.seq);
+    return out;
+  }
+
   /** The write admitted under `ticket` goes to the log: until applied() or failed(), retries wait for it. */
   begin(ticket: Ticket): void {
     const s = (ticket as TicketOf).session;
@@ -172,6 +186,7 @@ export class SessionTable {
 
   /** The write begun under `ticket` is applied (its record is durable and in the memtable). */
   applied(ticket: Ticket): void {
+    this.applyingNow.delete(ticket as TicketOf);
     const s = (ticket as TicketOf).session;
     const seq = ticket.ref.seq;
     s.inFlight--;
@@ -184,6 +199,7 @@ export class SessionTable {
    * engine failed (it refuses work until a reopen rebuilds the table from the logs).
    */
   failed(ticket: Ticket, err: Error): void {
+    this.applyingNow.delete(ticket as TicketOf);
     const s = (ticket as TicketOf).session;
     s.inFlight--;
     if (stateOf(s, ticket.ref.seq) === IN_FLIGHT) this.setState(s, ticket.ref.seq, 0);
@@ -244,10 +260,10 @@ export class SessionTable {
   /**
    * The table as bytes (doc/format/manifest.md, "Sessions"): each session's floor, idle time
    * and applied numbers. Writes in flight are not in it (their records are in logs), except
-   * `applying`'s: a write the edit that records this table applies (an ingest).
+   * those applying (an ingest whose edit is being logged): any edit logged from now on may
+   * replace the table, so each must say they are applied.
    */
-  encode(applying?: Ticket): Buffer {
-    const also = applying as TicketOf | undefined;
+  encode(): Buffer {
     const out = new ByteBuilder(64 + this.sessions.size * 24);
     out.u8(SESSIONS_VERSION);
     out.varint(this.sessions.size);
@@ -258,7 +274,7 @@ export class SessionTable {
       out.varint(Math.max(0, this.clock - s.lastActive));
       const seqs: number[] = [];
       for (let q = s.floor; q < s.floor + s.states.length; q++) {
-        if (stateOf(s, q) === APPLIED || (also?.session === s && also.ref.seq === q)) seqs.push(q);
+        if (stateOf(s, q) === APPLIED || this.applyingSeqs(s).includes(q)) seqs.push(q);
       }
       out.varint(seqs.length);
       let prev = s.floor;

@@ -270,3 +270,24 @@ describe('session table', () => {
     expect(t.encode().toString('hex')).toBe('0101aaaaaa0000000000550000000000000003dc0b03000105');
   });
 });
+
+describe('a write whose edit is being logged (an ingest)', () => {
+  it('is applied in every table encoded meanwhile, not in memory until applied(), and in neither once failed', () => {
+    const t = new SessionTable(limits);
+    const k = ticket(t, ref(A, 3));
+    t.begin(k);
+    const applied = (b: Buffer): number[] => decodeSessions(b, 'test').find((d) => d.idHigh === A.idHigh)?.applied ?? [];
+    expect(applied(t.encode())).toEqual([]);
+    t.applying(k);
+    // Any edit logged now (a flush's, beside the ingest's) may replace the table: it must say so.
+    expect(applied(t.encode())).toEqual([3]);
+    expect(verdict(t.admit(ref(A, 3)))).toBeInstanceOf(Promise); // a retry still waits for the original
+    t.applied(k);
+    expect(applied(t.encode())).toEqual([3]);
+    const k2 = ticket(t, ref(A, 4));
+    t.begin(k2);
+    t.applying(k2);
+    t.failed(k2, new Error('install failed'));
+    expect(applied(t.encode())).toEqual([3]);
+  });
+});
