@@ -6,7 +6,7 @@ interface LevelIterator {
   all(): Promise<Array<[Buffer, Buffer]>>;
 }
 interface AbstractLevelDb {
-  open(): Promise<void>;
+  open(o?: Record<string, unknown>): Promise<void>;
   close(): Promise<void>;
   put(k: Buffer, v: Buffer, o?: { sync?: boolean }): Promise<void>;
   get(k: Buffer): Promise<Buffer | undefined>;
@@ -39,11 +39,16 @@ function abstractLevelAdapter(name: string, describe: string, pkg: string, ctor:
     name,
     describe,
     available: async () => (await optional(pkg)).error,
+    // Its block cache, so a compare can give it the memory another engine has (default 8 MiB).
+    checkSetting: (flag, value) => (flag !== 'cache-size' ? `${name} takes cache-size=BYTES (its block cache), not "${flag}"`
+      : /^\d+$/.test(value) && Number(value) > 0 && Number(value) < 2 ** 32 ? undefined : `cache-size is a byte count under 4 GiB, not "${value}"`),
     async open(dir, o) {
       const { mod, error } = await optional<Record<string, LevelCtor>>(pkg);
       if (!mod) throw new Error(error);
-      const db = new mod[ctor](dir, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
-      await db.open();
+      const cacheSize = o.settings?.find(([flag]) => flag === 'cache-size')?.[1];
+      const options = { keyEncoding: 'buffer', valueEncoding: 'buffer', ...(cacheSize ? { cacheSize: Number(cacheSize) } : {}) };
+      const db = new mod[ctor](dir, options);
+      await db.open(options);
       return abstractLevelStore(db, o, putNeedsBatch);
     },
   };

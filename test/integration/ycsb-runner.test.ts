@@ -117,7 +117,18 @@ describe('nova bench sessions', () => {
     expect(() => engineByName('nova:no-such-knob=1')).toThrow(/nova takes the knobs of nova up .*not "no-such-knob"/);
     expect(() => engineByName('nova:sync=maybe')).toThrow(/sync is true or false/);
     expect(() => engineByName('nova:active-memtables')).toThrow(/a setting is flag=value/);
-    expect(() => engineByName('leveldb:x=1')).toThrow(/engine leveldb takes no settings/);
+    expect(() => engineByName('leveldb:x=1')).toThrow(/leveldb takes cache-size=BYTES \(its block cache\), not "x"/);
+    expect(() => engineByName('leveldb:cache-size=lots')).toThrow(/cache-size is a byte count/);
+    expect(() => engineByName('lmdb:x=1')).toThrow(/engine lmdb takes no settings/);
+  });
+
+  it('gives LevelDB the block cache its name carries (leveldb:cache-size=BYTES)', async () => {
+    const spec = 'leveldb:cache-size=16777216';
+    if (await engineByName(spec).available()) return expect(await engineByName(spec).available()).toMatch(/not installed/);
+    const r = await runSession(options({ engines: [spec], records: 500, operations: 1000 }));
+    expect(r.runs[0].engine).toBe(spec);
+    expect(r.runs[0].errors).toBe(0);
+    expect(r.runs[0].verify?.errors).toBe(0);
   });
 
   it('fails at once, saying so, when an engine\'s process dies mid-run', async () => {
