@@ -111,9 +111,10 @@ export const nova: EngineAdapter = {
           `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms; ${r.l0Stalls ?? 0} on L0, the rest on a flush)`).join('; ');
       },
       watchRun: async () => {
-        const before = await rangeFigures(client);
+        const before = figuresOf(await client.stats());
         return async () => {
-          const after = await rangeFigures(client);
+          const rows = await client.stats();
+          const after = figuresOf(rows);
           return [...after].map(([range, a]) => {
             const b = before.get(range) ?? {};
             // A range opened again during the run (it moved) counts from zero: no difference to take.
@@ -122,7 +123,7 @@ export const nova: EngineAdapter = {
             const writes = d('imbalanceWrites');
             return `range ${range}: imbalance ${writes > 0 ? (d('imbalanceTimesWrites') / writes).toFixed(4) : '-'} over ${writes} counted writes, ` +
               `${d('minorReorganizations')} minor and ${d('majorReorganizations')} major reorganizations (${a.duplicatedDranges ?? 0} Dranges duplicated at the end), ${d('mergesInsteadOfFlush')} merges instead of flush, ${d('flushes')} flushes`;
-          }).join('; ') + ltcPausesNote(await client.stats() as Array<{ ltcPauses?: Pauses }>);
+          }).join('; ') + ltcPausesNote(rows as Array<{ ltcPauses?: Pauses }>);
         };
       },
       // The LTCs and StoCs (the coordinator writes only its small config file). A member on
@@ -160,9 +161,9 @@ function ltcPausesNote(rows: Array<{ ltcPauses?: Pauses }>): string {
     `GC ${max((x) => x.gcMs)} ms in ${max((x) => x.gcCount)} (major ${max((x) => x.gcMajorMs)} ms), the longest ${max((x) => x.gcMaxMs)} ms`;
 }
 
-/** Each range's numeric figures (NovaClient.stats), by range. */
-async function rangeFigures(client: NovaClient): Promise<Map<number, Record<string, number>>> {
-  const rows = (await client.stats()) as Array<Record<string, unknown> & { range: number }>;
+/** Each range's numeric figures, by range, from NovaClient.stats's rows. */
+function figuresOf(stats: unknown[]): Map<number, Record<string, number>> {
+  const rows = stats as Array<Record<string, unknown> & { range: number }>;
   return new Map(rows.map((r) => [r.range, Object.fromEntries(Object.entries(r).filter(([, v]) => typeof v === 'number')) as Record<string, number>]));
 }
 

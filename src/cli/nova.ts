@@ -40,7 +40,7 @@ interface YcsbCliOptions {
   cache: string; cacheInstances: number; cacheMemory: number; intervalMs: number; cap?: Caps;
 }
 
-/** A session's progress on stderr: one line rewritten on a terminal, a line every 5 s (and each final one) otherwise. */
+/** A bench's progress on stderr: one line rewritten on a terminal; otherwise a line now and then, and each final one. */
 function progressLine(): (line: string, final: boolean) => void {
   const tty = process.stderr.isTTY === true;
   let lastLine = 0;

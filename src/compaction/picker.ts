@@ -53,7 +53,7 @@ export function levelScores(levels: TableMeta[][], o: LevelOptions, busy: Readon
 const NONE: ReadonlySet<number> = new Set();
 
 /** Tables of `tables` whose user-key span meets [smallest, largest] (internal keys). */
-export function overlapping(tables: TableMeta[], smallest: Buffer, largest: Buffer): TableMeta[] {
+export function overlapping(tables: readonly TableMeta[], smallest: Buffer, largest: Buffer): TableMeta[] {
   return tables.filter((t) => compareUser(t.largest, smallest) >= 0 && compareUser(t.smallest, largest) <= 0);
 }
 

@@ -130,24 +130,18 @@ export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap,
     put(join(dir, 'cgroup.procs'), String(pid));
     return;
   }
-  if (host.cpu) {
-    const dir = join(host.root, 'cpu', group);
-    if (!(quota === undefined && !existsSync(dir))) {
-      mkdirSync(dir, { recursive: true });
-      put(join(dir, 'cpu.cfs_period_us'), String(PERIOD_US));
-      put(join(dir, 'cpu.cfs_quota_us'), String(quota ?? -1));
-      put(join(dir, 'cgroup.procs'), String(pid));
-    }
-  }
-  if (host.io) {
-    const dir = join(host.root, 'blkio', group);
-    if (!(!needsDevice && !existsSync(dir)) && device !== undefined) {
-      mkdirSync(dir, { recursive: true });
-      // 0 lifts a throttle (v1).
-      put(join(dir, 'blkio.throttle.write_bps_device'), `${device} ${cap.diskWriteBps ?? 0}`);
-      put(join(dir, 'blkio.throttle.read_bps_device'), `${device} ${cap.diskReadBps ?? 0}`);
-      put(join(dir, 'cgroup.procs'), String(pid));
-    }
+  // v1: a hierarchy per controller; a process never limited in one is left where it is there.
+  const place = (controller: string, limited: boolean, files: Array<[string, string]>): void => {
+    const dir = join(host.root, controller, group);
+    if (!limited && !existsSync(dir)) return;
+    mkdirSync(dir, { recursive: true });
+    for (const [file, text] of files) put(join(dir, file), text);
+    put(join(dir, 'cgroup.procs'), String(pid));
+  };
+  if (host.cpu) place('cpu', quota !== undefined, [['cpu.cfs_period_us', String(PERIOD_US)], ['cpu.cfs_quota_us', String(quota ?? -1)]]);
+  // 0 lifts a throttle (v1).
+  if (host.io && device !== undefined) {
+    place('blkio', needsDevice, [['blkio.throttle.write_bps_device', `${device} ${cap.diskWriteBps ?? 0}`], ['blkio.throttle.read_bps_device', `${device} ${cap.diskReadBps ?? 0}`]]);
   }
 }
 

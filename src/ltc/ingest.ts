@@ -16,8 +16,8 @@
  * Every refusal applies nothing, and a client numbered ingest that was refused may be retried.
  */
 import { NovaError } from '../common/errors.js';
-import { MAX_SEQUENCE, SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, makeInternalKey, writeTrailer } from '../common/internal-key.js';
-import { LEVELS } from '../compaction/picker.js';
+import { MAX_SEQUENCE, SEEK_TYPE, TRAILER_BYTES, ValueType, compareBytes, makeInternalKey } from '../common/internal-key.js';
+import { LEVELS, overlapping } from '../compaction/picker.js';
 import { emptyEdit, type TableMeta } from '../log/version-edit.js';
 import type { SessionRef } from '../common/write-id.js';
 import { TableBuilder } from '../sstable/table-builder.js';
@@ -73,24 +73,19 @@ function memtablesMeet(db: EngineState, first: Buffer, last: Buffer): boolean {
   return false;
 }
 
-function meets(t: TableMeta, first: Buffer, last: Buffer): boolean {
-  return compareBytes(t.largest, 0, t.largest.length - TRAILER_BYTES, first, 0, first.length) >= 0 &&
-    compareBytes(t.smallest, 0, t.smallest.length - TRAILER_BYTES, last, 0, last.length) <= 0;
-}
-
 /**
  * The deepest level, 1 or below, whose tables and those above meet nothing of [first, last];
  * or why there is none: a table above meets it, or one made since the sequence was taken
  * (file `since` or later) does anywhere.
  */
 export function ingestLevel(levels: readonly TableMeta[][], first: Buffer, last: Buffer, since: number): number | string {
-  for (const level of levels) {
-    const newer = level.find((t) => t.file >= since && meets(t, first, last));
-    if (newer) return `table ${newer.file} (L${newer.level}) was made since the ingest began and holds keys of its span`;
-  }
-  if (levels[0].some((t) => meets(t, first, last))) return 'L0 holds keys of its span';
+  // Tables are compared by user key alone: any trailer does.
+  const meeting = levels.map((l) => overlapping(l, makeInternalKey(first, MAX_SEQUENCE, SEEK_TYPE), makeInternalKey(last, 0, ValueType.Put)));
+  const newer = meeting.flat().find((t) => t.file >= since);
+  if (newer) return `table ${newer.file} (L${newer.level}) was made since the ingest began and holds keys of its span`;
+  if (meeting[0].length > 0) return 'L0 holds keys of its span';
   let level = 0;
-  while (level + 1 < LEVELS && !levels[level + 1].some((t) => meets(t, first, last))) level++;
+  while (level + 1 < LEVELS && meeting[level + 1].length === 0) level++;
   return level === 0 ? 'L1 holds keys of its span' : level;
 }
 
@@ -99,10 +94,7 @@ async function build(keys: Buffer[], values: Buffer[], sequence: number, bytes: 
   const builder = new TableBuilder({ expectedSize: bytes + keys.length * 24 + 4096 });
   let slice = 0;
   for (let i = 0; i < keys.length; i++) {
-    const k = keys[i];
-    const ikey = Buffer.allocUnsafe(k.length + TRAILER_BYTES);
-    ikey.set(k, 0);
-    writeTrailer(ikey, k.length, sequence, ValueType.Put);
+    const ikey = makeInternalKey(keys[i], sequence, ValueType.Put);
     builder.add(ikey, values[i]);
     slice += ikey.length + values[i].length;
     if (slice >= SLICE_BYTES) {
@@ -154,8 +146,8 @@ export async function ingest(db: EngineState, keys: Buffer[], values: Buffer[], 
       if (typeof level === 'string') return { refused: level };
       const meta: TableMeta = { level, file: file!, size: built.bytes.length, entries: built.entries, smallest: built.smallest!, largest: built.largest!, fragments };
       const edit = emptyEdit();
-      // This edit, and any logged while it is, record the ingest as applied in its session: a
-      // retry after a crash is answered, not applied again.
+      // This edit, and any logged while it is, record the ingest as applied under its client's
+      // write number: a retry after a crash is answered, not applied again.
       if (ticket) db.sessions.applying(ticket);
       edit.sessions = db.sessions.encode();
       installing = true; // from here the MANIFEST may name the table: it is never deleted

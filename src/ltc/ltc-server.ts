@@ -769,7 +769,7 @@ export class LtcServer {
   }
 
   /**
-   * `ingest [config id, keys, values, session]`: keys ascending, all in one range, written as
+   * `ingest [config id, keys, values, write number]`: keys ascending, all in one range, written as
    * one table off the write path (ingest.ts). Answers where it went, or why it was refused
    * (nothing applied: the client writes them as batches).
    */
