@@ -10,11 +10,14 @@ export interface NamedProcess {
   pid: number;
   /** What it is, for the report: an engine's name, or a cluster component's role and id. */
   name: string;
+  /** The memory its knobs give it (src/control/budgets.ts), when it has a budget. */
+  budget?: number;
 }
 
 export interface PeakRss {
   name: string;
   bytes: number;
+  budget?: number;
 }
 
 /** Starts each process's high-water mark afresh; false if any could not be reset. */
@@ -42,7 +45,7 @@ export function peaks(processes: readonly NamedProcess[]): PeakRss[] | undefined
     }
     const m = /^VmHWM:\s*(\d+) kB$/m.exec(text);
     if (!m) return undefined;
-    out.push({ name: p.name, bytes: Number(m[1]) * 1024 });
+    out.push({ name: p.name, bytes: Number(m[1]) * 1024, ...(p.budget !== undefined ? { budget: p.budget } : {}) });
   }
   return out.length > 0 ? out : undefined;
 }

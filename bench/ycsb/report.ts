@@ -4,6 +4,7 @@
  * and the latency distribution of each cell, per engine.
  */
 import { textTable, type Column } from '../report.js';
+import type { PeakRss } from './peak-memory.js';
 import { fmt, type RunResult } from './runner.js';
 import { compareRows, type CompareRow, type SessionResult } from './session.js';
 import { OP_KINDS } from './workload.js';
@@ -15,13 +16,29 @@ export function writtenPerOp(r: { diskWriteBytes?: number; ops: number }): strin
   return r.diskWriteBytes === undefined || r.ops === 0 ? '' : (r.diskWriteBytes / r.ops / 1024).toFixed(1);
 }
 
-/** A run's processes' peak resident memory: the largest, named, and the sum when there are several. */
-export function peakLine(r: { peakRss?: Array<{ name: string; bytes: number }> }): string {
+const mib = (b: number): string => (b / 2 ** 20).toFixed(0);
+
+/** A process's peak, "of" its budget when it has one. */
+function peakOf(p: PeakRss): string {
+  return p.budget === undefined ? mib(p.bytes) : `${mib(p.bytes)} of ${mib(p.budget)}`;
+}
+
+/**
+ * A run's processes' peak resident memory: the largest, named (of its budget), the sum when
+ * there are several, and every process over its budget.
+ */
+export function peakLine(r: { peakRss?: PeakRss[] }): string {
   if (!r.peakRss || r.peakRss.length === 0) return '';
-  const mib = (b: number): string => (b / 2 ** 20).toFixed(0);
   const top = r.peakRss.reduce((a, b) => (b.bytes > a.bytes ? b : a));
-  if (r.peakRss.length === 1) return mib(top.bytes);
-  return `${mib(top.bytes)} (${top.name}); ${mib(r.peakRss.reduce((n, p) => n + p.bytes, 0))} in all`;
+  if (r.peakRss.length === 1) return peakOf(top);
+  const over = r.peakRss.filter((p) => p.budget !== undefined && p.bytes > p.budget);
+  return `${peakOf(top)} (${top.name}); ${mib(r.peakRss.reduce((n, p) => n + p.bytes, 0))} in all` +
+    (over.length > 0 ? `; over budget: ${over.map((p) => `${p.name} ${peakOf(p)}`).join(', ')}` : '');
+}
+
+/** Every process's peak of its budget, for the HTML report. */
+export function peaksLine(r: { peakRss?: PeakRss[] }): string {
+  return (r.peakRss ?? []).map((p) => `${p.name} ${peakOf(p)}${p.budget !== undefined && p.bytes > p.budget ? ' (over)' : ''}`).join(', ');
 }
 
 export function runTable(runs: RunResult[]): string {
@@ -241,6 +258,11 @@ export function sessionHtml(s: SessionResult, baseline: string): string {
     const l = s.loads[e];
     return `<tr><td>${esc(e)}</td><td class="r">${fmt(l.opsPerSec)}</td><td class="r">${l.seconds.toFixed(1)}</td><td class="r">${l.settleSeconds.toFixed(1)}</td><td class="r">${kb(l.diskWriteBytes === undefined ? undefined : l.diskWriteBytes / l.records / 1024)}</td><td>${esc(l.settled)}</td></tr>`;
   }).join('')}</tbody></table>`;
+  const withPeaks = s.runs.filter((r) => r.peakRss?.length);
+  const memory = withPeaks.length === 0 ? '' : `<h2>Peak memory</h2>
+<p>Each process's peak resident memory in each run, in MiB, of the memory its knobs give it (a component's budget; the runtime under it comes on top).</p>
+<table><thead><tr><th>engine</th><th>workload</th><th>dist</th><th>processes</th></tr></thead><tbody>${withPeaks.map((r) =>
+    `<tr><td>${esc(r.engine)}</td><td>${esc(r.workload)}</td><td>${esc(r.dist)}</td><td>${esc(peaksLine(r))}</td></tr>`).join('')}</tbody></table>`;
   const cells = rows.map((row) => {
     const rs = s.runs.filter((r) => r.workload === row.workload && r.dist === row.dist);
     const byEngine = engines.map((e) => rs.filter((r) => r.engine === e));
@@ -269,6 +291,7 @@ ${verify}
 ${table}
 <h2>Load</h2>
 ${loads}
+${memory}
 <h2>Cells</h2>
 ${cells}
 ${cacheHtml(s.runs, engines, color)}

@@ -1,7 +1,8 @@
 /** `nova`: a Nova cluster through NovaClient, started in the run's directory or given. */
 import { readSecretFile } from '../../src/common/cluster-secret.js';
 import { NovaClient } from '../../src/client/nova-client.js';
-import { NOVA_BIN, addComponent, capCluster, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, restartComponent, up } from '../../src/control/cluster-control.js';
+import { memoryBudget } from '../../src/control/budgets.js';
+import { NOVA_BIN, type ComponentRole, addComponent, capCluster, down, fetchStatus, moveRange, readClusterFile, rebalance, removeLtc, removeStocFrom, restartComponent, up } from '../../src/control/cluster-control.js';
 import type { ActionOutcome, ScheduledAction } from './schedule.js';
 import type { MoveReport } from '../../src/coordinator/coordinator.js';
 import { rangeOf } from '../../src/cluster/config.js';
@@ -16,9 +17,6 @@ import { PAUSE_WINDOW_S, type Pauses } from '../../src/common/pauses.js';
 
 /** Bytes per table ingested in the load: a memtable's worth. */
 const LOAD_CHUNK_BYTES = 16 * 1024 * 1024;
-
-/** Each instance's memory, by the directory of the cluster the run started (cache start starts it again with it). */
-const cacheMemory = new Map<string, number>();
 
 /** Every instance's discarded entries (those unreachable count nothing). */
 async function discardedEntries(client: NovaClient): Promise<number> {
@@ -67,15 +65,15 @@ export const nova: EngineAdapter = {
       if (o.sync) args.push('--sync');
       if (c.logMode) args.push('--log-mode', c.logMode);
       if (c.compaction) args.push('--compaction', c.compaction);
+      if (cache && c.cacheMemoryBytes !== undefined && !o.settings?.some(([flag]) => flag === 'cache-memory')) args.push('--cache-memory', String(c.cacheMemoryBytes));
       for (const [flag, value] of o.settings ?? []) {
         const bool = KNOBS.find((k) => k.flag === flag)?.type === 'bool';
         if (!bool) args.push(`--${flag}`, value);
         else if (value === 'true') args.push(`--${flag}`);
       }
       // With a cache, up waits until every instance holds fragments: none joins mid-run.
-      if (cache) cacheMemory.set(dir, c.cacheMemoryBytes ?? 256 * 2 ** 20);
       await up({ dir, ltcs: c.ltcs ?? 1, stocs: c.stocs ?? 3, host: '127.0.0.1', bin: NOVA_BIN, coordinatorArgs: args,
-        ...(cache ? { caches: c.cacheInstances ?? 3, cacheMemoryBytes: cacheMemory.get(dir) } : {}) });
+        ...(cache ? { caches: c.cacheInstances ?? 3 } : {}) });
     }
     const secretFile = c.secretFile ?? process.env.NOVA_SECRET_FILE;
     const ingestTotals = { tables: 0, written: 0, refusals: new Set<string>() };
@@ -130,8 +128,14 @@ export const nova: EngineAdapter = {
       // another machine has no /proc entry here, and then no figure is reported.
       processes: () => client.configuration.members.map((m) => m.pid),
       // A cluster the bench started: every process of it, the coordinator's too.
-      namedProcesses: () => (c.coordinator ? client.configuration.members.map((m) => ({ pid: m.pid, name: `${m.role}-${m.id}` }))
-        : (readClusterFile(dir)?.components ?? []).map((x) => ({ pid: x.pid, name: x.role === 'coordinator' ? 'coordinator' : `${x.role}-${x.id}` }))),
+      namedProcesses: () => {
+        const budget = (role: ComponentRole): { budget?: number } => {
+          const b = memoryBudget(role, client.configuration.settings);
+          return b === undefined ? {} : { budget: b };
+        };
+        return c.coordinator ? client.configuration.members.map((m) => ({ pid: m.pid, name: `${m.role}-${m.id}`, ...budget(m.role) }))
+          : (readClusterFile(dir)?.components ?? []).map((x) => ({ pid: x.pid, name: x.role === 'coordinator' ? 'coordinator' : `${x.role}-${x.id}`, ...budget(x.role) }));
+      },
       ...(cache ? {
         cacheCounters: () => {
           const k = client.cacheCounters!;
@@ -145,7 +149,6 @@ export const nova: EngineAdapter = {
       },
       close: async () => {
         client.close();
-        cacheMemory.delete(dir);
         if (!c.coordinator) await down(dir);
       },
     };
@@ -247,7 +250,7 @@ async function act(dir: string, a: ScheduledAction): Promise<ActionOutcome> {
       const id = a.args[0] ?? 1;
       if (!file.components.some((x) => x.role === 'cache' && x.id === id)) throw new Error(`no cache instance ${id} in ${dir} (start the run with --cache MODE)`);
       const t0 = Date.now();
-      await restartComponent({ ...base, cacheMemoryBytes: cacheMemory.get(dir) }, 'cache', id);
+      await restartComponent(base, 'cache', id);
       const layer = (await fetchStatus(coordinator)).config.cache;
       const modes = layer ? layer.fragments.filter((f) => f.primary === id).map((f) => f.mode) : [];
       return { detail: `cache ${id} back after ${Date.now() - t0} ms: its fragments ${modes.filter((m) => m === 'recovery').length} recovering, ${modes.filter((m) => m === 'normal').length} normal, ${modes.filter((m) => m === 'transient').length} transient`, moves: [], cacheInstance: id };

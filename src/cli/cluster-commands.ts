@@ -192,7 +192,6 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--ltcs <n>', 'η: LTCs (default 1, or as many as the cluster had); on a running cluster, LTCs are added or removed to reach it', positiveInt)
     .option('--stocs <n>', 'β: StoCs (default 3, or as many as the cluster had); on a running cluster, StoCs are added or removed (drained) to reach it', positiveInt)
     .option('--caches <n>', 'Gemini cache instances (default none, or as many as the cluster had; --cache-mode says how they recover); on a running cluster, instances are added to reach it', nonNegativeInt)
-    .option('--cache-memory <bytes>', 'each cache instance\'s memory for entries (its disk budget four times it; default 256 MiB)', positiveInt)
     .option('--host <host>', 'address components listen on (0.0.0.0: every interface)', '127.0.0.1')
     .option('--advertise <host>', 'the address clients reach the coordinator and LTCs at (default: --host, or 127.0.0.1 for 0.0.0.0)')
     .option('--tls-cert <file>', 'TLS on the coordinator and the LTCs\' client ports: their certificate (PEM), for the address they are reached at; kept for later commands')
@@ -201,11 +200,11 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--cap <caps>', `run each component in a cgroup of its own with these limits, so one machine behaves like many small ones: role.resource=value,... with role ${CAP_ROLES.join('|')}, ` +
       'resource cpu (CPUs), disk (bytes written per second: what a StoC syncs, its tables) or disk-read (e.g. ltc.cpu=0.25,stoc.cpu=0.25,stoc.disk=40MB/s); ' +
       'kept for components started later, applied to those running; none lifts them. Needs root and cgroups (v1 cpu and blkio, or v2)', capsArg))
-    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; cacheMemory?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string; cap?: Caps }) => {
+    .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string; cap?: Caps }) => {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);
       const file = await up({
-        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, caches: o.caches, cacheMemoryBytes: o.cacheMemory, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o), caps: o.cap,
+        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, caches: o.caches, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o), settings: givenSettings(o), caps: o.cap,
         ...(o.tlsCert || o.tlsCa ? { tls: { cert: o.tlsCert, key: o.tlsKey, ca: o.tlsCa } } : {}),
         progress: (line) => process.stderr.write(`nova up: ${line}\n`),
       });
@@ -303,9 +302,8 @@ export function addClusterCommands(program: Command, bin: string): void {
       .option('--host <host>', 'address to listen on (LTC: 0.0.0.0 for every interface, with --advertise)', '127.0.0.1')
       .option('--advertise <host>', 'LTC: the address clients reach it at (default: --host)')
       .option('--port <n>', 'client port (LTC; 0 picks a free one)', port, 0)
-      .option('--memory-bytes <n>', 'StoC: memory it lends to in-memory log files (LogC memory modes)', positiveInt, 1024 ** 3)
       .option('--peers <n>', `StoC: LTCs and StoCs it serves at once, each with an 8 MiB window of its file buffer; more are answered BUSY (default ${DEFAULT_PEERS})`, positiveInt)
-      .action((o: { id: number; coordinator: string; clusterFile?: string; dir?: string; host: string; advertise?: string; port: number; memoryBytes: number; peers?: number }) => {
+      .action((o: { id: number; coordinator: string; clusterFile?: string; dir?: string; host: string; advertise?: string; port: number; peers?: number }) => {
         const c = { ...o, dir: o.dir ?? join(DEFAULT_DIR, `${role}-${o.id}`) };
         return role === 'stoc' ? runStoc(c) : runLtc(c);
       });

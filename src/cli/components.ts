@@ -73,8 +73,6 @@ export interface ComponentCli {
   dir: string; id: number; coordinator: string; host: string; advertise?: string; port?: number;
   /** The cluster.json of `nova up`, read again for the coordinator's address if it moves. */
   clusterFile?: string;
-  /** StoC: memory lent to in-memory files. */
-  memoryBytes?: number;
   /** StoC: peers served at once (StocServerOptions.peers). */
   peers?: number;
 }
@@ -89,7 +87,7 @@ export async function runStoc(o: ComponentCli): Promise<void> {
   const stop = stopSignal();
   let remove = (): void => undefined;
   const removed = new Promise<string>((resolve) => { remove = () => resolve('removal from the cluster'); });
-  const s = await StocServer.start({ dir: o.dir, id: o.id, memoryBytes: o.memoryBytes, peers: o.peers });
+  const s = await StocServer.start({ dir: o.dir, id: o.id, peers: o.peers });
   let m: Membership;
   try {
     m = await Membership.join({
@@ -97,6 +95,7 @@ export async function runStoc(o: ComponentCli): Promise<void> {
       onConfig: (c) => {
         s.setCompactionLimit(c.settings.stocCompactions);
         s.setReserve(c.settings.stocReserveBytes);
+        s.setMemory(c.settings.stocMemoryBytes, c.settings.stocLogMemoryBytes);
       },
       onLog: log, onRemoved: remove,
     });

@@ -122,6 +122,14 @@ export interface Settings {
   stocCompactions: number;
   /** Free disk a StoC keeps for logs and MANIFESTs: tables that would leave less are refused. */
   stocReserveBytes: number;
+  /** Memory of each StoC for offloaded compactions (jobs beyond it while another runs are BUSY). */
+  stocMemoryBytes: number;
+  /** Memory each StoC lends to in-memory logs. */
+  stocLogMemoryBytes: number;
+  /** The coordinator's JavaScript heap at most. */
+  coordinatorMemoryBytes: number;
+  /** Gemini: each cache instance's memory for entries. */
+  cacheMemoryBytes: number;
   /** Memory of each LTC, shared by its ranges (EngineOptions.memoryBudgetBytes each); 0: tables held whole. */
   ltcMemoryBytes: number;
   /** Gemini: fragments the key space is hashed into (gemini.ts). */

@@ -187,6 +187,26 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: room for more ranges\' logs while the disks are full; less of each disk for tables',
   }),
   knob({
+    key: 'stocMemoryBytes', flag: 'stoc-memory', type: 'bytes', min: 1, default: 1024 * MiB,
+    meaning: 'memory of each StoC for offloaded compactions: the inputs a job holds whole while it merges, its outputs, and memory kept between jobs; a job that would take the StoC past it while another runs is answered BUSY and its LTC places it elsewhere or merges it (a job alone always runs, since its LTC would hold the same inputs). The StoC\'s file buffer (an 8 MiB window per peer) and memory logs come on top',
+    tradeoff: 'more: larger jobs run side by side on one StoC; more of the machine\'s memory',
+  }),
+  knob({
+    key: 'stocLogMemoryBytes', flag: 'stoc-log-memory', type: 'bytes', min: 1, default: 1024 * MiB,
+    meaning: 'memory each StoC lends to in-memory log files (--log-mode memory and memory+disk): R × τ per memtable whose log it keeps; a log past it is refused BUSY',
+    tradeoff: 'more: more ranges\' memtables logged in one StoC\'s memory; more of the machine\'s memory, pinned',
+  }),
+  knob({
+    key: 'coordinatorMemoryBytes', flag: 'coordinator-memory', type: 'bytes', min: 1, default: 256 * MiB,
+    meaning: 'the coordinator\'s JavaScript heap at most (Node\'s --max-old-space-size, set by nova up when it starts the coordinator); what it keeps is bounded by its limits on members, ranges and history',
+    tradeoff: 'more: room for more ranges and members; less: a leak shows sooner, as the coordinator\'s out-of-memory exit (nova up starts it again from its configuration) rather than as a machine short of memory',
+  }),
+  knob({
+    key: 'cacheMemoryBytes', flag: 'cache-memory', type: 'bytes', min: 1, default: 256 * MiB,
+    meaning: 'Gemini cache: each instance\'s memory for entries, the least recently used evicted past it (its disk file may take four times it)',
+    tradeoff: 'more: more of the working set cached, fewer reads reach the LTCs; more memory per instance and a longer recovery scan',
+  }),
+  knob({
     key: 'ltcMemoryBytes', flag: 'ltc-memory', type: 'bytes', min: 0, default: 2048 * MiB,
     meaning: 'memory of each LTC, shared evenly by the ranges it serves: their memtables (δ × τ), lookup indexes, tables\' filters and indexes, and a block cache in the rest, which keeps each table the LTC writes or opens whole while it has room and evicts the least recently used; blocks not cached are read from the StoCs (0: no budget, every table held whole)',
     tradeoff: 'more: more of the data cached, fewer reads wait for a StoC; more of the machine\'s memory. With one copy of each table (--table-replicas 1), a block not cached cannot be read while its StoC is down',

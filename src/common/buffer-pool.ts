@@ -30,8 +30,17 @@ export class BufferPool {
    * @param granule sizes are rounded up to a multiple of this, so buffers fit many needs;
    *   needs under it are not pooled (they cost few faults)
    */
-  constructor(readonly maxBytes: number, readonly granule = 1 << 20) {
+  constructor(private maxBytes: number, readonly granule = 1 << 20) {
     if (!(granule >= MIN_GRANULE)) throw new NovaError('BAD_ARGUMENT', `BufferPool: a granule of ${granule} bytes is under ${MIN_GRANULE}`);
+  }
+
+  /** Keeps at most `bytes` free from now on; free buffers past it are left to the garbage collector. */
+  setMax(bytes: number): void {
+    this.maxBytes = bytes;
+    while (this.pooledBytes > this.maxBytes && this.free.length > 0) {
+      this.pooledBytes -= this.free.pop()!.byteLength; // the largest first
+      this.counters.dropped++;
+    }
   }
 
   /** Bytes held free now. */

@@ -22,7 +22,8 @@ import { processAlive, replaceFile } from '../common/files.js';
 import { CoordinatorLocator } from '../cluster/locator.js';
 import { isWildcard } from '../net/tcp-rpc-server.js';
 import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type ReshapeReport, type StocRemoveReport, type RemoveReport } from '../coordinator/coordinator.js';
-import { configFromWire, type ClusterConfig } from '../cluster/config.js';
+import { DEFAULT_SETTINGS, configFromWire, type ClusterConfig, type Settings } from '../cluster/config.js';
+import { MAX_CACHE_LOG_BYTES } from '../stoc/cache-server.js';
 import { capsText, parseCaps, type CapRole, type Caps } from './caps.js';
 import { applyCap, blockDevice, cgroupHost, groupOf, removeClusterGroups } from './cgroups.js';
 
@@ -47,14 +48,15 @@ export interface UpOptions {
   dir: string;
   ltcs?: number;
   stocs?: number;
-  /** Gemini cache instances (default: as many as the cluster had, else none), and each one's memory (nova cache run --memory-bytes; its disk budget four times it). */
+  /** Gemini cache instances (default: as many as the cluster had, else none); each one's memory is the cacheMemoryBytes knob. */
   caches?: number;
-  cacheMemoryBytes?: number;
   /** Where components listen, and the host clients reach them at (default: `host`, or loopback for a wildcard). */
   host: string;
   advertise?: string;
   /** Flags for a new cluster's coordinator (ranges, knobs), as CLI arguments. */
   coordinatorArgs: string[];
+  /** The knobs among them, for what nova up sets itself before the coordinator has a configuration (its heap). */
+  settings?: Partial<Settings>;
   /** Path of bin/nova.js. */
   bin: string;
   progress?: (line: string) => void;
@@ -100,6 +102,8 @@ export function isRunning(pid: number, home: string): boolean {
   }
 }
 
+const MiB = 1024 * 1024;
+
 /**
  * Node flags per role. An LTC holds each write's request, batch and promise for a log round
  * trip (~1 ms), long enough to outlive a scavenge of V8's default young generation and be
@@ -108,14 +112,14 @@ export function isRunning(pid: number, home: string): boolean {
  */
 export const NODE_FLAGS: Record<string, string[]> = { ltc: ['--max-semi-space-size=64'] };
 
-function startProcess(o: UpOptions, role: ComponentRole, id: number, args: string[]): number {
+function startProcess(o: UpOptions, role: ComponentRole, id: number, args: string[], nodeFlags: string[] = []): number {
   const name = role === 'coordinator' ? role : `${role}-${id}`;
   const logs = join(o.dir, 'logs');
   mkdirSync(logs, { recursive: true });
   const out = openSync(join(logs, `${name}.log`), 'a');
   let pid: number;
   try {
-    const flags = NODE_FLAGS[args[0]] ?? [];
+    const flags = [...(NODE_FLAGS[args[0]] ?? []), ...nodeFlags];
     const child = spawn(process.execPath, [...flags, o.bin, ...args], { detached: true, stdio: ['ignore', out, out] });
     child.unref();
     if (child.pid === undefined) throw new NovaError('UNAVAILABLE', `could not start ${name}`);
@@ -201,6 +205,11 @@ export function mergeRanges(coordinator: string, into: number, from: number): Pr
   return coordinatorCall<ReshapeReport>(coordinator, 'merge', [into, from], FILL_TIMEOUT_MS);
 }
 
+/** The settings of the cluster in `dir`: its configuration's, else those `given` over the defaults (a cluster not created yet). */
+export function clusterSettings(dir: string, given: Partial<Settings> = {}): Settings {
+  return storedConfig(dir)?.settings ?? { ...DEFAULT_SETTINGS, ...given };
+}
+
 /** The configuration the coordinator of the cluster in `dir` keeps, if it has one yet. */
 export function storedConfig(dir: string): ClusterConfig | undefined {
   return readConfigFile(componentDir(resolve(dir), 'coordinator', 1));
@@ -255,12 +264,14 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     const cdir = componentDir(dir, 'coordinator', 1);
     const args = ['coordinator', '--dir', cdir, '--host', o.host, '--advertise', advertiseOf(o), '--port', port, '--ltcs', String(ltcs.keep.length),
       '--secret-file', clusterSecretFile(dir), ...tlsArgs(dir, true), ...o.coordinatorArgs];
-    let pid = startProcess(opts, 'coordinator', 1, args);
+    // Its heap is bounded by the knob from the start: a configuration kept wins over the flags, as the coordinator's own settings do.
+    const heap = [`--max-old-space-size=${Math.max(1, Math.floor(clusterSettings(dir, o.settings).coordinatorMemoryBytes / MiB))}`];
+    let pid = startProcess(opts, 'coordinator', 1, args, heap);
     address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: NovaError) => {
       if (port === '0' || err.code === 'DEADLINE_EXCEEDED') throw err;
       // Its old port is taken: take any.
       progress(`coordinator could not reuse port ${port}; starting it on a free port`);
-      pid = startProcess(opts, 'coordinator', 1, args.map((a, i) => (args[i - 1] === '--port' ? '0' : a)));
+      pid = startProcess(opts, 'coordinator', 1, args.map((a, i) => (args[i - 1] === '--port' ? '0' : a)), heap);
       return waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000);
     });
     coordinator = { role: 'coordinator', id: 1, pid };
@@ -312,7 +323,8 @@ async function whenNotBusy<T>(op: () => Promise<T>): Promise<T> {
 
 /** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
 function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc' | 'cache', id: number, coordinator: string): number {
-  const memory = role === 'cache' && o.cacheMemoryBytes !== undefined ? ['--memory-bytes', String(o.cacheMemoryBytes), '--disk-bytes', String(4 * o.cacheMemoryBytes)] : [];
+  const cacheBytes = clusterSettings(o.dir).cacheMemoryBytes;
+  const memory = role === 'cache' ? ['--memory-bytes', String(cacheBytes), '--disk-bytes', String(Math.min(4 * cacheBytes, MAX_CACHE_LOG_BYTES))] : [];
   return startProcess(o, role, id, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
     '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, '--secret-file', clusterSecretFile(o.dir), ...(role === 'cache' ? [] : tlsArgs(o.dir, role === 'ltc')),
     ...(role !== 'stoc' ? ['--advertise', advertiseOf(o)] : []), ...memory]);

@@ -56,7 +56,7 @@ const REDLEASE_MS = 10_000;
 const SWEEP_MS = 1_000;
 const MAX_DIRTY_KEYS = 1_000_000;
 /** The largest cache log (one Buffer at start-up). */
-const MAX_LOG_BYTES = 2 ** 31 - 1;
+export const MAX_CACHE_LOG_BYTES = 2 ** 31 - 1;
 const MAX_FRAGMENT = 1_000_000;
 /** Keys a dirty-list page carries at most. */
 const MAX_PAGE = 16_384;
@@ -93,7 +93,7 @@ export class CacheServer {
 
   static async start(o: CacheServerOptions): Promise<CacheServer> {
     // The whole log is read at start-up, in one buffer.
-    if (o.diskBytes > MAX_LOG_BYTES) throw new NovaError('BAD_ARGUMENT', `--disk-bytes ${o.diskBytes}: a cache log over ${MAX_LOG_BYTES} bytes is not implemented yet (its memory at most a quarter of that)`);
+    if (o.diskBytes > MAX_CACHE_LOG_BYTES) throw new NovaError('BAD_ARGUMENT', `--disk-bytes ${o.diskBytes}: a cache log over ${MAX_CACHE_LOG_BYTES} bytes is not implemented yet (its memory at most a quarter of that)`);
     let unlock = (): void => undefined;
     if (o.dir !== undefined) {
       mkdirSync(o.dir, { recursive: true });

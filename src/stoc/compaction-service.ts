@@ -1,7 +1,12 @@
 /**
- * A StoC's offloaded compactions (stoc.compact): at most MAX_COMPACTIONS at once, each run by
+ * A StoC's offloaded compactions (stoc.compact): at most `limit` at once, each run by
  * compaction-executor.ts over this StoC's files and connections to the other StoCs that hold
  * its inputs or take its outputs; a job whose LTC is lost removes what it wrote.
+ *
+ * Memory: a job holds its inputs whole while they merge, and an output or two besides
+ * (jobMemory). Jobs run side by side only while what they hold fits `memoryBytes`; a job that
+ * does not fit is answered BUSY, like one past the limit, and its LTC places it elsewhere or
+ * merges it. A job alone always runs: refusing it would move the same memory to its LTC.
  */
 import { performance } from 'node:perf_hooks';
 import { BufferPool } from '../common/buffer-pool.js';
@@ -10,10 +15,29 @@ import { NovaError } from '../common/errors.js';
 import type { Endpoint } from '../transport/endpoint.js';
 import type { Fabric } from '../transport/fabric.js';
 import type { Rpc } from '../transport/rpc.js';
-import { parseCompactArgs, runCompaction, type CompactOutput, type ExecutorEnv } from './compaction-executor.js';
+import { outputBytes } from '../compaction/merge.js';
+import { parseCompactArgs, runCompaction, type CompactArgs, type CompactOutput, type ExecutorEnv } from './compaction-executor.js';
 import type { StoredFiles, StoredFile } from './stored-files.js';
 import { StocClient } from './stoc-client.js';
 
+
+/**
+ * The memory a job holds at its peak: its inputs whole (the size of each table, from its data
+ * fragments' extents) and two outputs, the one being written and the next being built.
+ */
+export function jobMemory(job: Pick<CompactArgs, 'inputs' | 'targetBytes'>): number {
+  let bytes = 2 * outputBytes(job.targetBytes);
+  for (const input of job.inputs) {
+    let size = 0;
+    for (const f of input.fragments) if (f.parity !== true) size = Math.max(size, f.offset + f.size);
+    bytes += size;
+  }
+  return bytes;
+}
+
+function mib(bytes: number): string {
+  return (bytes / 2 ** 20).toFixed(0);
+}
 
 /** What the service needs of its StoC. */
 export interface CompactionHost {
@@ -34,7 +58,7 @@ export interface CompactionHost {
 }
 
 export class CompactionService {
-  readonly counters = { compactions: 0, compactionMs: 0 };
+  readonly counters = { compactions: 0, compactionMs: 0, compactionsRefusedForMemory: 0 };
   readonly env: ExecutorEnv;
   /** Connections to other StoCs, by address, for compaction inputs and outputs. */
   private readonly peers = new ConnectionCache<string, StocClient>(
@@ -46,6 +70,10 @@ export class CompactionService {
    * stocCompactions knob, set once the StoC has the configuration.
    */
   limit = 2;
+  /** Memory jobs may hold at once (the cluster's stocMemoryBytes, set with the configuration). */
+  memoryBytes = 1024 * 2 ** 20;
+  /** What the running jobs hold, by jobMemory. */
+  heldBytes = 0;
 
   constructor(private readonly host: CompactionHost, log: (line: string) => void, memory: BufferPool) {
     this.env = {
@@ -89,14 +117,24 @@ export class CompactionService {
     if (this.running >= this.limit) {
       throw new NovaError('BUSY', `StoC ${this.host.id}: ${this.limit} compactions are running already; merge this one elsewhere`);
     }
+    const need = jobMemory(job);
+    if (this.running > 0 && this.heldBytes + need > this.memoryBytes) {
+      this.counters.compactionsRefusedForMemory++;
+      throw new NovaError('BUSY', `StoC ${this.host.id}: the job needs ${mib(need)} MiB and the running ones hold ${mib(this.heldBytes)} of the ${mib(this.memoryBytes)} MiB ` +
+        'of compaction memory (--stoc-memory); merge this one elsewhere');
+    }
     this.running++;
+    this.heldBytes += need;
     return track(async () => {
       const started = performance.now();
       const outputs = await runCompaction(this.env, job, () => !ep.isReady);
       this.counters.compactions++;
       this.counters.compactionMs += performance.now() - started;
       return outputs;
-    }).finally(() => { this.running--; });
+    }).finally(() => {
+      this.running--;
+      this.heldBytes -= need;
+    });
   }
 
   /** Closes the connections to other StoCs. */

@@ -60,6 +60,11 @@ export class MemoryFiles {
 
   constructor(private readonly fabric: Fabric, private readonly stocId: number, private readonly o: MemoryFilesOptions) {}
 
+  /** A new limit: files past it stay, and requests fail BUSY until enough is removed. */
+  setLimit(bytes: number): void {
+    this.o.limitBytes = bytes;
+  }
+
   stats(): MemoryFilesStats {
     return { memoryFiles: this.files.size, memoryRegions: this.usedRegions, memoryBytes: this.usedBytes };
   }

@@ -101,6 +101,9 @@ export interface StocServerStats extends StocLoad, MemoryFilesStats {
   compactionMs: number;
   /** Memory kept for compaction jobs now, and the buffers jobs took from it instead of new. */
   compactionMemoryBytes: number;
+  /** What running compaction jobs hold (compaction-service.ts jobMemory), and jobs refused for want of it. */
+  compactionHeldBytes: number;
+  compactionsRefusedForMemory: number;
   compactionMemoryReuses: number;
 }
 
@@ -110,6 +113,8 @@ const MiB = 1024 * 1024;
  * virtual memory until used.
  */
 export const DEFAULT_PEERS = 24;
+/** Each peer's window of the file buffer by default: a table's block or a log's batch fits many times. */
+export const DEFAULT_WINDOW_BYTES = 8 * MiB;
 /** How long a fence waits for the writes to its range already under way. */
 const FENCE_DRAIN_MS = 10_000;
 /** Larger memory regions are refused: one region is one memtable's log. */
@@ -139,6 +144,8 @@ export class StocServer implements CompactionHost, DirectHost {
   private idleWaiters: Array<() => void> = [];
   /** @internal (CompactionHost) */
   stopping = false;
+  /** Most memory kept between compaction jobs (StocServerOptions.compactionMemoryBytes). */
+  private readonly keptMax: number;
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -156,8 +163,8 @@ export class StocServer implements CompactionHost, DirectHost {
     this.dir = opts.dir;
     this.secret = opts.secret ?? clusterSecret();
     this.direct = new DirectFileService(this);
-    this.compactions = new CompactionService(this, opts.onLog ?? ((line) => process.stderr.write(`${line}\n`)),
-      new BufferPool(checkUint('compactionMemoryBytes', opts.compactionMemoryBytes ?? 256 * MiB)));
+    this.keptMax = checkUint('compactionMemoryBytes', opts.compactionMemoryBytes ?? 256 * MiB);
+    this.compactions = new CompactionService(this, opts.onLog ?? ((line) => process.stderr.write(`${line}\n`)), new BufferPool(this.keptMax));
     this.address = fabric.address;
     this.windowCount = Math.floor(buffer.length / windowBytes);
     for (let i = this.windowCount - 1; i >= 0; i--) this.freeWindows.push(i);
@@ -166,7 +173,7 @@ export class StocServer implements CompactionHost, DirectHost {
 
   static async start(opts: StocServerOptions): Promise<StocServer> {
     const id = checkUint('StoC id', opts.id, 0xffffffff);
-    const windowBytes = checkUint('windowBytes', opts.windowBytes ?? 8 * MiB, 2 ** 40);
+    const windowBytes = checkUint('windowBytes', opts.windowBytes ?? DEFAULT_WINDOW_BYTES, 2 ** 40);
     const peers = checkUint('peers', opts.peers ?? DEFAULT_PEERS, 4096);
     if (peers < 1) throw new NovaError('BAD_ARGUMENT', 'peers must be at least 1');
     const bufferBytes = checkUint('bufferBytes', opts.bufferBytes ?? peers * windowBytes, 2 ** 40);
@@ -206,6 +213,7 @@ export class StocServer implements CompactionHost, DirectHost {
       ...this.counters,
       ...this.compactions.counters,
       compactionMemoryBytes: this.compactions.env.memory.bytes,
+      compactionHeldBytes: this.compactions.heldBytes,
       compactionMemoryReuses: this.compactions.env.memory.counters.reused,
       ...this.load,
       compactionsRunning: this.compactions.running,
@@ -215,6 +223,16 @@ export class StocServer implements CompactionHost, DirectHost {
   /** Offloaded compactions run at once (the cluster's stocCompactions); more are answered BUSY. */
   setCompactionLimit(jobs: number): void {
     this.compactions.limit = Math.max(1, Math.floor(jobs));
+  }
+
+  /**
+   * Memory for offloaded compactions (the cluster's stocMemoryBytes; what is kept between jobs
+   * is a quarter of it at most) and for in-memory files (stocLogMemoryBytes).
+   */
+  setMemory(compactionBytes: number, logBytes: number): void {
+    this.compactions.memoryBytes = Math.max(0, Math.floor(compactionBytes));
+    this.compactions.env.memory.setMax(Math.min(this.keptMax, Math.floor(compactionBytes / 4)));
+    this.memory.setLimit(Math.max(0, Math.floor(logBytes)));
   }
 
   /** Free disk kept for logs and MANIFESTs (the cluster's stocReserveBytes). */

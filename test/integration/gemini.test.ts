@@ -4,7 +4,7 @@
  * through the cache (NovaClient's `cache` option) under a verified read-heavy workload.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
@@ -238,6 +238,12 @@ describe('Gemini cache, real processes', () => {
       expect(started.status, started.stderr).toBe(0);
       expect(started.stdout).toContain('--cache gemini-i');
       expect(readClusterFile(dir)!.components.filter((c) => c.role === 'cache').map((c) => c.id)).toEqual([1, 2]);
+      // The memory knobs reach the processes: each instance's entries, the coordinator's heap (its default).
+      const cmdline = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      for (const c of readClusterFile(dir)!.components) {
+        if (c.role === 'cache') expect(cmdline(c.pid).join(' ')).toContain(`--memory-bytes ${16 * 2 ** 20}`);
+        if (c.role === 'coordinator') expect(cmdline(c.pid)).toContain('--max-old-space-size=256');
+      }
       expect(nova('put', 'k', 'v1', '--dir', dir, '--cache', 'gemini-i').status).toBe(0);
       for (let i = 0; i < 2; i++) expect(nova('get', 'k', '--dir', dir, '--cache', 'gemini-i').stdout).toBe('v1');
       const wrong = nova('get', 'k', '--dir', dir, '--cache', 'gemini-o');

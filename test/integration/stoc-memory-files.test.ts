@@ -54,5 +54,18 @@ describe('StoC in-memory files', () => {
     await until(() => s.stats().memoryBytes === REGION);
     await c.createMemory('c', REGION);
   });
+
+  it("takes the cluster's log memory when it gets the configuration: a lower limit refuses new memory, files past it stay", async () => {
+    const s = await startServer(1, { memoryBytes: 4 * REGION });
+    const c = await connect(s);
+    const a = await c.createMemory('a', REGION);
+    await c.createMemory('b', REGION);
+    s.setMemory(2 ** 30, REGION);
+    await expect(c.createMemory('c', REGION)).rejects.toMatchObject({ code: 'BUSY' });
+    await a.write(0, Buffer.from('kept')); // what it holds is not taken away
+    expect((await a.read(0, 4)).toString()).toBe('kept');
+    s.setMemory(2 ** 30, 3 * REGION);
+    await c.createMemory('c', REGION);
+  });
 });
 

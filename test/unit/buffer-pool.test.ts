@@ -53,6 +53,20 @@ describe('BufferPool', () => {
     expect(pool.bytes).toBe(4 * MiB);
     expect(pool.takeFree(MiB, 3)).toEqual([a]);
   });
+
+  it('drops what it keeps past a lowered maximum, the largest first, and keeps no more after', () => {
+    const pool = new BufferPool(16 * MiB);
+    const small = pool.take(2 * MiB).buffer;
+    const large = pool.take(8 * MiB).buffer;
+    pool.give(small);
+    pool.give(large);
+    expect(pool.bytes).toBe(10 * MiB);
+    pool.setMax(4 * MiB);
+    expect(pool.bytes).toBe(2 * MiB);
+    expect(pool.takeFree(MiB, 3)).toEqual([small]);
+    pool.give(large);
+    expect(pool.bytes).toBe(0); // over the new maximum
+  });
 });
 
 describe('BufferPool limits', () => {

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { peaks, resetPeaks } from '../../bench/ycsb/peak-memory.js';
-import { peakLine } from '../../bench/ycsb/report.js';
+import { peakLine, peaksLine } from '../../bench/ycsb/report.js';
 
 const MiB = 2 ** 20;
 
@@ -21,8 +21,9 @@ describe('peak memory', () => {
       const lines = child.stdout!.setEncoding('utf8');
       const next = async (): Promise<string> => String((await once(lines, 'data'))[0]).trim();
       expect(await next()).toBe('held');
-      const p = [{ pid: child.pid!, name: 'child' }];
+      const p = [{ pid: child.pid!, name: 'child', budget: 512 * MiB }];
       expect(peaks(p)![0]!.bytes).toBeGreaterThan(160 * MiB);
+      expect(peaks(p)![0]!.budget).toBe(512 * MiB); // carried to the report
       child.stdin!.write('free\n');
       expect(await next()).toBe('freed');
       expect(peaks(p)![0]!.bytes).toBeGreaterThan(160 * MiB); // still the peak
@@ -39,5 +40,11 @@ describe('peak memory', () => {
     expect(peakLine({})).toBe('');
     expect(peakLine({ peakRss: [{ name: 'leveldb', bytes: 300 * MiB }] })).toBe('300');
     expect(peakLine({ peakRss: [{ name: 'ltc-1', bytes: 600 * MiB }, { name: 'stoc-1', bytes: 200 * MiB }] })).toBe('600 (ltc-1); 800 in all');
+  });
+
+  it('sets each peak against its budget and names every process over it', () => {
+    const run = { peakRss: [{ name: 'ltc-1', bytes: 600 * MiB, budget: 2048 * MiB }, { name: 'stoc-1', bytes: 300 * MiB, budget: 256 * MiB }, { name: 'coordinator', bytes: 80 * MiB }] };
+    expect(peakLine(run)).toBe('600 of 2048 (ltc-1); 980 in all; over budget: stoc-1 300 of 256');
+    expect(peaksLine(run)).toBe('ltc-1 600 of 2048, stoc-1 300 of 256 (over), coordinator 80');
   });
 });
