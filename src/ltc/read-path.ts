@@ -110,7 +110,7 @@ function checkAnswer(key: Uint8Array, indexed: Buffer | undefined, full: Buffer 
  * for the read (`pins`), which unpins what it pinned when it ends.
  */
 export async function load(db: EngineState, miss: BlockMiss, pins: Pins): Promise<void> {
-  const live = (): LiveTable | undefined => db.levels.flat().find((t) => t.reader === miss.table);
+  const live = (): LiveTable | undefined => liveTableOf(db, miss.table);
   const table = live();
   if (!table) return; // compacted away meanwhile: the next try reads its successor
   const key = `${table.meta.file}:${miss.handle.offset}`;
@@ -128,6 +128,14 @@ export async function load(db: EngineState, miss: BlockMiss, pins: Pins): Promis
   }
   // Evicted again before this read could pin it (other loads ran meanwhile): the retry loads it.
   if (miss.table.pin(miss.handle.offset)) pins.push([miss.table, miss.handle.offset]);
+}
+
+/** The live table `reader` reads, if it is still in a level (without a copy of the levels: this runs on every miss). */
+function liveTableOf(db: EngineState, reader: TableReader): LiveTable | undefined {
+  for (const level of db.levels) {
+    for (const t of level) if (t.reader === reader) return t;
+  }
+  return undefined;
 }
 
 /** A reader of table `file` just written from `bytes`: whole; or with a block cache, its metadata (copied out) and the table cached whole while there is room. */

@@ -20,11 +20,14 @@ export type GetResult = { type: 'put'; value: Buffer } | { type: 'delete' } | un
 
 /**
  * Thrown by a reader that does not hold its whole table when a data block it needs is not in
- * its cache: load it (TableReader.insert) and try again.
+ * its cache: load it (TableReader.insert) and try again. A signal, not an Error: a miss is
+ * routine under a memory budget, and an Error's stack trace costs more than the read it stops.
  */
-export class BlockMiss extends Error {
-  constructor(readonly table: TableReader, readonly handle: BlockHandle) {
-    super(`${table.name}: data block at offset ${handle.offset} is not loaded`);
+export class BlockMiss {
+  constructor(readonly table: TableReader, readonly handle: BlockHandle) {}
+
+  toString(): string {
+    return `${this.table.name}: data block at offset ${this.handle.offset} is not loaded`;
   }
 }
 
