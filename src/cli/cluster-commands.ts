@@ -55,7 +55,12 @@ function knobs(cmd: Command): Command {
     } else if (k.type === 'choice') {
       cmd.addOption(new Option(`--${k.flag} <v>`, what).choices([...k.choices!]));
     } else {
-      cmd.option(`--${k.flag} <n>`, what, k.min === 0 ? nonNegativeInt : positiveInt);
+      const parse = k.min === 0 ? nonNegativeInt : positiveInt;
+      cmd.option(`--${k.flag} <n>`, what, k.max === undefined ? parse : (v: string) => {
+        const n = parse(v);
+        if (n > k.max!) throw new InvalidArgumentError(`expected at most ${k.max}`);
+        return n;
+      });
     }
   }
   return cmd;
@@ -204,7 +209,7 @@ export function addClusterCommands(program: Command, bin: string): void {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);
       const file = await up({
-        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, caches: o.caches, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o), settings: givenSettings(o), caps: o.cap,
+        dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, caches: o.caches, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o), caps: o.cap,
         ...(o.tlsCert || o.tlsCa ? { tls: { cert: o.tlsCert, key: o.tlsKey, ca: o.tlsCa } } : {}),
         progress: (line) => process.stderr.write(`nova up: ${line}\n`),
       });

@@ -400,7 +400,8 @@ export function configFromWire(w: unknown): ClusterConfig {
   const bytes = (x: unknown): Buffer | undefined => (x instanceof Uint8Array ? Buffer.from(x) : undefined);
   const ranges = c.ranges.map((r) => decodedRange(r, bytes(r.start) ?? Buffer.alloc(0), bytes(r.end), bytes));
   const { cache: _, ...rest } = c;
-  return { ...rest, ranges, lastRange: lastRangeOf(c.lastRange, ranges), ...idsOf('removedStocs', c.removedStocs), ...idsOf('deadStocs', c.deadStocs), ...cacheOf(c.cache, 'configuration from the coordinator') };
+  // Knobs an older coordinator does not know take their defaults, as a configuration file's do.
+  return { ...rest, settings: { ...DEFAULT_SETTINGS, ...c.settings }, ranges, lastRange: lastRangeOf(c.lastRange, ranges), ...idsOf('removedStocs', c.removedStocs), ...idsOf('deadStocs', c.deadStocs), ...cacheOf(c.cache, 'configuration from the coordinator') };
 }
 
 /** A list of StoC ids as read, under `field` (absent if it is not a list). */

@@ -23,6 +23,8 @@ export interface Knob<K extends keyof Settings = keyof Settings> {
   type: KnobType;
   /** The smallest value a count, size or duration may take. */
   min?: 0 | 1;
+  /** The largest, where there is one. */
+  max?: number;
   choices?: readonly string[];
   default: Settings[K];
   /** How the default reads when it is derived from another knob. */
@@ -188,7 +190,7 @@ export const KNOBS: readonly Knob[] = [
   }),
   knob({
     key: 'stocMemoryBytes', flag: 'stoc-memory', type: 'bytes', min: 1, default: 1024 * MiB,
-    meaning: 'memory of each StoC for offloaded compactions: the inputs a job holds whole while it merges, its outputs, and memory kept between jobs; a job that would take the StoC past it while another runs is answered BUSY and its LTC places it elsewhere or merges it (a job alone always runs, since its LTC would hold the same inputs). The StoC\'s file buffer (an 8 MiB window per peer) and memory logs come on top',
+    meaning: 'memory of each StoC for offloaded compactions: the inputs a job holds whole while it merges, and its outputs; a job that would take the StoC past it while another runs is answered BUSY and its LTC merges it (a job alone always runs, since its LTC would hold the same inputs); a quarter of it at most is kept between jobs. The StoC\'s file buffer (an 8 MiB window per peer) and memory logs come on top',
     tradeoff: 'more: larger jobs run side by side on one StoC; more of the machine\'s memory',
   }),
   knob({
@@ -202,8 +204,8 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: room for more ranges and members; less: a leak shows sooner, as the coordinator\'s out-of-memory exit (nova up starts it again from its configuration) rather than as a machine short of memory',
   }),
   knob({
-    key: 'cacheMemoryBytes', flag: 'cache-memory', type: 'bytes', min: 1, default: 256 * MiB,
-    meaning: 'Gemini cache: each instance\'s memory for entries, the least recently used evicted past it (its disk file may take four times it)',
+    key: 'cacheMemoryBytes', flag: 'cache-memory', type: 'bytes', min: 1, max: 1023 * MiB, default: 256 * MiB,
+    meaning: 'Gemini cache: each instance\'s memory for entries, the least recently used evicted past it (its disk file may take four times it, under 2 GiB)',
     tradeoff: 'more: more of the working set cached, fewer reads reach the LTCs; more memory per instance and a longer recovery scan',
   }),
   knob({

@@ -23,6 +23,7 @@ import { CoordinatorLocator } from '../cluster/locator.js';
 import { isWildcard } from '../net/tcp-rpc-server.js';
 import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type ReshapeReport, type StocRemoveReport, type RemoveReport } from '../coordinator/coordinator.js';
 import { DEFAULT_SETTINGS, configFromWire, type ClusterConfig, type Settings } from '../cluster/config.js';
+import { KNOBS } from '../cluster/knobs.js';
 import { MAX_CACHE_LOG_BYTES } from '../stoc/cache-server.js';
 import { capsText, parseCaps, type CapRole, type Caps } from './caps.js';
 import { applyCap, blockDevice, cgroupHost, groupOf, removeClusterGroups } from './cgroups.js';
@@ -55,8 +56,6 @@ export interface UpOptions {
   advertise?: string;
   /** Flags for a new cluster's coordinator (ranges, knobs), as CLI arguments. */
   coordinatorArgs: string[];
-  /** The knobs among them, for what nova up sets itself before the coordinator has a configuration (its heap). */
-  settings?: Partial<Settings>;
   /** Path of bin/nova.js. */
   bin: string;
   progress?: (line: string) => void;
@@ -205,9 +204,20 @@ export function mergeRanges(coordinator: string, into: number, from: number): Pr
   return coordinatorCall<ReshapeReport>(coordinator, 'merge', [into, from], FILL_TIMEOUT_MS);
 }
 
-/** The settings of the cluster in `dir`: its configuration's, else those `given` over the defaults (a cluster not created yet). */
-export function clusterSettings(dir: string, given: Partial<Settings> = {}): Settings {
-  return storedConfig(dir)?.settings ?? { ...DEFAULT_SETTINGS, ...given };
+/** The settings of the cluster in `dir`: its configuration's, else the defaults (a cluster not created yet). */
+export function clusterSettings(dir: string): Settings {
+  return storedConfig(dir)?.settings ?? DEFAULT_SETTINGS;
+}
+
+/**
+ * The coordinator's heap in MiB (--coordinator-memory), bounded from its start: the kept
+ * configuration's knob, which wins over flags as the coordinator's own settings do, else the
+ * flag among `args` (a new cluster's), else the default.
+ */
+function coordinatorHeapMiB(dir: string, args: readonly string[]): number {
+  const i = args.indexOf(`--${KNOBS.find((k) => k.key === 'coordinatorMemoryBytes')!.flag}`);
+  const bytes = storedConfig(dir)?.settings.coordinatorMemoryBytes ?? (i >= 0 ? Number(args[i + 1]) : DEFAULT_SETTINGS.coordinatorMemoryBytes);
+  return Math.max(1, Math.floor(bytes / MiB));
 }
 
 /** The configuration the coordinator of the cluster in `dir` keeps, if it has one yet. */
@@ -264,8 +274,7 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
     const cdir = componentDir(dir, 'coordinator', 1);
     const args = ['coordinator', '--dir', cdir, '--host', o.host, '--advertise', advertiseOf(o), '--port', port, '--ltcs', String(ltcs.keep.length),
       '--secret-file', clusterSecretFile(dir), ...tlsArgs(dir, true), ...o.coordinatorArgs];
-    // Its heap is bounded by the knob from the start: a configuration kept wins over the flags, as the coordinator's own settings do.
-    const heap = [`--max-old-space-size=${Math.max(1, Math.floor(clusterSettings(dir, o.settings).coordinatorMemoryBytes / MiB))}`];
+    const heap = [`--max-old-space-size=${coordinatorHeapMiB(dir, args)}`];
     let pid = startProcess(opts, 'coordinator', 1, args, heap);
     address = await waitForCoordinator(cdir, pid, o.timeoutMs ?? 30_000).catch(async (err: NovaError) => {
       if (port === '0' || err.code === 'DEADLINE_EXCEEDED') throw err;
