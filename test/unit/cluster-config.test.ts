@@ -65,6 +65,14 @@ describe('cluster configuration', () => {
     expect(configFromWire(packr.unpack(packr.pack(done))).ranges[0]).not.toHaveProperty('from');
   });
 
+  it("gives knobs an older coordinator's configuration lacks their defaults, from the wire as from the file", () => {
+    const c = { id: 3, ranges: makeRanges([], 1), lastRange: 1, members: [], settings: { memtableBytes: 1 << 20 } };
+    const packr = new Packr({ useRecords: false, moreTypes: false });
+    for (const read of [configFromWire(packr.unpack(packr.pack(c))), configFromJson(JSON.parse(JSON.stringify(configToJson(c as unknown as ClusterConfig))), 'x')]) {
+      expect(read.settings).toEqual({ ...DEFAULT_SETTINGS, memtableBytes: 1 << 20 });
+    }
+  });
+
   it('fails over a dead LTC\'s ranges to the live LTCs with the fewest ranges, each under a new epoch', () => {
     const ltc = (id: number) => ({ role: 'ltc' as const, id, address: `127.0.0.1:${7000 + id}`, pid: id, host: '' });
     // Ranges 1..6 on LTCs 1, 2, 3, 1, 2, 3.
