@@ -121,7 +121,7 @@ export const nova: EngineAdapter = {
             const writes = d('imbalanceWrites');
             return `range ${range}: imbalance ${writes > 0 ? (d('imbalanceTimesWrites') / writes).toFixed(4) : '-'} over ${writes} counted writes, ` +
               `${d('minorReorganizations')} minor and ${d('majorReorganizations')} major reorganizations (${a.duplicatedDranges ?? 0} Dranges duplicated at the end), ${d('mergesInsteadOfFlush')} merges instead of flush, ${d('flushes')} flushes`;
-          }).join('; ') + ltcPausesNote(rows as Array<{ ltcPauses?: Pauses }>);
+          }).join('; ') + ltcPausesNote(rows as Parameters<typeof ltcPausesNote>[0]);
         };
       },
       // The LTCs and StoCs (the coordinator writes only its small config file). A member on
@@ -156,12 +156,18 @@ export const nova: EngineAdapter = {
 };
 
 /** The LTCs' pauses over their last seconds (the worst LTC's), as the end of a run's line. */
-function ltcPausesNote(rows: Array<{ ltcPauses?: Pauses }>): string {
+function ltcPausesNote(rows: Array<{ ltcPauses?: Pauses; ltcRssBytes?: number; ltcHeapBytes?: number; ltcExternalBytes?: number; memoryBytes?: number }>): string {
   const p = rows.map((r) => r.ltcPauses).filter((x): x is Pauses => x !== undefined);
   if (p.length === 0) return '';
   const max = (f: (x: Pauses) => number): number => Math.max(...p.map(f));
+  const mib = (b: number | undefined): string => ((b ?? 0) / 2 ** 20).toFixed(0);
+  // What the largest LTC holds at the run's end beyond what its budget counts: the JavaScript heap, and memory
+  // outside it (Buffers). Its ranges' rows carry the same snapshot of its process.
+  const r = rows.reduce((a, b) => ((b.ltcRssBytes ?? 0) > (a.ltcRssBytes ?? 0) ? b : a));
+  const mine = rows.filter((x) => x.ltcRssBytes === r.ltcRssBytes);
   return `; LTC pauses over the last ${PAUSE_WINDOW_S} s: event loop delay p99 ${max((x) => x.loopDelayP99Ms)} ms, max ${max((x) => x.loopDelayMaxMs)} ms; ` +
-    `GC ${max((x) => x.gcMs)} ms in ${max((x) => x.gcCount)} (major ${max((x) => x.gcMajorMs)} ms), the longest ${max((x) => x.gcMaxMs)} ms`;
+    `GC ${max((x) => x.gcMs)} ms in ${max((x) => x.gcCount)} (major ${max((x) => x.gcMajorMs)} ms), the longest ${max((x) => x.gcMaxMs)} ms; ` +
+    `LTC memory at the end: RSS ${mib(r.ltcRssBytes)} MiB, heap ${mib(r.ltcHeapBytes)}, outside the heap ${mib(r.ltcExternalBytes)}, counted by its budget ${mib(mine.reduce((n, x) => n + (x.memoryBytes ?? 0), 0))}`;
 }
 
 /** Each range's numeric figures, by range, from NovaClient.stats's rows. */

@@ -24,6 +24,14 @@ import { TableReader } from '../sstable/table-reader.js';
 import type { Fragment } from '../log/version-edit.js';
 
 /**
+ * The deadline of moving `bytes` of compaction through a StoC's disk: a minute, plus 100 ms per
+ * MiB (a floor of 10 MB/s), so a slow or throttled disk fails a job only when far behind.
+ */
+export function compactionDeadlineMs(bytes: number): number {
+  return 60_000 + Math.ceil(bytes / 2 ** 20) * 100;
+}
+
+/**
  * How a table is laid out over the StoCs that are up: `width` pieces (ρ, or ρ + 1 with the
  * metadata apart), each in `copies` copies; with `parity`, the ρ data pieces once each and a
  * parity fragment, the metadata (apart) in `copies` copies.

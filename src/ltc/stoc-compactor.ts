@@ -13,16 +13,12 @@
  */
 import type { NovaError } from '../common/errors.js';
 import { leastLoaded, placeMany, type PlacementState, type StocLoadView } from '../cluster/placement.js';
-import { copiesMissing, tableShape } from '../compaction/fragments.js';
+import { compactionDeadlineMs, copiesMissing, tableShape } from '../compaction/fragments.js';
 import type { TableLayout } from './stoc-block-store.js';
 import type { CompactArgs } from '../stoc/compaction-executor.js';
 import type { CompactedTable, CompactionRequest, Compactor } from './engine-env.js';
 import type { StocPool } from '../stoc/stoc-pool.js';
 
-/** A job's deadline: a minute, plus 100 ms per MiB of input (a floor of 10 MB/s). */
-function deadlineMs(inputBytes: number): number {
-  return 60_000 + Math.ceil(inputBytes / 2 ** 20) * 100;
-}
 
 /** How long the StoCs' loads are awaited before a job is placed without the late ones. */
 const LOAD_TIMEOUT_MS = 2_000;
@@ -68,7 +64,7 @@ export class StocCompactor implements Compactor {
       cuts: job.cuts,
     };
     const started = performance.now();
-    const timeoutMs = deadlineMs(job.inputs.reduce((n, m) => n + m.size, 0));
+    const timeoutMs = compactionDeadlineMs(job.inputs.reduce((n, m) => n + m.size, 0));
     let client;
     try {
       client = await this.pool.get(id);

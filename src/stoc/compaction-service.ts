@@ -5,8 +5,7 @@
  *
  * Memory: a job holds its inputs whole while they merge, and an output or two besides
  * (jobMemory). Jobs run side by side only while what they hold fits `memoryBytes`; a job that
- * does not fit is answered BUSY, like one past the limit, and its LTC places it elsewhere or
- * merges it. A job alone always runs: refusing it would move the same memory to its LTC.
+ * does not fit is answered BUSY, like one past the limit, and its LTC merges it. A job alone always runs: refusing it would move the same memory to its LTC.
  */
 import { performance } from 'node:perf_hooks';
 import { BufferPool } from '../common/buffer-pool.js';
@@ -18,6 +17,7 @@ import type { Rpc } from '../transport/rpc.js';
 import { outputBytes } from '../compaction/merge.js';
 import { parseCompactArgs, runCompaction, type CompactArgs, type CompactOutput, type ExecutorEnv } from './compaction-executor.js';
 import type { StoredFiles, StoredFile } from './stored-files.js';
+import { BACKGROUND_SYNC_BYTES } from './sync-gate.js';
 import { StocClient } from './stoc-client.js';
 
 
@@ -47,8 +47,8 @@ export interface CompactionHost {
   readonly files: StoredFiles;
   /** Runs file-system work; an errno failure becomes REMOTE naming the StoC and the operation. */
   disk<T>(what: string, work: () => Promise<T>): Promise<T>;
-  /** fdatasyncs `file`, counted. */
-  syncFile(file: StoredFile): Promise<void>;
+  /** fdatasyncs `file`, counted; `background`: after the syncs writes wait for (sync-gate.ts). */
+  syncFile(file: StoredFile, background?: boolean): Promise<void>;
   /** Counts bytes written to this StoC's disk. */
   wrote(bytes: number): void;
   /** Whether the StoC is closing: no new connections to other StoCs then. */
@@ -96,8 +96,11 @@ export class CompactionService {
         const file = (await host.files.acquire(name, true))!;
         try {
           file.extend(bytes.length);
-          await file.writeAt(bytes, 0);
-          await host.syncFile(file);
+          // Synced piece by piece in the background: a flush's sync waits for a piece at most.
+          for (let at = 0; at < bytes.length; at += BACKGROUND_SYNC_BYTES) {
+            await file.writeAt(bytes.subarray(at, at + BACKGROUND_SYNC_BYTES), at);
+            await host.syncFile(file, true);
+          }
           host.wrote(bytes.length);
         } finally {
           file.unpin();

@@ -45,6 +45,7 @@ import { left, parseList, wrap, type Op, type PartState } from './client-calls.j
 import * as memory from './memory-file-client.js';
 import type { MemoryFile } from './memory-file-client.js';
 import { SlotPool } from './slot-pool.js';
+import { BACKGROUND_SYNC_BYTES } from './sync-gate.js';
 import {
   DIRECT_WRITE_VERSION, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint,
   type HelloReply, type StocLoad,
@@ -154,17 +155,29 @@ export class StocClient {
     this.ep.onLost(cb);
   }
 
-  /** Writes `bytes` at `offset` of `name` (created if missing); fdatasync first when `sync`. */
-  async write(name: string, offset: number, bytes: Uint8Array, sync: boolean, options?: CallOptions): Promise<void> {
+  /**
+   * Writes `bytes` at `offset` of `name` (created if missing); fdatasync first when `sync`.
+   * `background`: a write nothing but a compaction waits for, synced piece by piece after the
+   * syncs writes wait for (sync-gate.ts).
+   */
+  async write(name: string, offset: number, bytes: Uint8Array, sync: boolean, options?: CallOptions & { background?: boolean }): Promise<void> {
     const op = this.begin(`write of ${String(name)} [${offset}, +${bytes?.length})`, options);
     try {
       checkName(name);
       checkUint('offset', offset);
       this.usable();
-      // One fdatasync after every part, not one per part: a table is many slots.
-      await this.transfer(op, bytes.length, (slot, at, n, state) => this.persistPart(op, state, bytes, slot, at, n,
-        { file: name, slot, length: n, offset: offset + at, sync: false }));
-      if (sync) await this.call(op, Method.sync, { file: name });
+      const background = sync && options?.background === true;
+      // One fdatasync after all the slots (or after each piece, in the background), not one per slot.
+      const piece = background ? BACKGROUND_SYNC_BYTES : bytes.length;
+      let from = 0;
+      do {
+        const part = bytes.subarray(from, from + piece);
+        const base = offset + from;
+        await this.transfer(op, part.length, (slot, at, n, state) => this.persistPart(op, state, part, slot, at, n,
+          { file: name, slot, length: n, offset: base + at, sync: false }));
+        if (sync) await this.call(op, Method.sync, background ? { file: name, background: true } : { file: name });
+        from += part.length;
+      } while (from < bytes.length);
     } catch (err) {
       throw wrap(err, `StoC ${this.stocId}: ${op.what}`);
     }

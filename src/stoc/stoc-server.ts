@@ -41,6 +41,7 @@ import { Connection } from './connection.js';
 import { DirectFileService, type DirectHost } from './direct-file-service.js';
 import { CompactionService, type CompactionHost } from './compaction-service.js';
 import { StoredFiles, type StoredFile } from './stored-files.js';
+import { SyncGate } from './sync-gate.js';
 import { MemoryFiles, type MemoryFilesStats } from './memory-files.js';
 import { Fences, MAX_EPOCH, MAX_FENCES, rangeOfFile } from './fences.js';
 import {
@@ -101,6 +102,11 @@ export interface StocServerStats extends StocLoad, MemoryFilesStats {
   compactionMs: number;
   /** Memory kept for compaction jobs now, and the buffers jobs took from it instead of new. */
   compactionMemoryBytes: number;
+  /** fdatasyncs writes waited for, and those of compaction outputs: made to wait, and sent past waiting writes after a second (sync-gate.ts). */
+  foregroundSyncs: number;
+  backgroundSyncs: number;
+  backgroundWaits: number;
+  backgroundOverdue: number;
   /** What running compaction jobs hold (compaction-service.ts jobMemory), and jobs refused for want of it. */
   compactionHeldBytes: number;
   compactionsRefusedForMemory: number;
@@ -144,6 +150,8 @@ export class StocServer implements CompactionHost, DirectHost {
   private idleWaiters: Array<() => void> = [];
   /** @internal (CompactionHost) */
   stopping = false;
+  /** The order fdatasyncs go to the disk in: what writes wait for first (sync-gate.ts). */
+  private readonly syncs = new SyncGate();
   /** Most memory kept between compaction jobs (StocServerOptions.compactionMemoryBytes). */
   private readonly keptMax: number;
   private closing: Promise<void> | undefined;
@@ -212,6 +220,7 @@ export class StocServer implements CompactionHost, DirectHost {
       ...this.memory.stats(),
       ...this.counters,
       ...this.compactions.counters,
+      ...this.syncs.counters,
       compactionMemoryBytes: this.compactions.env.memory.bytes,
       compactionHeldBytes: this.compactions.heldBytes,
       compactionMemoryReuses: this.compactions.env.memory.counters.reused,
@@ -631,12 +640,14 @@ export class StocServer implements CompactionHost, DirectHost {
   }
 
   private sync(args: unknown): Promise<null> {
-    const name = checkName(fields(Method.sync, args).file);
+    const a = fields(Method.sync, args);
+    const name = checkName(a.file);
+    if (a.background !== undefined && typeof a.background !== 'boolean') throw new NovaError('BAD_ARGUMENT', `${Method.sync}: background must be a boolean`);
     return this.track(undefined, 'other', 0, () => this.disk(`sync of ${name}`, async () => {
       const file = await this.files.acquire(name, false);
       if (!file) throw new NovaError('CORRUPTION', `StoC ${this.id}: sync of ${name}: it does not exist`);
       try {
-        await this.syncFile(file);
+        await this.syncFile(file, a.background === true);
         return null;
       } finally {
         file.unpin();
@@ -678,8 +689,8 @@ export class StocServer implements CompactionHost, DirectHost {
   }
 
   /** @internal (CompactionHost) */
-  async syncFile(file: StoredFile): Promise<void> {
-    await file.sync();
+  async syncFile(file: StoredFile, background = false): Promise<void> {
+    await this.syncs.run(background, () => file.sync());
     this.counters.syncs++;
   }
 

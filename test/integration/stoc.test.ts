@@ -81,6 +81,25 @@ describe('StoC persistent files', () => {
     expect(s.stats().bytesWritten).toBeGreaterThan(5 * MiB);
   });
 
+  it('background writes (compaction outputs) land whole, synced piece by piece as background syncs; a bad flag is refused', async () => {
+    const s = await startServer();
+    const c = await connect(s);
+    for (const size of [0, 1, MiB, 3 * MiB + 5]) {
+      const data = bytes(size, size + 7);
+      const before = s.stats();
+      await c.write(`b-${size}`, 0, data, true, { background: true });
+      expect((await c.readAll(`b-${size}`))!.equals(data)).toBe(true);
+      const after = s.stats();
+      expect(after.backgroundSyncs - before.backgroundSyncs).toBe(Math.max(1, Math.ceil(size / MiB))); // 1 MiB pieces
+      expect(after.foregroundSyncs).toBe(before.foregroundSyncs);
+    }
+    await c.write('f', 0, bytes(3 * MiB, 1), true);
+    expect(s.stats().foregroundSyncs).toBe(1); // one sync for the whole write
+    const { rpc, ep } = await raw(s);
+    await rpc.call(ep, 'stoc.hello', { version: 1 });
+    await expect(rpc.call(ep, 'stoc.sync', { file: 'f', background: 'yes' })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('background must be a boolean') });
+  });
+
   it('direct writes: the progress thread writes them; size, read, sync, remove and a closed connection all see them', async () => {
     const s = await startServer();
     const c = await connect(s);

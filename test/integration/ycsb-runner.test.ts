@@ -112,7 +112,7 @@ describe('nova bench sessions', () => {
     expect(r.runs[0].engine).toBe(spec);
     expect(r.runs[0].errors).toBe(0);
     // Each run says what the cluster did during it, from its figures before and after.
-    expect(r.runs[0].storeNote).toMatch(/^range 1: imbalance (\d\.\d{4}|-) over \d+ counted writes, \d+ minor and \d+ major reorganizations \(\d+ Dranges duplicated at the end\), \d+ merges instead of flush, \d+ flushes; LTC pauses over the last 10 s: event loop delay p99 [\d.]+ ms, max [\d.]+ ms; GC [\d.]+ ms in \d+ \(major [\d.]+ ms\), the longest [\d.]+ ms$/);
+    expect(r.runs[0].storeNote).toMatch(/^range 1: imbalance (\d\.\d{4}|-) over \d+ counted writes, \d+ minor and \d+ major reorganizations \(\d+ Dranges duplicated at the end\), \d+ merges instead of flush, \d+ flushes; LTC pauses over the last 10 s: event loop delay p99 [\d.]+ ms, max [\d.]+ ms; GC [\d.]+ ms in \d+ \(major [\d.]+ ms\), the longest [\d.]+ ms; LTC memory at the end: RSS \d+ MiB, heap \d+, outside the heap \d+, counted by its budget \d+$/);
     expect(r.notes.join(' ')).toMatch(/nova:active-memtables=2:memtable-bytes=65536:compaction-jobs=1 reports: range 1: 2 Dranges, \d+ duplicated \(imbalance \d\.\d{4}; \d+ minor, \d+ major reorganizations\)/);
     expect(() => engineByName('nova:no-such-knob=1')).toThrow(/nova takes the knobs of nova up .*not "no-such-knob"/);
     expect(() => engineByName('nova:sync=maybe')).toThrow(/sync is true or false/);
