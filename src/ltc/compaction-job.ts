@@ -78,7 +78,7 @@ export async function mergeHere(db: EngineState, out: number, inputs: TableMeta[
   const added: LiveTable[] = [];
   for await (const t of db.options.mergeInWorker ? mergeOnWorker(merge) : mergeTables(merge)) {
     const file = db.nextFile++;
-    const fragments = await db.store.writeTable(file, t.bytes);
+    const fragments = await db.store.writeTable(file, t.bytes, true);
     const meta: TableMeta = { level: out, file, size: t.bytes.length, entries: t.entries, smallest: t.smallest, largest: t.largest, fragments };
     added.push({ meta, reader: readerOf(db, t.bytes, file) });
   }

@@ -46,8 +46,11 @@ export type RepairResult = { fragments: Fragment[]; written: number; bytes: numb
 
 /** Where a range's SSTables live. */
 export interface BlockStore {
-  /** Stores a whole table durably; returns where its bytes are. */
-  writeTable(file: number, bytes: Buffer): Promise<Fragment[]>;
+  /**
+   * Stores a whole table durably; returns where its bytes are. `background`: a compaction's
+   * output, which no write waits for: stored after what writes wait for (sync-gate.ts).
+   */
+  writeTable(file: number, bytes: Buffer, background?: boolean): Promise<Fragment[]>;
   /** `salvage`: a piece every copy of which is damaged comes back as read, not as CORRUPTION (nova repair). */
   readTable(file: number, fragments: Fragment[], salvage?: boolean): Promise<Buffer>;
   /**

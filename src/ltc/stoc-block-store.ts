@@ -14,7 +14,7 @@ import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import type { Settings } from '../cluster/config.js';
 import { NoRoom, type BlockStore, type RepairResult } from './engine-env.js';
 import {
-  checkCopy, copiesMissing, copiesWanted, cutTable, everyCopyFailed, parityBytes, parityOf, piecesOf, readFragments, rebuildSpan, shapeStocs, tableShape, writeFragments,
+  checkCopy, compactionDeadlineMs, copiesMissing, copiesWanted, cutTable, everyCopyFailed, parityBytes, parityOf, piecesOf, readFragments, rebuildSpan, shapeStocs, tableShape, writeFragments,
 } from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
@@ -49,7 +49,7 @@ export class StocBlockStore implements BlockStore {
    * placed again, on the other StoCs, after removing what the attempt wrote. NoRoom when too
    * few StoCs are left because disks failed.
    */
-  async writeTable(file: number, bytes: Buffer): Promise<Fragment[]> {
+  async writeTable(file: number, bytes: Buffer, background = false): Promise<Fragment[]> {
     const started = performance.now();
     const name = tableFileName(this.range, file);
     const { scatter, tableReplicas, placement, parity } = this.layout;
@@ -62,10 +62,10 @@ export class StocBlockStore implements BlockStore {
       }
       const shape = tableShape(healthy.length, scatter, tableReplicas, parity);
       const stocs = await place(placement, healthy, shapeStocs(shape), this.state,
-        (id) => this.pool.on(id, async (c) => (await c.load()).queueDepth));
+        (id) => this.pool.probeLoad(id).then((l) => l.queueDepth));
       const fragments = cutTable(bytes, stocs, scatter, name, shape.copies, shape.parity);
       try {
-        await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true)).catch((err: Error) => {
+        await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true, background ? { background, timeoutMs: compactionDeadlineMs(part.length) } : undefined)).catch((err: Error) => {
           failed.add(f.stoc);
           throw err;
         }));

@@ -20,8 +20,6 @@ import type { CompactedTable, CompactionRequest, Compactor } from './engine-env.
 import type { StocPool } from '../stoc/stoc-pool.js';
 
 
-/** How long the StoCs' loads are awaited before a job is placed without the late ones. */
-const LOAD_TIMEOUT_MS = 2_000;
 
 export class StocCompactor implements Compactor {
   private turn = 0;
@@ -87,8 +85,7 @@ export class StocCompactor implements Compactor {
   /** The loads of the StoCs in `ids` that answer within LOAD_TIMEOUT_MS. */
   private async loads(ids: number[]): Promise<Map<number, StocLoadView>> {
     const out = new Map<number, StocLoadView>();
-    await Promise.all(ids.map((id) => this.pool.on(id, (c) => c.load({ timeoutMs: LOAD_TIMEOUT_MS }))
-      .then((l) => { out.set(id, l); }, () => undefined)));
+    await Promise.all(ids.map((id) => this.pool.probeLoad(id).then((l) => { out.set(id, l); }, () => undefined)));
     return out;
   }
 

@@ -9,7 +9,7 @@ import { ConnectionCache } from '../common/connection-cache.js';
 import { NovaError } from '../common/errors.js';
 import type { ClusterConfig } from '../cluster/config.js';
 import { StocClient } from './stoc-client.js';
-import { filesOf, type StocFileSuffix } from './stoc-protocol.js';
+import { filesOf, type StocFileSuffix, type StocLoad } from './stoc-protocol.js';
 import type { Fabric } from '../transport/fabric.js';
 import type { Rpc } from '../transport/rpc.js';
 
@@ -19,6 +19,8 @@ const CONNECT_MS = 5_000;
 export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EXCEEDED', 'CLOSED', 'UNAVAILABLE']);
 
 
+/** How long a StoC's load is awaited before placement goes on without it. */
+const LOAD_TIMEOUT_MS = 2_000;
 /** How long a StoC whose disk failed a write is given no new file; then it is tried again. */
 const DISK_REST_MS = 5_000;
 /**
@@ -140,6 +142,15 @@ export class StocPool {
 
   get(id: number): Promise<StocClient> {
     return this.clients.get(id);
+  }
+
+  /**
+   * StoC `id`'s load, for placement: an advisory question, so a late or failed answer shuns
+   * nothing. A StoC too busy to answer in time is busy, not gone; taking it for gone closed its
+   * connection and failed every request on it, which with one StoC failed every range.
+   */
+  async probeLoad(id: number): Promise<StocLoad> {
+    return (await this.get(id)).load({ timeoutMs: LOAD_TIMEOUT_MS });
   }
 
   /** Runs `fn` on StoC `id`; a failure that means the StoC is gone shuns it and rethrows. */

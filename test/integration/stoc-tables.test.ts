@@ -4,7 +4,7 @@
  */
 import { openSync, readFileSync, readSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { StocBlockStore } from '../../src/ltc/stoc-block-store.js';
 import type { RepairResult } from '../../src/ltc/engine-env.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
@@ -159,5 +159,24 @@ describe('tables on StoCs', () => {
     const moved = placed(await store.repairTable(5, fragments, () => store.readTable(5, fragments), new Set([empty.stoc])));
     expect(moved.fragments.map((f) => f.stoc)).not.toContain(empty.stoc);
     expect((await store.readTable(5, moved.fragments)).equals(small)).toBe(true);
+  });
+
+  it('a StoC too busy to tell its load in time is still written to, and the tables already going to it are not failed', async () => {
+    const stocs = [await startServer(1)];
+    const pool = makePool(stocs);
+    const store = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 1, placement: 'power-of-d' });
+    const client = await pool.get(1);
+    const load = vi.spyOn(client, 'load').mockRejectedValue(Object.assign(new Error('load: no answer by the deadline'), { code: 'DEADLINE_EXCEEDED' }));
+    try {
+      const bytes = table(2000, 1, 5);
+      const [a, b] = await Promise.all([store.writeTable(5, bytes), store.writeTable(6, bytes, true)]);
+      expect(load).toHaveBeenCalled();
+      expect(pool.isHealthy(1)).toBe(true); // not shunned: a late load is a busy StoC, not a lost one
+      expect(await pool.get(1)).toBe(client); // nor its connection closed
+      expect((await store.readTable(5, a)).equals(bytes)).toBe(true);
+      expect((await store.readTable(6, b)).equals(bytes)).toBe(true);
+    } finally {
+      load.mockRestore();
+    }
   });
 });
