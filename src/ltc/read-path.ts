@@ -283,17 +283,39 @@ function deeperIterators(db: EngineState): InternalIterator[] {
 
 /** The table of a sorted, disjoint level whose user-key span holds `key`, if any. */
 function findTable(level: LiveTable[], key: Uint8Array): LiveTable | undefined {
+  const t = firstTableFrom(level, key);
+  if (!t) return undefined;
+  const s = t.meta.smallest;
+  return compareBytes(s, 0, s.length - TRAILER_BYTES, key, 0, key.length) <= 0 ? t : undefined;
+}
+
+/** The first table of a sorted level whose largest user key is at or after `key`: where a read from `key` starts. */
+function firstTableFrom(level: LiveTable[], key: Uint8Array): LiveTable | undefined {
   let lo = 0;
   let hi = level.length;
-  while (lo < hi) { // first table whose largest user key >= key
+  while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     const l = level[mid].meta.largest;
     if (compareBytes(l, 0, l.length - TRAILER_BYTES, key, 0, key.length) < 0) lo = mid + 1;
     else hi = mid;
   }
-  if (lo === level.length) return undefined;
-  const s = level[lo].meta.smallest;
-  return compareBytes(s, 0, s.length - TRAILER_BYTES, key, 0, key.length) <= 0 ? level[lo] : undefined;
+  return level[lo];
+}
+
+/**
+ * The first block of each table a scan from `from` (before `end`) reads, where it is not at
+ * hand. Loaded side by side when a scan misses: each level's table is positioned before the
+ * scan returns a row, and found missing one at a time they cost a round trip to a StoC each.
+ */
+function scanStartMisses(db: EngineState, from: Uint8Array, end: Uint8Array | undefined): BlockMiss[] {
+  const out: BlockMiss[] = [];
+  const add = (t: LiveTable | undefined): void => {
+    const handle = t && meets(t, from, end) ? t.reader.missingBlockFor(from) : undefined;
+    if (handle) out.push(new BlockMiss(t!.reader, handle));
+  };
+  db.levels[0].forEach(add);
+  for (let level = 1; level < LEVELS; level++) add(firstTableFrom(db.levels[level], from));
+  return out;
 }
 
 /** The value of `key` at the read's snapshot (Engine.get). */
@@ -342,8 +364,8 @@ export async function scanRows(db: EngineState, start: Uint8Array, options: Scan
         return out;
       } catch (err) {
         if (!(err instanceof BlockMiss)) throw err;
-        await load(db, err, pins);
         if (out.length > 0) from = Buffer.concat([out[out.length - 1][0], Buffer.alloc(1)]);
+        await Promise.all([err, ...scanStartMisses(db, from, options.end)].map((miss) => load(db, miss, pins)));
       }
     }
   } finally {

@@ -41,6 +41,11 @@ export class BlockCache {
     return e.block;
   }
 
+  /** Whether reader `reader`'s block at `offset` is cached, without counting a hit or a miss. */
+  has(reader: number, offset: number): boolean {
+    return this.blocks.has(`${reader}:${offset}`);
+  }
+
   /** The key of reader `reader`'s table cached whole (its readers keep it: a lookup per block read builds no string). */
   static tableKey(reader: number): string {
     return `${reader}:t`;

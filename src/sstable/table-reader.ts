@@ -5,7 +5,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import {
-  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, isInternalKey, compareBytes, compareInternalKeyAt, compareInternalKeys,
+  MAX_SEQUENCE, SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, isInternalKey, compareBytes, compareInternalKeyAt, compareInternalKeys,
   typeOf, writeTrailer,
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
@@ -152,6 +152,22 @@ export class TableReader {
   ownBytes(): Buffer | undefined {
     if (this.damage) return undefined; // it has none of the table's
     return this.cache ? this.cache.table(this.tableKey) : this.bytes;
+  }
+
+  /**
+   * The data block a read from user key `userKey` onwards starts in, when it is not at hand
+   * (neither the table's bytes nor the cache hold it): what a scan can load before it reads.
+   * Undefined when it is at hand, or every key of the table sorts before `userKey`.
+   */
+  missingBlockFor(userKey: Uint8Array): BlockHandle | undefined {
+    if (!this.cache || this.damage || this.cache.hasTable(this.tableKey)) return undefined;
+    const target = Buffer.allocUnsafe(userKey.length + KEY_TRAILER);
+    target.set(userKey, 0);
+    writeTrailer(target, userKey.length, MAX_SEQUENCE, SEEK_TYPE);
+    const b = this.firstBlockFor(target);
+    if (b >= this.blockCount) return undefined;
+    const offset = this.blockOffset[b];
+    return this.cache.has(this.id, offset) ? undefined : { offset, size: this.blockSize[b] };
   }
 
   /** Checks `bytes` (a data block with its trailer, read from the table at `handle`) and caches it. */
