@@ -307,10 +307,10 @@ function firstTableFrom(level: LiveTable[], key: Uint8Array): LiveTable | undefi
  * hand. Loaded side by side when a scan misses: each level's table is positioned before the
  * scan returns a row, and found missing one at a time they cost a round trip to a StoC each.
  */
-function scanStartMisses(db: EngineState, from: Uint8Array, end: Uint8Array | undefined): BlockMiss[] {
+function scanStartMisses(db: EngineState, from: Uint8Array, end: Uint8Array | undefined, seq: number): BlockMiss[] {
   const out: BlockMiss[] = [];
   const add = (t: LiveTable | undefined): void => {
-    const handle = t && meets(t, from, end) ? t.reader.missingBlockFor(from) : undefined;
+    const handle = t && meets(t, from, end) ? t.reader.missingBlockFor(from, seq) : undefined;
     if (handle) out.push(new BlockMiss(t!.reader, handle));
   };
   db.levels[0].forEach(add);
@@ -365,7 +365,16 @@ export async function scanRows(db: EngineState, start: Uint8Array, options: Scan
       } catch (err) {
         if (!(err instanceof BlockMiss)) throw err;
         if (out.length > 0) from = Buffer.concat([out[out.length - 1][0], Buffer.alloc(1)]);
-        await Promise.all([err, ...scanStartMisses(db, from, options.end)].map((miss) => load(db, miss, pins)));
+        // The others' loads are a guess at what comes next: their failures are not the scan's
+        // (it may never read them), and all end before the scan does, so none pins after its unpins.
+        const guesses = scanStartMisses(db, from, options.end, seq)
+          .filter((m) => m.table !== err.table || m.handle.offset !== err.handle.offset)
+          .map((miss) => load(db, miss, pins).catch(() => undefined));
+        try {
+          await load(db, err, pins);
+        } finally {
+          await Promise.all(guesses);
+        }
       }
     }
   } finally {

@@ -82,7 +82,7 @@ export class StocCompactor implements Compactor {
     }
   }
 
-  /** The loads of the StoCs in `ids` that answer within LOAD_TIMEOUT_MS. */
+  /** The loads of the StoCs in `ids` that answer in time (StocPool.probeLoad). */
   private async loads(ids: number[]): Promise<Map<number, StocLoadView>> {
     const out = new Map<number, StocLoadView>();
     await Promise.all(ids.map((id) => this.pool.probeLoad(id).then((l) => { out.set(id, l); }, () => undefined)));

@@ -5,7 +5,7 @@
  */
 import { NovaError } from '../common/errors.js';
 import {
-  MAX_SEQUENCE, SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, isInternalKey, compareBytes, compareInternalKeyAt, compareInternalKeys,
+  SEEK_TYPE, TRAILER_BYTES as KEY_TRAILER, ValueType, abbreviateKey, checkInternalKey, isInternalKey, compareBytes, compareInternalKeyAt, compareInternalKeys,
   typeOf, writeTrailer,
 } from '../common/internal-key.js';
 import { Block, type BlockIterator } from './block.js';
@@ -155,15 +155,15 @@ export class TableReader {
   }
 
   /**
-   * The data block a read from user key `userKey` onwards starts in, when it is not at hand
-   * (neither the table's bytes nor the cache hold it): what a scan can load before it reads.
-   * Undefined when it is at hand, or every key of the table sorts before `userKey`.
+   * The data block a read from user key `userKey` at `snapshot` onwards starts in, when it is
+   * not at hand (neither the table's bytes nor the cache hold it): what a scan can load before
+   * it reads. Undefined when it is at hand, or every key of the table sorts before it.
    */
-  missingBlockFor(userKey: Uint8Array): BlockHandle | undefined {
+  missingBlockFor(userKey: Uint8Array, snapshot: number): BlockHandle | undefined {
     if (!this.cache || this.damage || this.cache.hasTable(this.tableKey)) return undefined;
     const target = Buffer.allocUnsafe(userKey.length + KEY_TRAILER);
     target.set(userKey, 0);
-    writeTrailer(target, userKey.length, MAX_SEQUENCE, SEEK_TYPE);
+    writeTrailer(target, userKey.length, snapshot, SEEK_TYPE);
     const b = this.firstBlockFor(target);
     if (b >= this.blockCount) return undefined;
     const offset = this.blockOffset[b];

@@ -97,10 +97,13 @@ export class CompactionService {
         try {
           file.extend(bytes.length);
           // Synced piece by piece in the background: a flush's sync waits for a piece at most.
-          for (let at = 0; at < bytes.length; at += BACKGROUND_SYNC_BYTES) {
-            await file.writeAt(bytes.subarray(at, at + BACKGROUND_SYNC_BYTES), at);
+          let at = 0;
+          do { // an empty output is synced too: its file is made durable
+            const piece = bytes.subarray(at, at + BACKGROUND_SYNC_BYTES);
+            await file.writeAt(piece, at);
             await host.syncFile(file, true);
-          }
+            at += piece.length;
+          } while (at < bytes.length);
           host.wrote(bytes.length);
         } finally {
           file.unpin();

@@ -6,6 +6,7 @@
  * (fence), so the StoC can refuse it once another LTC has opened one of them.
  */
 import { ConnectionCache } from '../common/connection-cache.js';
+import { withDeadline } from '../common/deadline.js';
 import { NovaError } from '../common/errors.js';
 import type { ClusterConfig } from '../cluster/config.js';
 import { StocClient } from './stoc-client.js';
@@ -145,12 +146,21 @@ export class StocPool {
   }
 
   /**
-   * StoC `id`'s load, for placement: an advisory question, so a late or failed answer shuns
-   * nothing. A StoC too busy to answer in time is busy, not gone; taking it for gone closed its
-   * connection and failed every request on it, which with one StoC failed every range.
+   * StoC `id`'s load, for placement, within LOAD_TIMEOUT_MS (connecting included). A late answer
+   * shuns nothing: a StoC too busy to answer in time is busy, not gone, and taking it for gone
+   * closed its connection and failed every request on it (with one StoC, every range). One that
+   * cannot be reached (its connection lost or refused) is shunned as by any request.
    */
   async probeLoad(id: number): Promise<StocLoad> {
-    return (await this.get(id)).load({ timeoutMs: LOAD_TIMEOUT_MS });
+    const deadline = Date.now() + LOAD_TIMEOUT_MS;
+    try {
+      return await withDeadline(this.get(id).then((c) => c.load({ timeoutMs: Math.max(1, deadline - Date.now()) })), LOAD_TIMEOUT_MS,
+        () => new NovaError('DEADLINE_EXCEEDED', `StoC ${id}: no load within ${LOAD_TIMEOUT_MS} ms`));
+    } catch (err) {
+      const code = (err as NovaError).code;
+      if (code !== 'DEADLINE_EXCEEDED' && STOC_LOST.has(code)) this.shun(id);
+      throw err;
+    }
   }
 
   /** Runs `fn` on StoC `id`; a failure that means the StoC is gone shuns it and rethrows. */

@@ -43,7 +43,7 @@ export class SyncGate {
     if (this.background || this.foreground > 0 || this.waiting.length > 0) {
       this.counters.backgroundWaits++;
       await new Promise<void>((go) => {
-        this.waiting.push({ since: Date.now(), go });
+        this.waiting.push({ since: performance.now(), go });
         this.next();
       });
     } else {
@@ -68,7 +68,7 @@ export class SyncGate {
     this.timer = undefined;
     const first = this.waiting[0];
     if (!first || this.background) return;
-    const waited = Date.now() - first.since;
+    const waited = performance.now() - first.since;
     if (this.foreground > 0 && waited < this.maxWaitMs) {
       this.timer = setTimeout(() => this.next(), this.maxWaitMs - waited);
       this.timer.unref();

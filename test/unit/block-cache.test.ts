@@ -197,5 +197,15 @@ describe('an engine with a block cache', () => {
     expect(rows.map(([k, v]) => [k.toString(), v[0]])).toEqual(expected.map(([k, v]) => [k.toString(), v[0]]));
     expect(most).toBeGreaterThan(1); // the levels' first blocks went together, not one round trip each
     await db.close();
+    // A block loaded on a guess that fails does not fail the scan: the scan loads it again when it reads it.
+    db = await Engine.open(dir, { env, blockCacheBytes: 16 * 1024, memtableBytes: 64 * 1024, sync: false });
+    const read = env.store.readRange;
+    let calls = 0;
+    env.store.readRange = (...a) => (calls++ === 0 ? Promise.reject(new Error('StoC 2: read failed')) : read(...a));
+    const again = await db.scan(Buffer.from('key01000'), { limit: 20 });
+    expect(again.map(([k, v]) => [k.toString(), v[0]])).toEqual(expected.map(([k, v]) => [k.toString(), v[0]]));
+    expect(calls).toBeGreaterThan(2);
+    env.store.readRange = read;
+    await db.close();
   });
 });
