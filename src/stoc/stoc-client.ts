@@ -76,6 +76,12 @@ export interface DirectFile {
 
 type Part = (slotOffset: number, at: number, length: number, state: PartState) => Promise<void>;
 
+/**
+ * Reads this small copy out of staging at once: the copy costs less than the turn it would wait
+ * for, and behind a table's slots in the queue a block would wait one turn per slot.
+ */
+const COPY_AT_ONCE_BYTES = 64 * 1024;
+
 /** The turns copies out of staging take, one per turn of the event loop, in order (read). */
 let copies: Promise<void> = Promise.resolve();
 
@@ -263,7 +269,7 @@ export class StocClient {
         // One slot's copy per turn of the event loop: a table's slots arrive together, and
         // copies into fresh memory (a page fault each 4 KiB) all in one turn would hold every
         // request waiting on the event loop (doc/decisions/read-copy-turns.md).
-        await copyTurn();
+        if (n > COPY_AT_ONCE_BYTES) await copyTurn();
         this.usable(); // the staging region is detached once the client closes
         this.staging.buffer.copy(out, at, slot, slot + n);
       });
