@@ -7,7 +7,7 @@
  * One client: this process, with `concurrency` loops. The embedded stores cannot be shared
  * across processes, so several client processes arrive with the cluster client (`nova`).
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { diskWriteBytes, writtenBetween } from './disk-writes.js';
@@ -160,6 +160,19 @@ export async function load(t: Target, valueSize: number, verify: boolean, batch 
   return result;
 }
 
+/** Reads file `path` through once, a piece at a time (a store's file may be larger than a Buffer can be); its bytes. */
+function readThrough(path: string): number {
+  const piece = Buffer.allocUnsafe(4 * 1024 * 1024);
+  const fd = openSync(path, 'r');
+  try {
+    let bytes = 0;
+    for (let n; (n = readSync(fd, piece, 0, piece.length, bytes)) > 0;) bytes += n;
+    return bytes;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Reads every file of the store once, so every engine starts with its data in the page cache. */
 export function warmPageCache(dir: string): number {
   let bytes = 0;
@@ -169,7 +182,7 @@ export function warmPageCache(dir: string): number {
       try {
         const s = statSync(p);
         if (s.isDirectory()) walk(p);
-        else if (s.isFile()) bytes += readFileSync(p).length;
+        else if (s.isFile()) bytes += readThrough(p);
       } catch (err) {
         // The engine's background work may delete a file between the listing and the read.
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
