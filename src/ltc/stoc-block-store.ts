@@ -60,6 +60,11 @@ export class StocBlockStore implements BlockStore {
       if (healthy.length < scatter && disks.length > 0) {
         throw new NoRoom(`no StoC can take table ${name}: ${disks.join(', ')} failed writes to disk, and ${healthy.length} other StoC(s) can take it where ${scatter} are needed; writes resume once a StoC has room`);
       }
+      // StoCs that failed a moment ago are shunned for seconds: the table waits for them, as for
+      // room, instead of failing its range (which could not reopen without them either).
+      if (healthy.length < scatter) {
+        throw new NoRoom(`no StoC can take table ${name}: it needs ${scatter} and ${healthy.length} answer now (the others failed in the last seconds, are leaving or are new); writes resume once enough answer`);
+      }
       const shape = tableShape(healthy.length, scatter, tableReplicas, parity);
       const stocs = await place(placement, healthy, shapeStocs(shape), this.state,
         (id) => this.pool.probeLoad(id).then((l) => l.queueDepth));

@@ -6,7 +6,8 @@ import { openSync, readFileSync, readSync, writeSync, closeSync } from 'node:fs'
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { StocBlockStore } from '../../src/ltc/stoc-block-store.js';
-import type { RepairResult } from '../../src/ltc/engine-env.js';
+import { NoRoom, type RepairResult } from '../../src/ltc/engine-env.js';
+import { until } from '../helpers/until.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
 import { tableFileName } from '../../src/stoc/stoc-protocol.js';
 import { table } from '../fixtures/tables.js';
@@ -178,5 +179,18 @@ describe('tables on StoCs', () => {
     } finally {
       load.mockRestore();
     }
+  });
+
+  it('a table with no StoC answering waits as for room (NoRoom), not failing its range, and is stored once one answers', async () => {
+    const stocs = [await startServer(1)];
+    const pool = makePool(stocs);
+    const store = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 1, placement: 'round-robin' });
+    pool.shun(1); // it failed a moment ago
+    const bytes = table(500, 1, 5);
+    const refused = await store.writeTable(5, bytes).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(NoRoom);
+    expect(refused).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('it needs 1 and 0 answer now') });
+    await until(() => pool.isHealthy(1), 5_000);
+    expect((await store.readTable(5, await store.writeTable(5, bytes))).equals(bytes)).toBe(true);
   });
 });
