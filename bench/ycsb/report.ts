@@ -18,6 +18,10 @@ export function writtenPerOp(r: { diskWriteBytes?: number; ops: number }): strin
 
 const mib = (b: number): string => (b / 2 ** 20).toFixed(0);
 
+function overBudget(p: PeakRss): boolean {
+  return p.budget !== undefined && p.bytes > p.budget;
+}
+
 /** A process's peak, "of" its budget when it has one. */
 function peakOf(p: PeakRss): string {
   return p.budget === undefined ? mib(p.bytes) : `${mib(p.bytes)} of ${mib(p.budget)}`;
@@ -31,14 +35,14 @@ export function peakLine(r: { peakRss?: PeakRss[] }): string {
   if (!r.peakRss || r.peakRss.length === 0) return '';
   const top = r.peakRss.reduce((a, b) => (b.bytes > a.bytes ? b : a));
   if (r.peakRss.length === 1) return peakOf(top);
-  const over = r.peakRss.filter((p) => p.budget !== undefined && p.bytes > p.budget);
+  const over = r.peakRss.filter(overBudget);
   return `${peakOf(top)} (${top.name}); ${mib(r.peakRss.reduce((n, p) => n + p.bytes, 0))} in all` +
     (over.length > 0 ? `; over budget: ${over.map((p) => `${p.name} ${peakOf(p)}`).join(', ')}` : '');
 }
 
 /** Every process's peak of its budget, for the HTML report. */
 export function peaksLine(r: { peakRss?: PeakRss[] }): string {
-  return (r.peakRss ?? []).map((p) => `${p.name} ${peakOf(p)}${p.budget !== undefined && p.bytes > p.budget ? ' (over)' : ''}`).join(', ');
+  return (r.peakRss ?? []).map((p) => `${p.name} ${peakOf(p)}${overBudget(p) ? ' (over)' : ''}`).join(', ');
 }
 
 export function runTable(runs: RunResult[]): string {

@@ -121,7 +121,7 @@ export const nova: EngineAdapter = {
             const writes = d('imbalanceWrites');
             return `range ${range}: imbalance ${writes > 0 ? (d('imbalanceTimesWrites') / writes).toFixed(4) : '-'} over ${writes} counted writes, ` +
               `${d('minorReorganizations')} minor and ${d('majorReorganizations')} major reorganizations (${a.duplicatedDranges ?? 0} Dranges duplicated at the end), ${d('mergesInsteadOfFlush')} merges instead of flush, ${d('flushes')} flushes`;
-          }).join('; ') + ltcPausesNote(rows as Parameters<typeof ltcPausesNote>[0]);
+          }).join('; ') + ltcNote(rows as Parameters<typeof ltcNote>[0]);
         };
       },
       // The LTCs and StoCs (the coordinator writes only its small config file). A member on
@@ -155,8 +155,8 @@ export const nova: EngineAdapter = {
   },
 };
 
-/** The LTCs' pauses over their last seconds (the worst LTC's), as the end of a run's line. */
-function ltcPausesNote(rows: Array<{ ltcPauses?: Pauses; ltcRssBytes?: number; ltcHeapBytes?: number; ltcExternalBytes?: number; memoryBytes?: number }>): string {
+/** The LTCs' pauses over their last seconds (the worst LTC's) and the largest LTC's memory, as the end of a run's line. */
+function ltcNote(rows: Array<{ ltcPauses?: Pauses; ltcRssBytes?: number; ltcHeapBytes?: number; ltcExternalBytes?: number; memoryBytes?: number }>): string {
   const p = rows.map((r) => r.ltcPauses).filter((x): x is Pauses => x !== undefined);
   if (p.length === 0) return '';
   const max = (f: (x: Pauses) => number): number => Math.max(...p.map(f));

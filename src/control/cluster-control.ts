@@ -214,7 +214,7 @@ export function clusterSettings(dir: string): Settings {
  * configuration's knob, which wins over flags as the coordinator's own settings do, else the
  * flag among `args` (a new cluster's), else the default.
  */
-function coordinatorHeapMiB(dir: string, args: readonly string[]): number {
+export function coordinatorHeapMiB(dir: string, args: readonly string[]): number {
   const i = args.indexOf(`--${KNOBS.find((k) => k.key === 'coordinatorMemoryBytes')!.flag}`);
   const bytes = storedConfig(dir)?.settings.coordinatorMemoryBytes ?? (i >= 0 ? Number(args[i + 1]) : DEFAULT_SETTINGS.coordinatorMemoryBytes);
   return Math.max(1, Math.floor(bytes / MiB));
@@ -332,7 +332,7 @@ async function whenNotBusy<T>(op: () => Promise<T>): Promise<T> {
 
 /** Starts component `role` `id` of the cluster in `o.dir` in the background; its pid. */
 function startComponent(o: UpOptions & { dir: string }, role: 'ltc' | 'stoc' | 'cache', id: number, coordinator: string): number {
-  const cacheBytes = clusterSettings(o.dir).cacheMemoryBytes;
+  const cacheBytes = role === 'cache' ? clusterSettings(o.dir).cacheMemoryBytes : 0;
   const memory = role === 'cache' ? ['--memory-bytes', String(cacheBytes), '--disk-bytes', String(Math.min(4 * cacheBytes, MAX_CACHE_LOG_BYTES))] : [];
   return startProcess(o, role, id, [role, 'run', '--id', String(id), '--dir', componentDir(o.dir, role, id), '--coordinator', coordinator,
     '--cluster-file', join(o.dir, 'cluster.json'), '--host', o.host, '--secret-file', clusterSecretFile(o.dir), ...(role === 'cache' ? [] : tlsArgs(o.dir, role === 'ltc')),

@@ -21,7 +21,7 @@
 import type { BufferPool } from '../common/buffer-pool.js';
 import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import { leftovers, mergeTables, outputBytes, type MergedTable, type MergeJob } from '../compaction/merge.js';
-import { compactionDeadlineMs, cutTable, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
+import { cutTable, readFragments, shapeStocs, tableShape, writeFragments } from '../compaction/fragments.js';
 import { mergeOnWorker, mergeWorkerAvailable } from '../compaction/worker-pool.js';
 import type { Fragment } from '../log/version-edit.js';
 import type { StocClient } from './stoc-client.js';
@@ -288,7 +288,7 @@ function writeOutput(env: ExecutorEnv, name: string, bytes: Buffer, fragments: F
       }
       written.push({ name, stoc: f.stoc });
       // Background: written after what writes wait for on that StoC, with a deadline for its size.
-      if (peer) await peer.write(name, 0, part, true, { background: true, timeoutMs: compactionDeadlineMs(part.length) });
+      if (peer) await peer.write(name, 0, part, true, { background: true });
       else await env.createLocal(name, part);
     } catch (err) {
       throw withContext(err, `StoC ${env.id}: compaction output ${name} on StoC ${f.stoc}`);

@@ -46,6 +46,7 @@ import * as memory from './memory-file-client.js';
 import type { MemoryFile } from './memory-file-client.js';
 import { SlotPool } from './slot-pool.js';
 import { BACKGROUND_SYNC_BYTES } from './sync-gate.js';
+import { compactionDeadlineMs } from '../compaction/fragments.js';
 import {
   DIRECT_WRITE_VERSION, Method, STOC_PROTOCOL_VERSION, checkName, checkPrefix, checkUint,
   type HelloReply, type StocLoad,
@@ -164,10 +165,11 @@ export class StocClient {
   /**
    * Writes `bytes` at `offset` of `name` (created if missing); fdatasync first when `sync`.
    * `background`: a write nothing but a compaction waits for, synced piece by piece after the
-   * syncs writes wait for (sync-gate.ts).
+   * syncs writes wait for (sync-gate.ts), with a deadline for its size unless given one.
    */
   async write(name: string, offset: number, bytes: Uint8Array, sync: boolean, options?: CallOptions & { background?: boolean }): Promise<void> {
-    const op = this.begin(`write of ${String(name)} [${offset}, +${bytes?.length})`, options);
+    const timeoutMs = options?.timeoutMs ?? (options?.background ? compactionDeadlineMs(bytes?.length ?? 0) : undefined);
+    const op = this.begin(`write of ${String(name)} [${offset}, +${bytes?.length})`, { timeoutMs });
     try {
       checkName(name);
       checkUint('offset', offset);

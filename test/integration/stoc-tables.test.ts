@@ -181,6 +181,18 @@ describe('tables on StoCs', () => {
     }
   });
 
+  it('a load probe that finds the StoC unreachable shuns it, as any request would', async () => {
+    const pool = makePool([await startServer(1)]);
+    const client = await pool.get(1);
+    const load = vi.spyOn(client, 'load').mockRejectedValue(Object.assign(new Error('StoC 1: connection lost'), { code: 'PEER_LOST' }));
+    try {
+      await expect(pool.probeLoad(1)).rejects.toMatchObject({ code: 'PEER_LOST' });
+      expect(pool.isHealthy(1)).toBe(false);
+    } finally {
+      load.mockRestore();
+    }
+  });
+
   it('a table with no StoC answering waits as for room (NoRoom), not failing its range, and is stored once one answers', async () => {
     const stocs = [await startServer(1)];
     const pool = makePool(stocs);

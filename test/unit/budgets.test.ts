@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS, type Settings } from '../../src/cluster/config.js';
 import { memoryBudget } from '../../src/control/budgets.js';
-import type { ComponentRole } from '../../src/control/cluster-control.js';
+import { coordinatorHeapMiB, type ComponentRole } from '../../src/control/cluster-control.js';
 
 const MiB = 2 ** 20;
 const FILE_BUFFER = 24 * 8 * MiB; // a StoC's windows, as nova up starts it
@@ -24,4 +24,12 @@ describe('memory budgets', () => {
       expect(memoryBudget(c.role, { ...DEFAULT_SETTINGS, ...c.settings })).toBe(c.budget);
     });
   }
+});
+
+describe("the coordinator's heap", () => {
+  it('takes --coordinator-memory from a new cluster\'s flags, else the default', () => {
+    const dir = '/nonexistent/nova-no-cluster'; // no kept configuration
+    expect(coordinatorHeapMiB(dir, ['coordinator', '--coordinator-memory', String(512 * MiB)])).toBe(512);
+    expect(coordinatorHeapMiB(dir, ['coordinator', '--ltcs', '2'])).toBe(256);
+  });
 });
