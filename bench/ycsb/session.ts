@@ -13,11 +13,13 @@ import { fileURLToPath } from 'node:url';
 import { engineByName, type ClusterBenchOptions, type KvStore } from './engines.js';
 import { coordinatorOf } from '../../src/client/nova-client.js';
 import { SECRET_FILE } from '../../src/common/cluster-secret.js';
+import { down, readClusterFile } from '../../src/control/cluster-control.js';
 import type { Distribution } from './generators.js';
 import { load, mergeRuns, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
 import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js';
 import { KeySpace } from './verifier.js';
 import { QUIET_BUSY_CORES, awaitQuiet } from './quiet.js';
+import { EngineMemory } from './engine-memory.js';
 import { checkValueSize } from './values.js';
 import type { Workload } from './workload.js';
 
@@ -42,6 +44,8 @@ export interface SessionOptions extends RunSettings {
   clients?: number;
   /** Before each run, wait up to this long (ms) for the machine to go quiet (quiet.ts); 0 or absent: do not wait. */
   quietWaitMs?: number;
+  /** Each engine's processes together, page cache included, get this much memory (engine-memory.ts); absent: unbounded. */
+  engineMemoryBytes?: number;
 }
 
 export interface SessionResult {
@@ -69,6 +73,12 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     if (o.verify) throw new Error(`--verify needs --clients 1: a client can judge staleness only against the writes it saw acknowledged, and with ${clients} clients the others' writes are invisible to it`);
     if (o.wrap) throw new Error('wrapped stores run in-process: --clients must be 1');
   }
+  if (o.engineMemoryBytes !== undefined) {
+    if (o.wrap) throw new Error('--engine-memory bounds engines in processes of their own, and wrapped stores run in-process');
+    if (o.cluster?.coordinator) throw new Error('--engine-memory bounds the cluster the bench starts, not one given by --coordinator');
+    // Under cgroup v2 a capped component would leave its engine's group; not implemented.
+    if (o.cluster?.cap) throw new Error('--engine-memory with --cap is not implemented: cap the components\' memory with --cap role.memory=SIZE instead');
+  }
   const parent = o.dir ?? tmpdir();
   mkdirSync(parent, { recursive: true });
   const root = mkdtempSync(join(parent, 'nova-bench-'));
@@ -76,14 +86,17 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
   const loads: Record<string, LoadResult> = {};
   const runs: RunResult[] = [];
   const reports: string[] = [];
+  let memory: EngineMemory | undefined;
   try {
-    for (const a of adapters) {
+    memory = o.engineMemoryBytes === undefined ? undefined : new EngineMemory(o.engineMemoryBytes, root);
+    for (const [i, a] of adapters.entries()) {
       const dir = join(root, a.name);
       mkdirSync(dir, { recursive: true });
-      const h = o.wrap ? await inProcess(a.name, dir, o) : await inChild(a.name, dir, o);
+      const place = memory && ((pid: number) => memory!.place(i, a.name, pid));
+      const h = o.wrap ? await inProcess(a.name, dir, o) : await inChild(a.name, dir, o, place);
       handles.push(h);
       loads[a.name] = await h.load();
-      if (clients > 1) handles[handles.length - 1] = await several(h, a.name, dir, clients, o);
+      if (clients > 1) handles[handles.length - 1] = await several(h, a.name, dir, clients, o, place);
     }
     let seed = o.seed;
     for (let round = 0; round < o.rounds; round++) {
@@ -97,7 +110,8 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
               onBusy: (cores, ms) => o.progress?.(`[${adapters[i].name} ${w.name} ${dist}] waiting for the machine to go quiet: ` +
                 `${cores.toFixed(2)} CPUs busy, ${(ms / 1000).toFixed(1)} s`, false),
             });
-            const r = await handles[i].run({ ...settings, workload: w, dist, seed });
+            // Under a memory limit, what stays cached is the limit's to decide, not a read of every file.
+            const r = await handles[i].run({ ...settings, workload: w, dist, seed, ...(memory ? { warm: false } : {}) });
             if (o.quietWaitMs) r.quietWait = q;
             runs.push(r);
           }
@@ -108,8 +122,20 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
       const r = await handles[i].report();
       if (r) reports.push(`${adapters[i].name} reports: ${r}.`);
     }
+    if (memory) reports.push(memoryNote(memory, adapters.map((a) => a.name)));
+  } catch (err) {
+    const killed = memory ? adapters.map((a, i) => [a.name, memory!.use(i, a.name)?.oomKills ?? 0] as const).filter(([, n]) => n > 0) : [];
+    if (killed.length === 0) throw err;
+    throw new Error(`${(err as Error).message} (the OOM killer of --engine-memory ${o.engineMemoryBytes} ran in ${killed.map(([e, n]) => `${e}'s group ${n} time(s)`).join(', ')}: ` +
+      'give the engines more memory)', { cause: err });
   } finally {
     for (const h of handles) await h.close().catch(() => undefined);
+    // A client process that died (killed, out of memory) left the cluster it started running.
+    for (const a of adapters) {
+      const dir = join(root, a.name);
+      if (!o.cluster?.coordinator && readClusterFile(dir)) await down(dir).catch(() => undefined);
+    }
+    memory?.remove();
     if (!o.keep) rmSync(root, { recursive: true, force: true });
   }
   const { progress: _p, wrap: _w, workloads, ...rest } = o;
@@ -121,13 +147,22 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     runs,
     notes: [
       `Each engine in its own fresh directory under ${o.keep ? root : parent}; loaded once (${o.records.toLocaleString('en-US')} records of ${o.valueSize} B, ${batchesNote(loads)}), then settled (${Object.entries(loads).map(([e, l]) => `${e}: ${l.settled}`).join('; ')}).`,
-      'Before each run the engine\'s files are read once, so each starts with its data in the page cache.',
+      o.engineMemoryBytes === undefined ? 'Before each run the engine\'s files are read once, so each starts with its data in the page cache.'
+        : `Each engine's processes (the bench's client, the engine, a cluster it starts) and the page cache of its files were held to ${(o.engineMemoryBytes / 2 ** 20).toFixed(0)} MiB together (a memory cgroup each); its files were not read before a run.`,
       quietNote(runs, o.quietWaitMs ?? 0),
       `Cells run with the engines interleaved (${o.engines.join(', ')}), ${o.rounds} round(s); keys inserted by a cell remain for the next.`,
       `${clients > 1 ? `${clients} client processes per engine, each with` : 'Each engine runs in a process of its own, with the client in it:'} ${o.concurrency} requests outstanding; writes ${o.sync ? 'synced (fdatasync before the ack)' : 'not synced (durable against a process crash, not a power loss)'}.`,
       ...reports,
     ],
   };
+}
+
+function memoryNote(memory: EngineMemory, engines: string[]): string {
+  const parts = engines.map((e, i) => {
+    const u = memory.use(i, e);
+    return u ? `${e} ${Number.isNaN(u.peakBytes) ? '?' : (u.peakBytes / 2 ** 20).toFixed(0)} MiB${u.oomKills > 0 ? ` (${u.oomKills} OOM kill(s))` : ''}` : `${e} -`;
+  });
+  return `Peak memory of each engine's group, page cache included, against ${(memory.bytes / 2 ** 20).toFixed(0)} MiB: ${parts.join(', ')}.`;
 }
 
 function batchesNote(loads: Record<string, LoadResult>): string {
@@ -180,14 +215,14 @@ async function inProcess(engine: string, dir: string, o: SessionOptions): Promis
  * coordinator, adopt the loaded key space, and run each spec at the same time with seeds of
  * their own. Their results merge into one (runner.ts mergeRuns).
  */
-async function several(main: EngineHandle, engine: string, dir: string, clients: number, o: SessionOptions): Promise<EngineHandle> {
+async function several(main: EngineHandle, engine: string, dir: string, clients: number, o: SessionOptions, place?: (pid: number) => void): Promise<EngineHandle> {
   const secretFile = o.cluster?.secretFile ?? (o.cluster?.coordinator ? undefined : join(dir, SECRET_FILE));
   // The others join the cluster the first started (its knobs and caps are the cluster's already).
   const joined = { ...o, cluster: { ...o.cluster, coordinator: o.cluster?.coordinator ?? coordinatorOf(dir), secretFile, cap: undefined } };
   const extras: ChildHandle[] = [];
   try {
     for (let i = 1; i < clients; i++) {
-      const e = await inChild(engine.split(':')[0], dir, joined);
+      const e = await inChild(engine.split(':')[0], dir, joined, place);
       extras.push(e);
       await e.adopt();
     }
@@ -220,9 +255,18 @@ const WORKER = HERE.includes(`${sep}dist${sep}`)
   ? join(dirname(HERE), 'engine-worker.js')
   : join(dirname(HERE), '..', '..', 'dist', 'bench', 'ycsb', 'engine-worker.js');
 
-/** The engine in a child process (engine-worker.ts); its death fails what is pending. */
-async function inChild(engine: string, dir: string, o: SessionOptions): Promise<ChildHandle> {
+/**
+ * The engine in a child process (engine-worker.ts); its death fails what is pending. `place` puts
+ * the process where it must run before it opens the engine.
+ */
+async function inChild(engine: string, dir: string, o: SessionOptions, place?: (pid: number) => void): Promise<ChildHandle> {
   const child = fork(WORKER, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+  try {
+    if (child.pid !== undefined) place?.(child.pid);
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   let nextId = 1;
   let dead: Error | undefined;

@@ -2,7 +2,7 @@
  * Parsers for command-line values: each throws InvalidArgumentError saying what it expected.
  */
 import { InvalidArgumentError } from 'commander';
-import { parseCaps, type Caps } from '../control/caps.js';
+import { parseCaps, parseSize, type Caps } from '../control/caps.js';
 
 export function positiveInt(value: string): number {
   const n = Number(value);
@@ -36,6 +36,15 @@ export function onOff(value: string): boolean {
   if (value === 'on') return true;
   if (value === 'off') return false;
   throw new InvalidArgumentError('expected on or off');
+}
+
+/** A memory size (caps.ts parseSize): 2GiB, 512MB, bytes. */
+export function sizeArg(value: string): number {
+  try {
+    return parseSize(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
 }
 
 /** --cap's value (caps.ts). */

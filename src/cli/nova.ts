@@ -26,7 +26,7 @@ import { FAULT_KINDS, MULTI_LTC_FAULTS, runFaults, type FaultKind } from '../../
 import { faultHtml, faultSummary } from '../../bench/faults/report.js';
 import { addClusterCommands, salvageLines } from './cluster-commands.js';
 import { addRangeCommands } from './range-commands.js';
-import { capsArg, intList, nonNegativeInt, positiveInt, positiveNumber } from './args.js';
+import { capsArg, intList, sizeArg, nonNegativeInt, positiveInt, positiveNumber } from './args.js';
 import { capsText, type Caps } from '../control/caps.js';
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
@@ -37,7 +37,7 @@ interface YcsbCliOptions {
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
   coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string; quietWait: number;
-  cache: string; cacheInstances: number; cacheMemory: number; intervalMs: number; cap?: Caps;
+  cache: string; cacheInstances: number; cacheMemory: number; intervalMs: number; cap?: Caps; engineMemory?: number;
 }
 
 /** A bench's progress on stderr: one line rewritten on a terminal; otherwise a line now and then, and each final one. */
@@ -65,7 +65,7 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     rounds, dir: o.dir, keep: o.keep, progress,
     cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction,
       cache: o.cache, cacheInstances: o.cacheInstances, cacheMemoryBytes: o.cacheMemory, cap: o.cap && capsText(o.cap) }, clients: o.clients,
-    quietWaitMs: o.quietWait * 1000, schedule: o.schedule, intervalMs: o.intervalMs,
+    quietWaitMs: o.quietWait * 1000, schedule: o.schedule, intervalMs: o.intervalMs, engineMemoryBytes: o.engineMemory,
   });
   console.log(runTable(result.runs));
   for (const line of scheduleLines(result.runs)) console.log(line);
@@ -278,13 +278,16 @@ export function buildProgram(): Command {
     .option('--cap <caps>', 'engine nova: caps of the cluster it starts, as nova up --cap (e.g. ltc.cpu=0.5,stoc.cpu=0.25,stoc.disk=8MB/s), applied once it is loaded and settled: the runs are capped, the load is not', capsArg);
   const scheduleHelp = `engine nova: cluster actions during the run, "<s>s <action>, ..." with actions ${ACTIONS.filter((a) => a !== 'stoc remove').join(', ')} ` +
     '(ltc remove|kill [ID], range move R LTC, cache kill|start [ID]); e.g. "20s ltc add, 40s stoc add, 60s rebalance, 80s ltc remove", or "20s cache kill 1, 30s cache start 1". The report marks each and lists every range move\'s unavailability';
+  const engineMemory = (cmd: Command): Command => cmd
+    .option('--engine-memory <size>', 'give each engine this much memory, the page cache of its files included (e.g. 4GiB): its processes, a nova cluster\'s all together, ' +
+      'run in a memory cgroup of their own with this limit, and files are not read into the page cache before a run. Needs root and cgroups (doc/decisions/engine-memory.md)', sizeArg);
   const checkSchedule = (schedule: ScheduledAction[] | undefined, engines: string[], opts: YcsbCliOptions): void => {
     if (!schedule) return;
     if (engines.some((e) => e.split(':')[0] !== 'nova') || opts.coordinator) throw new InvalidArgumentError('--schedule needs the nova engine with the cluster the bench starts (no --coordinator)');
     const last = schedule[schedule.length - 1];
     if (last && opts.operations === undefined && last.atMs >= opts.duration * 1000) throw new InvalidArgumentError(`--schedule: its last action (${last.atMs / 1000} s) is past --duration ${opts.duration}`);
   };
-  ycsb(bench.command('run')
+  ycsb(engineMemory(bench.command('run'))
     .description('YCSB-style run of one engine: load, settle, run a workload; progress on stderr, a table on stdout')
     .option('--engine <name>', `one of ${ENGINES.map((e) => e.name).join(', ')}; nova may carry knobs of nova up: nova:flag=value:...`, 'nova-embedded')
     .option('--workload <w>', `${Object.keys(WORKLOADS).join(', ')}, or a mix such as read=0.7,update=0.3`, 'A')
@@ -295,7 +298,7 @@ export function buildProgram(): Command {
       checkSchedule(schedule, [opts.engine], opts);
       await ycsbSession({ ...opts, schedule }, [opts.engine], [opts.workload], opts.dist ? [opts.dist] : undefined, opts.engine, 1);
     });
-  ycsb(bench.command('compare')
+  ycsb(engineMemory(bench.command('compare'))
     .description('several engines on the same workloads, interleaved, with ratios to a baseline engine')
     .option('--engines <list>', 'comma-separated (default: every installed one); nova may carry knobs of nova up: nova:flag=value:flag=value (e.g. nova:active-memtables=4), its name in the report')
     .option('--workloads <list>', 'comma-separated', 'RW50,W100,SW50,A,B,C')

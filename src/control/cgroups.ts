@@ -1,8 +1,8 @@
 /**
  * Puts a local cluster's components in cgroups of their own with the limits of `--cap`
- * (caps.ts): a CFS quota for CPU, a block-I/O throttle for the disk. cgroup v2 (one unified
- * hierarchy, cpu.max and io.max) or v1 (the cpu and blkio hierarchies, cpu.cfs_quota_us and
- * blkio.throttle.*_bps_device). Each component's group is nova/<cluster>/<role>-<id>, where
+ * (caps.ts): a CFS quota for CPU, a memory limit, a block-I/O throttle for the disk. cgroup v2
+ * (one unified hierarchy, cpu.max, memory.max and io.max) or v1 (the cpu, memory and blkio
+ * hierarchies, cpu.cfs_quota_us, memory.limit_in_bytes and blkio.throttle.*_bps_device). Each component's group is nova/<cluster>/<role>-<id>, where
  * <cluster> names the cluster's directory, so two clusters on one machine never share one.
  *
  * The throttle counts what reaches the disk from the process: O_DIRECT writes and the writeback
@@ -23,6 +23,7 @@ export interface CgroupHost {
   /** Where the cgroup file systems are mounted (/sys/fs/cgroup). */
   root: string;
   cpu: boolean;
+  memory: boolean;
   io: boolean;
 }
 
@@ -31,41 +32,45 @@ export function cgroupRoot(): string {
   return process.env.NOVA_CGROUP_ROOT ?? '/sys/fs/cgroup';
 }
 
-const refuse = (why: string): never => {
-  throw new NovaError('UNAVAILABLE', `--cap: ${why}; leave out --cap to run the components uncapped`);
-};
-
-function writable(dir: string): void {
-  try {
-    accessSync(dir, constants.W_OK);
-  } catch (err) {
-    refuse(`cannot create cgroups in ${dir} (${(err as NodeJS.ErrnoException).code}): caps need root (or a cgroup delegated to this user) and a cgroup file system mounted writable`);
-  }
-}
-
 /**
  * The cgroups of this machine, checked to hold `caps`: each controller they need exists and can
- * be written. UNAVAILABLE saying what is missing otherwise.
+ * be written. UNAVAILABLE saying what is missing otherwise, for the flag that asked (`flag`).
  */
-export function cgroupHost(caps: Caps, root = cgroupRoot()): CgroupHost {
-  const all = Object.values(caps);
+export function cgroupHost(caps: Caps | readonly Cap[], root = cgroupRoot(), flag = '--cap'): CgroupHost {
+  const refuse = (why: string): never => {
+    throw new NovaError('UNAVAILABLE', `${flag}: ${why}; leave out ${flag} to run without it`);
+  };
+  const writable = (dir: string): void => {
+    try {
+      accessSync(dir, constants.W_OK);
+    } catch (err) {
+      refuse(`cannot create cgroups in ${dir} (${(err as NodeJS.ErrnoException).code}): caps need root (or a cgroup delegated to this user) and a cgroup file system mounted writable`);
+    }
+  };
+  const all: readonly Cap[] = Array.isArray(caps) ? caps : Object.values(caps as Caps);
   const needCpu = all.some((c) => c.cpu !== undefined);
+  const needMemory = all.some((c) => c.memoryBytes !== undefined);
   const needIo = all.some((c) => c.diskWriteBps !== undefined || c.diskReadBps !== undefined);
   const v2 = join(root, 'cgroup.controllers');
   if (existsSync(v2)) {
     const have = readFileSync(v2, 'utf8').split(/\s+/);
-    const host: CgroupHost = { version: 2, root, cpu: have.includes('cpu'), io: have.includes('io') };
+    const host: CgroupHost = { version: 2, root, cpu: have.includes('cpu'), memory: have.includes('memory'), io: have.includes('io') };
     if (needCpu && !host.cpu) refuse(`the cgroup v2 hierarchy at ${root} has no cpu controller`);
+    if (needMemory && !host.memory) refuse(`the cgroup v2 hierarchy at ${root} has no memory controller`);
     if (needIo && !host.io) refuse(`the cgroup v2 hierarchy at ${root} has no io controller`);
     writable(root);
     return host;
   }
   const host: CgroupHost = { version: 1, root, cpu: existsSync(join(root, 'cpu', 'cpu.cfs_quota_us')),
-    io: existsSync(join(root, 'blkio', 'blkio.throttle.write_bps_device')) };
-  if (!host.cpu && !host.io && (needCpu || needIo)) refuse(`no cgroups at ${root} (neither v2's cgroup.controllers nor v1's cpu and blkio hierarchies)`);
+    memory: existsSync(join(root, 'memory', 'memory.limit_in_bytes')), io: existsSync(join(root, 'blkio', 'blkio.throttle.write_bps_device')) };
+  if (!host.cpu && !host.memory && !host.io && (needCpu || needMemory || needIo)) {
+    refuse(`no cgroups at ${root} (neither v2's cgroup.controllers nor v1's cpu, memory and blkio hierarchies)`);
+  }
   if (needCpu && !host.cpu) refuse(`no cgroup v1 cpu hierarchy with CFS quotas at ${join(root, 'cpu')}`);
+  if (needMemory && !host.memory) refuse(`no cgroup v1 memory hierarchy at ${join(root, 'memory')}`);
   if (needIo && !host.io) refuse(`no cgroup v1 blkio hierarchy with throttling at ${join(root, 'blkio')}`);
   if (needCpu) writable(join(root, 'cpu'));
+  if (needMemory) writable(join(root, 'memory'));
   if (needIo) writable(join(root, 'blkio'));
   return host;
 }
@@ -108,14 +113,14 @@ function put(file: string, text: string): void {
  * disk limit is for (blockDevice); needed when `cap` has one, or to lift one set before.
  */
 export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap, device: string | undefined): void {
-  const empty = cap.cpu === undefined && cap.diskWriteBps === undefined && cap.diskReadBps === undefined;
+  const empty = cap.cpu === undefined && cap.memoryBytes === undefined && cap.diskWriteBps === undefined && cap.diskReadBps === undefined;
   const quota = cap.cpu === undefined ? undefined : Math.max(1_000, Math.round(cap.cpu * PERIOD_US));
   const needsDevice = cap.diskWriteBps !== undefined || cap.diskReadBps !== undefined;
-  if (needsDevice && device === undefined) refuse('a disk cap needs the cluster\'s directory on a block device, and it is not (tmpfs or overlay?)');
+  if (needsDevice && device === undefined) throw new NovaError('UNAVAILABLE', '--cap: a disk cap needs the cluster\'s directory on a block device, and it is not (tmpfs or overlay?); leave out --cap to run the components uncapped');
   if (host.version === 2) {
     const dir = join(host.root, group);
     if (empty && !existsSync(dir)) return;
-    const controllers = [host.cpu ? '+cpu' : '', host.io ? '+io' : ''].filter(Boolean).join(' ');
+    const controllers = [host.cpu ? '+cpu' : '', host.memory ? '+memory' : '', host.io ? '+io' : ''].filter(Boolean).join(' ');
     // v2 gives a group a controller only if every parent enables it for its children.
     let parent = host.root;
     for (const part of group.split('/').slice(0, -1)) {
@@ -126,6 +131,7 @@ export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap,
     put(join(parent, 'cgroup.subtree_control'), controllers);
     mkdirSync(dir, { recursive: true });
     if (host.cpu) put(join(dir, 'cpu.max'), `${quota ?? 'max'} ${PERIOD_US}`);
+    if (host.memory) put(join(dir, 'memory.max'), String(cap.memoryBytes ?? 'max'));
     if (host.io && device !== undefined) put(join(dir, 'io.max'), `${device} rbps=${cap.diskReadBps ?? 'max'} wbps=${cap.diskWriteBps ?? 'max'}`);
     put(join(dir, 'cgroup.procs'), String(pid));
     return;
@@ -139,6 +145,7 @@ export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap,
     put(join(dir, 'cgroup.procs'), String(pid));
   };
   if (host.cpu) place('cpu', quota !== undefined, [['cpu.cfs_period_us', String(PERIOD_US)], ['cpu.cfs_quota_us', String(quota ?? -1)]]);
+  if (host.memory) place('memory', cap.memoryBytes !== undefined, [['memory.limit_in_bytes', String(cap.memoryBytes ?? -1)]]);
   // 0 lifts a throttle (v1).
   if (host.io && device !== undefined) {
     place('blkio', needsDevice, [['blkio.throttle.write_bps_device', `${device} ${cap.diskWriteBps ?? 0}`], ['blkio.throttle.read_bps_device', `${device} ${cap.diskReadBps ?? 0}`]]);
@@ -161,7 +168,7 @@ export function groupsOf(pid: number): Map<string, string> {
  */
 export function removeClusterGroups(clusterDir: string, root = cgroupRoot()): void {
   const tag = clusterTag(clusterDir);
-  for (const base of [join(root, 'nova', tag), join(root, 'cpu', 'nova', tag), join(root, 'blkio', 'nova', tag)]) {
+  for (const base of [join(root, 'nova', tag), ...['cpu', 'memory', 'blkio'].map((h) => join(root, h, 'nova', tag))]) {
     if (!existsSync(base)) continue;
     for (const e of readdirSync(base, { withFileTypes: true })) {
       if (e.isDirectory()) tryRmdir(join(base, e.name));
@@ -171,7 +178,8 @@ export function removeClusterGroups(clusterDir: string, root = cgroupRoot()): vo
   }
 }
 
-function tryRmdir(dir: string): void {
+/** Removes the cgroup at `dir`; one still holding a process (or groups of its own) is left. */
+export function tryRmdir(dir: string): void {
   try {
     rmdirSync(dir);
   } catch {

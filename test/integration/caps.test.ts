@@ -15,7 +15,7 @@ import { BIN } from '../helpers/cluster.js';
 import { tempDirs } from '../helpers/temp.js';
 
 const tempDir = tempDirs('nova-caps-');
-const CAPS = parseCaps('ltc.cpu=0.05,stoc.cpu=0.5,stoc.disk=8MB/s');
+const CAPS = parseCaps('ltc.cpu=0.05,stoc.cpu=0.5,stoc.memory=1GiB,stoc.disk=8MB/s');
 
 function applicable(): boolean {
   try {
@@ -43,6 +43,8 @@ describe('nova up --cap', () => {
       const ltc = groupOf(dir, 'ltc-1');
       expect(groupsOf(pid('ltc', 1)).get(cpuCtl)).toBe(`/${ltc}`);
       expect(groupsOf(pid('stoc', 2)).get(host.version === 1 ? 'blkio' : '')).toBe(`/${groupOf(dir, 'stoc-2')}`);
+      expect(groupsOf(pid('stoc', 2)).get(host.version === 1 ? 'memory' : '')).toBe(`/${groupOf(dir, 'stoc-2')}`);
+      expect(Number(readFileSync(v1('memory', groupOf(dir, 'stoc-2'), host.version === 1 ? 'memory.limit_in_bytes' : 'memory.max'), 'utf8'))).toBe(2 ** 30);
       expect(groupsOf(pid('coordinator', 1)).get(cpuCtl)).not.toContain('nova/'); // no cap for it: left where it was
       if (host.version === 1) {
         expect(readFileSync(v1('cpu', ltc, 'cpu.cfs_quota_us'), 'utf8').trim()).toBe('5000');
@@ -67,6 +69,7 @@ describe('nova up --cap', () => {
       await down(dir);
     }
     expect(existsSync(v1('cpu', groupOf(dir, 'ltc-1')))).toBe(false);
+    expect(existsSync(v1('memory', groupOf(dir, 'stoc-1')))).toBe(false);
   }, 120_000);
 
   it('is refused, saying why, for a user who cannot create cgroups, before anything starts', () => {

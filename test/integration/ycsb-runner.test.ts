@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { ENGINES, engineByName, type KvStore } from '../../bench/ycsb/engines.js';
 import { keyNumber } from '../../bench/ycsb/generators.js';
 import { runSession, type SessionOptions } from '../../bench/ycsb/session.js';
+import { EngineMemory } from '../../bench/ycsb/engine-memory.js';
 import { parseWorkload } from '../../bench/ycsb/workload.js';
 import { ROOT } from '../helpers/peer-process.js';
 import { tempDirs } from '../helpers/temp.js';
@@ -148,6 +149,52 @@ describe('nova bench sessions', () => {
     const started = Date.now();
     await expect(session).rejects.toThrow(/nova-embedded: its process exited \(signal SIGKILL\) with requests pending/);
     expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});
+
+describe('nova bench --engine-memory', () => {
+  const memoryGroups = (): boolean => {
+    try {
+      new EngineMemory(2 ** 30, 'probe');
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const running = (dir: string): string[] => spawnSync('pgrep', ['-f', dir], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+
+  it('holds each engine, a cluster\'s processes all together, to the same memory, and says what each used', async () => {
+    if (!memoryGroups()) {
+      await expect(runSession(options({ engineMemoryBytes: 2 ** 30 }))).rejects.toThrow(/--engine-memory: .*leave out --engine-memory/);
+      return;
+    }
+    const r = await runSession(options({ engines: ['nova', 'nova-embedded'], engineMemoryBytes: 2 ** 30, verify: false, records: 2000, operations: 500 }));
+    expect(r.runs.map((x) => x.errors)).toEqual([0, 0]);
+    expect(r.runs.every((x) => x.warmedBytes === 0)).toBe(true);
+    const notes = r.notes.join(' ');
+    expect(notes).toMatch(/held to 1024 MiB together \(a memory cgroup each\); its files were not read before a run/);
+    const m = /Peak memory of each engine's group, page cache included, against 1024 MiB: nova (\d+) MiB, nova-embedded (\d+) MiB\./.exec(notes);
+    expect(m, notes).not.toBeNull();
+    // The client process alone is under 150 MiB; the cluster's coordinator, LTC and three StoCs are in its group too.
+    expect(Number(m![1])).toBeGreaterThan(150);
+    expect(Number(m![2])).toBeGreaterThan(0);
+    expect(Number(m![1])).toBeLessThanOrEqual(1024);
+  }, 120_000);
+
+  it('an engine out of its memory fails the session, saying so, and the cluster it started is stopped', async () => {
+    if (!memoryGroups()) return;
+    const dir = tempDirs('nova-ycsb-oom-', 'all')();
+    await expect(runSession(options({ engines: ['nova'], engineMemoryBytes: 64 * 2 ** 20, verify: false, dir })))
+      .rejects.toThrow(/the OOM killer of --engine-memory 67108864 ran in nova's group \d+ time\(s\): give the engines more memory/);
+    expect(running(dir)).toEqual([]);
+  }, 120_000);
+
+  it.each([
+    [{ cluster: { coordinator: '127.0.0.1:1' } }, /not one given by --coordinator/],
+    [{ cluster: { cap: 'ltc.cpu=0.5' } }, /--engine-memory with --cap is not implemented/],
+    [{ wrap: (_e: string, s: KvStore) => s }, /wrapped stores run in-process/],
+  ])('is refused where it cannot hold (%#)', async (o, why) => {
+    await expect(runSession(options({ engines: ['nova'], engineMemoryBytes: 2 ** 30, ...o }))).rejects.toThrow(why);
   });
 });
 

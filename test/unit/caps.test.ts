@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { capsText, parseCaps, parseRate } from '../../src/control/caps.js';
+import { capsText, parseCaps, parseRate, parseSize } from '../../src/control/caps.js';
 import { applyCap, cgroupHost, groupOf } from '../../src/control/cgroups.js';
 import { tempDirs } from '../helpers/temp.js';
 
@@ -13,15 +13,19 @@ const tempDir = tempDirs('nova-caps-');
 
 describe('parseCaps', () => {
   it('reads roles, resources and rates, and writes them back the same', () => {
-    const caps = parseCaps('ltc.cpu=0.25, stoc.cpu=0.5,stoc.disk=40MB/s,stoc.disk-read=32MiB/s,cache.cpu=2');
-    expect(caps).toEqual({ ltc: { cpu: 0.25 }, stoc: { cpu: 0.5, diskWriteBps: 40e6, diskReadBps: 32 * 2 ** 20 }, cache: { cpu: 2 } });
-    expect(capsText(caps)).toBe('ltc.cpu=0.25,stoc.cpu=0.5,stoc.disk=40MB/s,stoc.disk-read=32MiB/s,cache.cpu=2');
+    const caps = parseCaps('ltc.cpu=0.25, ltc.memory=1.5GiB, stoc.cpu=0.5,stoc.disk=40MB/s,stoc.disk-read=32MiB/s,cache.cpu=2,cache.memory=100MB');
+    expect(caps).toEqual({ ltc: { cpu: 0.25, memoryBytes: 1.5 * 2 ** 30 }, stoc: { cpu: 0.5, diskWriteBps: 40e6, diskReadBps: 32 * 2 ** 20 },
+      cache: { cpu: 2, memoryBytes: 100e6 } });
+    expect(capsText(caps)).toBe('ltc.cpu=0.25,ltc.memory=1536MiB,stoc.cpu=0.5,stoc.disk=40MB/s,stoc.disk-read=32MiB/s,cache.cpu=2,cache.memory=100MB');
     expect(parseCaps(capsText(caps))).toEqual(caps);
     expect(parseCaps('none')).toEqual({});
     expect(capsText({})).toBe('none');
   });
 
-  it('takes rates in powers of 1000 and 1024, with or without B and /s', () => {
+  it('takes sizes and rates in powers of 1000 and 1024, with or without B (and /s for rates)', () => {
+    expect(parseSize('2GiB')).toBe(2 * 2 ** 30);
+    expect(parseSize('512m')).toBe(512e6);
+    expect(parseSize('67108864')).toBe(2 ** 26);
     expect(parseRate('40MB/s')).toBe(40_000_000);
     expect(parseRate('40M')).toBe(40_000_000);
     expect(parseRate('1.5GiB/s')).toBe(1.5 * 2 ** 30);
@@ -32,7 +36,9 @@ describe('parseCaps', () => {
   it.each([
     ['ltc.cpu', /not role.resource=value/],
     ['ltcs.cpu=1', /"ltcs" is not a role/],
-    ['ltc.memory=1G', /"memory" is not a resource/],
+    ['ltc.swap=1G', /"swap" is not a resource/],
+    ['ltc.memory=1G/s', /--cap: "1G\/s" is not a size.*the form is/],
+    ['ltc.memory=1MiB', /under the smallest memory limit, 64 MiB.*the form is/],
     ['ltc.cpu=0', /CPUs are a number from 0.01/],
     ['ltc.cpu=fast', /CPUs are a number/],
     ['stoc.disk=40MB/min', /is not a rate/],
@@ -49,6 +55,8 @@ function v1Root(): string {
   const root = tempDir();
   mkdirSync(join(root, 'cpu'));
   writeFileSync(join(root, 'cpu', 'cpu.cfs_quota_us'), '-1');
+  mkdirSync(join(root, 'memory'));
+  writeFileSync(join(root, 'memory', 'memory.limit_in_bytes'), '9223372036854771712');
   mkdirSync(join(root, 'blkio'));
   writeFileSync(join(root, 'blkio', 'blkio.throttle.write_bps_device'), '');
   return root;
@@ -57,14 +65,19 @@ function v1Root(): string {
 const read = (...p: string[]): string => readFileSync(join(...p), 'utf8');
 
 describe('cgroups', () => {
-  it('v1: a CFS quota in the cpu hierarchy, a throttle in blkio, the process in both', () => {
+  it('v1: a CFS quota in the cpu hierarchy, a limit in memory, a throttle in blkio, the process in each', () => {
     const root = v1Root();
     const host = cgroupHost({ stoc: { cpu: 0.25, diskWriteBps: 8e6 } }, root);
-    expect(host).toEqual({ version: 1, root, cpu: true, io: true });
+    expect(host).toEqual({ version: 1, root, cpu: true, memory: true, io: true });
     const group = groupOf('/data/cluster', 'stoc-2');
     expect(group).toMatch(/^nova\/[0-9a-f]{12}\/stoc-2$/);
     expect(groupOf('/data/other', 'stoc-2')).not.toBe(group);
     applyCap(host, group, 4242, { cpu: 0.25, diskWriteBps: 8e6 }, '254:0');
+    // Not limited in memory: left in its memory group.
+    expect(existsSync(join(root, 'memory', group))).toBe(false);
+    applyCap(host, group, 4242, { cpu: 0.25, memoryBytes: 2 ** 30, diskWriteBps: 8e6 }, '254:0');
+    expect(read(root, 'memory', group, 'memory.limit_in_bytes')).toBe(String(2 ** 30));
+    expect(read(root, 'memory', group, 'cgroup.procs')).toBe('4242');
     expect(read(root, 'cpu', group, 'cpu.cfs_quota_us')).toBe('25000');
     expect(read(root, 'cpu', group, 'cpu.cfs_period_us')).toBe('100000');
     expect(read(root, 'cpu', group, 'cgroup.procs')).toBe('4242');
@@ -74,6 +87,7 @@ describe('cgroups', () => {
     // Lifted: the limits go, the group stays until nova down.
     applyCap(host, group, 4242, {}, '254:0');
     expect(read(root, 'cpu', group, 'cpu.cfs_quota_us')).toBe('-1');
+    expect(read(root, 'memory', group, 'memory.limit_in_bytes')).toBe('-1');
     expect(read(root, 'blkio', group, 'blkio.throttle.write_bps_device')).toBe('254:0 0');
     // A process never capped is left where it is.
     applyCap(host, groupOf('/data/cluster', 'ltc-1'), 4243, {}, '254:0');
@@ -84,13 +98,14 @@ describe('cgroups', () => {
     const root = tempDir();
     writeFileSync(join(root, 'cgroup.controllers'), 'cpuset cpu io memory pids\n');
     const host = cgroupHost({ ltc: { cpu: 1.5 } }, root);
-    expect(host).toEqual({ version: 2, root, cpu: true, io: true });
+    expect(host).toEqual({ version: 2, root, cpu: true, memory: true, io: true });
     const group = groupOf('/data/cluster', 'ltc-1');
-    applyCap(host, group, 77, { cpu: 1.5, diskReadBps: 2 ** 20 }, '8:0');
-    expect(read(root, 'cgroup.subtree_control')).toBe('+cpu +io');
-    expect(read(root, 'nova', 'cgroup.subtree_control')).toBe('+cpu +io');
-    expect(read(root, group, '..', 'cgroup.subtree_control')).toBe('+cpu +io');
+    applyCap(host, group, 77, { cpu: 1.5, memoryBytes: 2 ** 31, diskReadBps: 2 ** 20 }, '8:0');
+    expect(read(root, 'cgroup.subtree_control')).toBe('+cpu +memory +io');
+    expect(read(root, 'nova', 'cgroup.subtree_control')).toBe('+cpu +memory +io');
+    expect(read(root, group, '..', 'cgroup.subtree_control')).toBe('+cpu +memory +io');
     expect(read(root, group, 'cpu.max')).toBe('150000 100000');
+    expect(read(root, group, 'memory.max')).toBe(String(2 ** 31));
     expect(read(root, group, 'io.max')).toBe('8:0 rbps=1048576 wbps=max');
     expect(read(root, group, 'cgroup.procs')).toBe('77');
   });
@@ -106,6 +121,10 @@ describe('cgroups', () => {
     const v2 = tempDir();
     writeFileSync(join(v2, 'cgroup.controllers'), 'memory pids\n');
     expect(() => cgroupHost({ ltc: { cpu: 1 } }, v2)).toThrow(/has no cpu controller/);
+    expect(() => cgroupHost({ ltc: { memoryBytes: 2 ** 30 } }, cpuOnly)).toThrow(/no cgroup v1 memory hierarchy/);
+    const v2NoMemory = tempDir();
+    writeFileSync(join(v2NoMemory, 'cgroup.controllers'), 'cpu io\n');
+    expect(() => cgroupHost({ ltc: { memoryBytes: 2 ** 30 } }, v2NoMemory)).toThrow(/has no memory controller/);
     expect(() => applyCap(cgroupHost({}, v1Root()), 'nova/x/stoc-1', 1, { diskWriteBps: 1e6 }, undefined)).toThrow(/on a block device/);
   });
 });
