@@ -33,20 +33,24 @@ function abstractLevelStore(db: AbstractLevelDb, o: StoreOptions, putNeedsBatch:
   };
 }
 
+/** The settings an abstract-level engine's name may carry, by their option's name. */
+const LEVEL_SETTINGS = { 'cache-size': 'cacheSize', 'max-open-files': 'maxOpenFiles' } as const;
+
 /** An adapter for a store with the abstract-level API, exported as `ctor` by `pkg`. */
 function abstractLevelAdapter(name: string, describe: string, pkg: string, ctor: string, putNeedsBatch: boolean): EngineAdapter {
   return {
     name,
     describe,
     available: async () => (await optional(pkg)).error,
-    // Its block cache, so a compare can give it the memory another engine has (default 8 MiB).
-    checkSetting: (flag, value) => (flag !== 'cache-size' ? `${name} takes cache-size=BYTES (its block cache), not "${flag}"`
-      : /^\d+$/.test(value) && Number(value) > 0 && Number(value) < 2 ** 32 ? undefined : `cache-size is a byte count under 4 GiB, not "${value}"`),
+    // Its block cache, so a compare can give it the memory another engine has (default 8 MiB), and the
+    // tables it keeps open (default 1000), which a large store outgrows.
+    checkSetting: (flag, value) => (!(flag in LEVEL_SETTINGS) ? `${name} takes cache-size=BYTES (its block cache) or max-open-files=N, not "${flag}"`
+      : /^\d+$/.test(value) && Number(value) > 0 && Number(value) < 2 ** 32 ? undefined : `${flag} is a whole number under 2^32, not "${value}"`),
     async open(dir, o) {
       const { mod, error } = await optional<Record<string, LevelCtor>>(pkg);
       if (!mod) throw new Error(error);
-      const cacheSize = o.settings?.find(([flag]) => flag === 'cache-size')?.[1];
-      const options = { keyEncoding: 'buffer', valueEncoding: 'buffer', ...(cacheSize ? { cacheSize: Number(cacheSize) } : {}) };
+      const options: Record<string, unknown> = { keyEncoding: 'buffer', valueEncoding: 'buffer' };
+      for (const [flag, value] of o.settings ?? []) options[LEVEL_SETTINGS[flag as keyof typeof LEVEL_SETTINGS]] = Number(value);
       const db = new mod[ctor](dir, options);
       await db.open(options);
       return abstractLevelStore(db, o, putNeedsBatch);

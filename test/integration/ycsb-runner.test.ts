@@ -118,13 +118,14 @@ describe('nova bench sessions', () => {
     expect(() => engineByName('nova:no-such-knob=1')).toThrow(/nova takes the knobs of nova up .*not "no-such-knob"/);
     expect(() => engineByName('nova:sync=maybe')).toThrow(/sync is true or false/);
     expect(() => engineByName('nova:active-memtables')).toThrow(/a setting is flag=value/);
-    expect(() => engineByName('leveldb:x=1')).toThrow(/leveldb takes cache-size=BYTES \(its block cache\), not "x"/);
-    expect(() => engineByName('leveldb:cache-size=lots')).toThrow(/cache-size is a byte count/);
+    expect(() => engineByName('leveldb:x=1')).toThrow(/leveldb takes cache-size=BYTES \(its block cache\) or max-open-files=N, not "x"/);
+    expect(() => engineByName('leveldb:cache-size=lots')).toThrow(/cache-size is a whole number/);
+    expect(() => engineByName('leveldb:max-open-files=0')).toThrow(/max-open-files is a whole number/);
     expect(() => engineByName('lmdb:x=1')).toThrow(/engine lmdb takes no settings/);
   });
 
-  it('gives LevelDB the block cache its name carries (leveldb:cache-size=BYTES)', async () => {
-    const spec = 'leveldb:cache-size=16777216';
+  it('gives LevelDB the block cache and open tables its name carries (leveldb:cache-size=BYTES:max-open-files=N)', async () => {
+    const spec = 'leveldb:cache-size=16777216:max-open-files=5000';
     if (await engineByName(spec).available()) return expect(await engineByName(spec).available()).toMatch(/not installed/);
     const r = await runSession(options({ engines: [spec], records: 500, operations: 1000 }));
     expect(r.runs[0].engine).toBe(spec);
