@@ -133,7 +133,12 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     // A client process that died (killed, out of memory) left the cluster it started running.
     for (const a of adapters) {
       const dir = join(root, a.name);
-      if (!o.cluster?.coordinator && readClusterFile(dir)) await down(dir).catch(() => undefined);
+      if (o.cluster?.coordinator) continue;
+      try {
+        if (readClusterFile(dir)) await down(dir);
+      } catch {
+        // a cluster.json left torn, or a component that would not stop: nothing more to do here
+      }
     }
     memory?.remove();
     if (!o.keep) rmSync(root, { recursive: true, force: true });
