@@ -28,18 +28,16 @@ export function enqueue(db: EngineState, batch: WriteBatch, options: WriteOption
   if (db.failed) return Promise.reject(db.failed);
   let ticket: Ticket | undefined;
   if (options.session) {
-    let admission;
+    let entry;
     try {
-      admission = db.sessions.admit(options.session);
+      entry = db.sessions.enter(options.session);
     } catch (err) {
       return Promise.reject(err);
     }
-    if (admission === 'applied') return Promise.resolve();
-    if (admission instanceof Promise) return admission;
-    ticket = admission;
+    if ('settled' in entry) return entry.settled;
+    ticket = entry.ticket;
   }
   const sync = options.sync ?? db.options.sync;
-  if (ticket) db.sessions.begin(ticket);
   const outcome = new Promise<void>((resolve, reject) => {
     db.queued.push({ batch, sync, ticket, resolve, reject });
     if (!db.roundScheduled) {

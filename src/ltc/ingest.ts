@@ -112,14 +112,12 @@ export async function ingest(db: EngineState, keys: Buffer[], values: Buffer[], 
   const bytes = checkEntries(db, keys, values);
   let ticket: Ticket | undefined;
   if (session) {
-    const admission = db.sessions.admit(session);
-    if (admission === 'applied') return { level: undefined };
-    if (admission instanceof Promise) {
-      await admission;
+    const entry = db.sessions.enter(session);
+    if ('settled' in entry) {
+      await entry.settled;
       return { level: undefined };
     }
-    ticket = admission;
-    db.sessions.begin(ticket);
+    ticket = entry.ticket;
   }
   const first = keys[0];
   const last = keys[keys.length - 1];

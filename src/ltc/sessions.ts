@@ -177,6 +177,18 @@ export class SessionTable {
     return out;
   }
 
+  /**
+   * admit() as a write acts on it: `settled` when the write needs nothing more (applied before, or
+   * its original under way: that one's outcome), else its ticket, begun.
+   */
+  enter(ref: SessionRef): { ticket: Ticket } | { settled: Promise<void> } {
+    const a = this.admit(ref);
+    if (a === 'applied') return { settled: Promise.resolve() };
+    if (a instanceof Promise) return { settled: a };
+    this.begin(a);
+    return { ticket: a };
+  }
+
   /** The write admitted under `ticket` goes to the log: until applied() or failed(), retries wait for it. */
   begin(ticket: Ticket): void {
     const s = (ticket as TicketOf).session;

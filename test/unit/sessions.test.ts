@@ -58,6 +58,19 @@ describe('session table', () => {
     expect(t.stats).toMatchObject({ sessions: 2, entries: 2, duplicates: 4 });
   });
 
+  it('enter: a fresh write\'s ticket begun, an applied one settled, a retry of one under way settled by its outcome', async () => {
+    const t = new SessionTable(limits);
+    const first = t.enter(ref(A, 1));
+    expect('ticket' in first).toBe(true);
+    const retry = t.enter(ref(A, 1)); // begun: the retry waits for it
+    expect('settled' in retry).toBe(true);
+    t.applied((first as { ticket: Ticket }).ticket);
+    await expect((retry as { settled: Promise<void> }).settled).resolves.toBeUndefined();
+    const again = t.enter(ref(A, 1));
+    await expect((again as { settled: Promise<void> }).settled).resolves.toBeUndefined();
+    expect(t.stats).toMatchObject({ duplicates: 2 });
+  });
+
   it('forgets what is below a client\'s floor and refuses a write there', () => {
     const t = new SessionTable(limits);
     for (let i = 1; i <= 5; i++) apply(t, ref(A, i));
