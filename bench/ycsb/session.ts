@@ -7,7 +7,7 @@
  */
 import { fork } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, totalmem } from 'node:os';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { engineByName, type ClusterBenchOptions, type KvStore } from './engines.js';
@@ -48,6 +48,10 @@ export interface SessionOptions extends RunSettings {
   engineMemoryBytes?: number;
 }
 
+/** The most of the machine's memory the engines' groups may be given together; the rest is the OS's and the bench's. */
+const ENGINE_MEMORY_SHARE = 0.85;
+const gib = (bytes: number): string => (bytes / 2 ** 30).toFixed(1);
+
 export interface SessionResult {
   startedAt: string;
   node: string;
@@ -78,6 +82,13 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     if (o.cluster?.coordinator) throw new Error('--engine-memory bounds the cluster the bench starts, not one given by --coordinator');
     // Under cgroup v2 a capped component would leave its engine's group; not implemented.
     if (o.cluster?.cap) throw new Error('--engine-memory with --cap is not implemented: cap the components\' memory with --cap role.memory=SIZE instead');
+    // Each group keeps its page cache while the others run: past the machine's memory the kernel
+    // takes it back from every group, and no engine has what it was given.
+    const all = o.engineMemoryBytes * o.engines.length;
+    if (all > totalmem() * ENGINE_MEMORY_SHARE) {
+      throw new Error(`--engine-memory ${gib(o.engineMemoryBytes)} GiB for each of ${o.engines.length} engines is ${gib(all)} GiB, more than ${ENGINE_MEMORY_SHARE * 100}% of ` +
+        `this machine's ${gib(totalmem())} GiB: each engine keeps its page cache while the others run, so the kernel would take memory from all of them. Give less, or compare fewer engines at once`);
+    }
   }
   const parent = o.dir ?? tmpdir();
   mkdirSync(parent, { recursive: true });
