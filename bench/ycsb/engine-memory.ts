@@ -55,13 +55,32 @@ export class EngineMemory {
     };
   }
 
-  /** Removes the session's groups once their processes are gone; a group still holding one is left. */
-  remove(): void {
+  /**
+   * Kills what is left in the session's groups (a cluster its client started and could not write
+   * down before it died), then removes them; a group whose processes do not go in a second is left.
+   */
+  async remove(): Promise<void> {
     const base = this.dir(this.base);
     if (!existsSync(base)) return;
-    for (const e of readdirSync(base, { withFileTypes: true })) {
-      if (e.isDirectory()) tryRmdir(join(base, e.name));
+    const groups = readdirSync(base, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => join(base, e.name));
+    const left = (g: string): number[] => {
+      try {
+        return readFileSync(join(g, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+      } catch {
+        return []; // removed already
+      }
+    };
+    for (const g of groups) {
+      for (const pid of left(g)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
     }
+    for (const until = Date.now() + 1000; Date.now() < until && groups.some((g) => left(g).length > 0);) await new Promise((r) => setTimeout(r, 20));
+    for (const g of groups) tryRmdir(g);
     tryRmdir(base);
     tryRmdir(join(base, '..'));
   }

@@ -135,10 +135,16 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     }
     if (memory) reports.push(memoryNote(memory, adapters.map((a) => a.name)));
   } catch (err) {
-    const killed = memory ? adapters.map((a, i) => [a.name, memory!.use(i, a.name)?.oomKills ?? 0] as const).filter(([, n]) => n > 0) : [];
+    let killed: Array<readonly [string, number]> = [];
+    try {
+      if (memory) killed = adapters.map((a, i) => [a.name, memory!.use(i, a.name)?.oomKills ?? 0] as const).filter(([, n]) => n > 0);
+    } catch {
+      // the groups cannot be read: the error as it is
+    }
     if (killed.length === 0) throw err;
-    throw new Error(`${(err as Error).message} (the OOM killer of --engine-memory ${o.engineMemoryBytes} ran in ${killed.map(([e, n]) => `${e}'s group ${n} time(s)`).join(', ')}: ` +
-      'give the engines more memory)', { cause: err });
+    const why = Object.assign(new Error(`${(err as Error).message} (the OOM killer of --engine-memory ${o.engineMemoryBytes} ran in ` +
+      `${killed.map(([e, n]) => `${e}'s group ${n} time(s)`).join(', ')}: give the engines more memory)`, { cause: err }), { code: (err as { code?: unknown }).code });
+    throw why;
   } finally {
     for (const h of handles) await h.close().catch(() => undefined);
     // A client process that died (killed, out of memory) left the cluster it started running.
@@ -151,7 +157,8 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
         // a cluster.json left torn, or a component that would not stop: nothing more to do here
       }
     }
-    memory?.remove();
+    // What is still in a group (a cluster that died before it was written down) goes with it.
+    await memory?.remove().catch(() => undefined);
     if (!o.keep) rmSync(root, { recursive: true, force: true });
   }
   const { progress: _p, wrap: _w, workloads, ...rest } = o;
@@ -278,7 +285,10 @@ const WORKER = HERE.includes(`${sep}dist${sep}`)
 async function inChild(engine: string, dir: string, o: SessionOptions, place?: (pid: number) => void): Promise<ChildHandle> {
   const child = fork(WORKER, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
   try {
-    if (child.pid !== undefined) place?.(child.pid);
+    if (place) {
+      if (child.pid === undefined) throw new Error(`${engine}: its process did not start`);
+      place(child.pid);
+    }
   } catch (err) {
     child.kill('SIGKILL');
     throw err;

@@ -35,22 +35,27 @@ function abstractLevelStore(db: AbstractLevelDb, o: StoreOptions, putNeedsBatch:
 
 /** The settings an abstract-level engine's name may carry, by their option's name. */
 const LEVEL_SETTINGS = { 'cache-size': 'cacheSize', 'max-open-files': 'maxOpenFiles' } as const;
+type LevelSetting = keyof typeof LEVEL_SETTINGS;
+const SETTING_HELP: Record<LevelSetting, string> = { 'cache-size': 'cache-size=BYTES (its block cache)', 'max-open-files': 'max-open-files=N' };
 
-/** An adapter for a store with the abstract-level API, exported as `ctor` by `pkg`. */
-function abstractLevelAdapter(name: string, describe: string, pkg: string, ctor: string, putNeedsBatch: boolean): EngineAdapter {
+/**
+ * An adapter for a store with the abstract-level API, exported as `ctor` by `pkg`; its name may carry
+ * `settings` (those its binding reads).
+ */
+function abstractLevelAdapter(name: string, describe: string, pkg: string, ctor: string, putNeedsBatch: boolean, settings: readonly LevelSetting[]): EngineAdapter {
   return {
     name,
     describe,
     available: async () => (await optional(pkg)).error,
     // Its block cache, so a compare can give it the memory another engine has (default 8 MiB), and the
     // tables it keeps open (default 1000), which a large store outgrows.
-    checkSetting: (flag, value) => (!(flag in LEVEL_SETTINGS) ? `${name} takes cache-size=BYTES (its block cache) or max-open-files=N, not "${flag}"`
+    checkSetting: (flag, value) => (!(settings as readonly string[]).includes(flag) ? `${name} takes ${settings.map((f) => SETTING_HELP[f]).join(' or ')}, not "${flag}"`
       : /^\d+$/.test(value) && Number(value) > 0 && Number(value) < 2 ** 32 ? undefined : `${flag} is a whole number under 2^32, not "${value}"`),
     async open(dir, o) {
       const { mod, error } = await optional<Record<string, LevelCtor>>(pkg);
       if (!mod) throw new Error(error);
       const options: Record<string, unknown> = { keyEncoding: 'buffer', valueEncoding: 'buffer' };
-      for (const [flag, value] of o.settings ?? []) options[LEVEL_SETTINGS[flag as keyof typeof LEVEL_SETTINGS]] = Number(value);
+      for (const [flag, value] of o.settings ?? []) options[LEVEL_SETTINGS[flag as LevelSetting]] = Number(value);
       const db = new mod[ctor](dir, options);
       await db.open(options);
       return abstractLevelStore(db, o, putNeedsBatch);
@@ -58,7 +63,7 @@ function abstractLevelAdapter(name: string, describe: string, pkg: string, ctor:
   };
 }
 
-export const leveldb = abstractLevelAdapter('leveldb', 'LevelDB through classic-level', 'classic-level', 'ClassicLevel', false);
-export const rocksdb9 = abstractLevelAdapter('rocksdb9', 'RocksDB 9 through @nxtedition/rocksdb', '@nxtedition/rocksdb', 'RocksLevel', true);
+export const leveldb = abstractLevelAdapter('leveldb', 'LevelDB through classic-level', 'classic-level', 'ClassicLevel', false, ['cache-size', 'max-open-files']);
+export const rocksdb9 = abstractLevelAdapter('rocksdb9', 'RocksDB 9 through @nxtedition/rocksdb', '@nxtedition/rocksdb', 'RocksLevel', true, ['cache-size']);
 
 // ---- RocksDB 6: rocksdb (leveldown callback API) ----

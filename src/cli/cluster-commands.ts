@@ -205,7 +205,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--cap <caps>', `run each component in a cgroup of its own with these limits, so one machine behaves like many small ones: role.resource=value,... with role ${CAP_ROLES.join('|')}, ` +
       'resource cpu (CPUs), memory (bytes, its page cache included), disk (bytes written per second: what a StoC syncs, its tables) or disk-read ' +
       '(e.g. ltc.cpu=0.25,stoc.cpu=0.25,stoc.memory=1GiB,stoc.disk=40MB/s); ' +
-      'kept for components started later, applied to those running; none lifts them. Needs root and cgroups (v1 cpu, memory and blkio, or v2)', capsArg))
+      'kept for components started later, applied to those running (memory: counting what they use from then on); none lifts them. Needs root and cgroups (v1 cpu, memory and blkio, or v2)', capsArg))
     .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string; cap?: Caps }) => {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);

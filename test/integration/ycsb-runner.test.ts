@@ -122,6 +122,7 @@ describe('nova bench sessions', () => {
     expect(() => engineByName('leveldb:x=1')).toThrow(/leveldb takes cache-size=BYTES \(its block cache\) or max-open-files=N, not "x"/);
     expect(() => engineByName('leveldb:cache-size=lots')).toThrow(/cache-size is a whole number/);
     expect(() => engineByName('leveldb:max-open-files=0')).toThrow(/max-open-files is a whole number/);
+    expect(() => engineByName('rocksdb9:max-open-files=10000')).toThrow(/rocksdb9 takes cache-size=BYTES \(its block cache\), not "max-open-files"/);
     expect(() => engineByName('lmdb:x=1')).toThrow(/engine lmdb takes no settings/);
   });
 
@@ -179,6 +180,7 @@ describe('nova bench --engine-memory', () => {
     expect(m, notes).not.toBeNull();
     // The client process alone is under 150 MiB; the cluster's coordinator, LTC and three StoCs are in its group too.
     expect(Number(m![1])).toBeGreaterThan(150);
+    expect(running(parent)).toEqual([]); // the cluster stopped with its session
     expect(Number(m![2])).toBeGreaterThan(0);
     expect(Number(m![1])).toBeLessThanOrEqual(1024);
   }, 120_000);
@@ -189,13 +191,13 @@ describe('nova bench --engine-memory', () => {
     await expect(runSession(options({ engines: ['nova'], engineMemoryBytes: 64 * 2 ** 20, verify: false, dir })))
       .rejects.toThrow(/the OOM killer of --engine-memory 67108864 ran in nova's group \d+ time\(s\): give the engines more memory/);
     expect(running(dir)).toEqual([]);
-  }, 120_000);
+  }, 180_000);
 
   it.each([
     [{ cluster: { coordinator: '127.0.0.1:1' } }, /not one given by --coordinator/],
     [{ cluster: { cap: 'ltc.cpu=0.5' } }, /--engine-memory with --cap is not implemented/],
     [{ wrap: (_e: string, s: KvStore) => s }, /wrapped stores run in-process/],
-    [{ engines: ['nova', 'leveldb'], engineMemoryBytes: Math.ceil(totalmem() / 2) }, /for each of 2 engines is .* more than 85% of this machine's .* the kernel would take memory from all of them/],
+    [{ engines: ['nova', 'nova-embedded'], engineMemoryBytes: Math.ceil(totalmem() / 2) }, /for each of 2 engines is .* more than 85% of this machine's .* the kernel would take memory from all of them/],
   ])('is refused where it cannot hold (%#)', async (o, why) => {
     await expect(runSession(options({ engines: ['nova'], engineMemoryBytes: 2 ** 30, ...o }))).rejects.toThrow(why);
   });
