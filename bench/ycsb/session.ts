@@ -14,6 +14,7 @@ import { engineByName, type ClusterBenchOptions, type KvStore } from './engines.
 import { coordinatorOf } from '../../src/client/nova-client.js';
 import { SECRET_FILE } from '../../src/common/cluster-secret.js';
 import { down, readClusterFile } from '../../src/control/cluster-control.js';
+import { memoryLimitOfSelf } from '../../src/control/cgroups.js';
 import type { Distribution } from './generators.js';
 import { load, mergeRuns, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
 import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js';
@@ -85,9 +86,10 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
     // Each group keeps its page cache while the others run: past the machine's memory the kernel
     // takes it back from every group, and no engine has what it was given.
     const all = o.engineMemoryBytes * o.engines.length;
-    if (all > totalmem() * ENGINE_MEMORY_SHARE) {
+    const machine = Math.min(totalmem(), memoryLimitOfSelf() ?? Infinity);
+    if (all > machine * ENGINE_MEMORY_SHARE) {
       throw new Error(`--engine-memory ${gib(o.engineMemoryBytes)} GiB for each of ${o.engines.length} engines is ${gib(all)} GiB, more than ${ENGINE_MEMORY_SHARE * 100}% of ` +
-        `this machine's ${gib(totalmem())} GiB: each engine keeps its page cache while the others run, so the kernel would take memory from all of them. Give less, or compare fewer engines at once`);
+        `the ${gib(machine)} GiB this bench runs in: each engine keeps its page cache while the others run, so the kernel would take memory from all of them. Give less, or compare fewer engines at once`);
     }
   }
   const parent = o.dir ?? tmpdir();

@@ -197,7 +197,7 @@ describe('nova bench --engine-memory', () => {
     [{ cluster: { coordinator: '127.0.0.1:1' } }, /not one given by --coordinator/],
     [{ cluster: { cap: 'ltc.cpu=0.5' } }, /--engine-memory with --cap is not implemented/],
     [{ wrap: (_e: string, s: KvStore) => s }, /wrapped stores run in-process/],
-    [{ engines: ['nova', 'nova-embedded'], engineMemoryBytes: Math.ceil(totalmem() / 2) }, /for each of 2 engines is .* more than 85% of this machine's .* the kernel would take memory from all of them/],
+    [{ engines: ['nova', 'nova-embedded'], engineMemoryBytes: Math.ceil(totalmem() / 2) }, /for each of 2 engines is .* more than 85% of the .* GiB this bench runs in: .*the kernel would take memory from all of them/],
   ])('is refused where it cannot hold (%#)', async (o, why) => {
     await expect(runSession(options({ engines: ['nova'], engineMemoryBytes: 2 ** 30, ...o }))).rejects.toThrow(why);
   });

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { capsText, parseCaps, parseRate, parseSize } from '../../src/control/caps.js';
-import { applyCap, cgroupHost, groupOf } from '../../src/control/cgroups.js';
+import { applyCap, cgroupHost, groupOf, groupsOf, memoryLimitOfSelf } from '../../src/control/cgroups.js';
 import { tempDirs } from '../helpers/temp.js';
 
 const tempDir = tempDirs('nova-caps-');
@@ -108,6 +108,27 @@ describe('cgroups', () => {
     expect(read(root, group, 'memory.max')).toBe(String(2 ** 31));
     expect(read(root, group, 'io.max')).toBe('8:0 rbps=1048576 wbps=max');
     expect(read(root, group, 'cgroup.procs')).toBe('77');
+  });
+
+  it('reads the memory limit this process runs under: the smallest of its group\'s and its ancestors\'', () => {
+    const root = tempDir();
+    const mine = groupsOf(process.pid);
+    const v1 = mine.get('memory');
+    const path = v1 ?? mine.get('') ?? '/';
+    const at = (dir: string, text: string): void => {
+      const d = v1 !== undefined ? join(root, 'memory', dir) : join(root, dir);
+      mkdirSync(d, { recursive: true });
+      writeFileSync(join(d, v1 !== undefined ? 'memory.limit_in_bytes' : 'memory.max'), text);
+    };
+    expect(memoryLimitOfSelf(root)).toBeUndefined(); // nothing set
+    at(path, v1 !== undefined ? '9223372036854771712' : 'max');
+    expect(memoryLimitOfSelf(root)).toBeUndefined(); // unlimited
+    at(path, String(3 * 2 ** 30));
+    expect(memoryLimitOfSelf(root)).toBe(3 * 2 ** 30);
+    if (path !== '/') {
+      at(join(path, '..'), String(2 ** 30));
+      expect(memoryLimitOfSelf(root)).toBe(2 ** 30);
+    }
   });
 
   it('refuses, saying what is missing, where the caps cannot be applied', () => {
