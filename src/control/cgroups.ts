@@ -25,6 +25,8 @@ export interface CgroupHost {
   cpu: boolean;
   memory: boolean;
   io: boolean;
+  /** The flag that asked for the groups, named by errors. */
+  flag: string;
 }
 
 /** Where cgroups are mounted; tests point it at a directory laid out like one. */
@@ -54,7 +56,7 @@ export function cgroupHost(caps: Caps | readonly Cap[], root = cgroupRoot(), fla
   const v2 = join(root, 'cgroup.controllers');
   if (existsSync(v2)) {
     const have = readFileSync(v2, 'utf8').split(/\s+/);
-    const host: CgroupHost = { version: 2, root, cpu: have.includes('cpu'), memory: have.includes('memory'), io: have.includes('io') };
+    const host: CgroupHost = { version: 2, root, cpu: have.includes('cpu'), memory: have.includes('memory'), io: have.includes('io'), flag };
     if (needCpu && !host.cpu) refuse(`the cgroup v2 hierarchy at ${root} has no cpu controller`);
     if (needMemory && !host.memory) refuse(`the cgroup v2 hierarchy at ${root} has no memory controller`);
     if (needIo && !host.io) refuse(`the cgroup v2 hierarchy at ${root} has no io controller`);
@@ -62,7 +64,7 @@ export function cgroupHost(caps: Caps | readonly Cap[], root = cgroupRoot(), fla
     return host;
   }
   const host: CgroupHost = { version: 1, root, cpu: existsSync(join(root, 'cpu', 'cpu.cfs_quota_us')),
-    memory: existsSync(join(root, 'memory', 'memory.limit_in_bytes')), io: existsSync(join(root, 'blkio', 'blkio.throttle.write_bps_device')) };
+    memory: existsSync(join(root, 'memory', 'memory.limit_in_bytes')), io: existsSync(join(root, 'blkio', 'blkio.throttle.write_bps_device')), flag };
   if (!host.cpu && !host.memory && !host.io && (needCpu || needMemory || needIo)) {
     refuse(`no cgroups at ${root} (neither v2's cgroup.controllers nor v1's cpu, memory and blkio hierarchies)`);
   }
@@ -99,11 +101,11 @@ export function blockDevice(path: string): string | undefined {
   return `${major}:${minor}`;
 }
 
-function put(file: string, text: string): void {
+function put(host: CgroupHost, file: string, text: string): void {
   try {
     writeFileSync(file, text);
   } catch (err) {
-    throw new NovaError('UNAVAILABLE', `--cap: writing "${text.trim()}" to ${file}: ${(err as Error).message}`);
+    throw new NovaError('UNAVAILABLE', `${host.flag}: writing "${text.trim()}" to ${file}: ${(err as Error).message}`);
   }
 }
 
@@ -124,16 +126,16 @@ export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap,
     // v2 gives a group a controller only if every parent enables it for its children.
     let parent = host.root;
     for (const part of group.split('/').slice(0, -1)) {
-      put(join(parent, 'cgroup.subtree_control'), controllers);
+      put(host, join(parent, 'cgroup.subtree_control'), controllers);
       parent = join(parent, part);
       mkdirSync(parent, { recursive: true });
     }
-    put(join(parent, 'cgroup.subtree_control'), controllers);
+    put(host, join(parent, 'cgroup.subtree_control'), controllers);
     mkdirSync(dir, { recursive: true });
-    if (host.cpu) put(join(dir, 'cpu.max'), `${quota ?? 'max'} ${PERIOD_US}`);
-    if (host.memory) put(join(dir, 'memory.max'), String(cap.memoryBytes ?? 'max'));
-    if (host.io && device !== undefined) put(join(dir, 'io.max'), `${device} rbps=${cap.diskReadBps ?? 'max'} wbps=${cap.diskWriteBps ?? 'max'}`);
-    put(join(dir, 'cgroup.procs'), String(pid));
+    if (host.cpu) put(host, join(dir, 'cpu.max'), `${quota ?? 'max'} ${PERIOD_US}`);
+    if (host.memory) put(host, join(dir, 'memory.max'), String(cap.memoryBytes ?? 'max'));
+    if (host.io && device !== undefined) put(host, join(dir, 'io.max'), `${device} rbps=${cap.diskReadBps ?? 'max'} wbps=${cap.diskWriteBps ?? 'max'}`);
+    put(host, join(dir, 'cgroup.procs'), String(pid));
     return;
   }
   // v1: a hierarchy per controller; a process never limited in one is left where it is there.
@@ -141,8 +143,8 @@ export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap,
     const dir = join(host.root, controller, group);
     if (!limited && !existsSync(dir)) return;
     mkdirSync(dir, { recursive: true });
-    for (const [file, text] of files) put(join(dir, file), text);
-    put(join(dir, 'cgroup.procs'), String(pid));
+    for (const [file, text] of files) put(host, join(dir, file), text);
+    put(host, join(dir, 'cgroup.procs'), String(pid));
   };
   if (host.cpu) place('cpu', quota !== undefined, [['cpu.cfs_period_us', String(PERIOD_US)], ['cpu.cfs_quota_us', String(quota ?? -1)]]);
   if (host.memory) place('memory', cap.memoryBytes !== undefined, [['memory.limit_in_bytes', String(cap.memoryBytes ?? -1)]]);

@@ -68,7 +68,7 @@ describe('cgroups', () => {
   it('v1: a CFS quota in the cpu hierarchy, a limit in memory, a throttle in blkio, the process in each', () => {
     const root = v1Root();
     const host = cgroupHost({ stoc: { cpu: 0.25, diskWriteBps: 8e6 } }, root);
-    expect(host).toEqual({ version: 1, root, cpu: true, memory: true, io: true });
+    expect(host).toEqual({ version: 1, root, cpu: true, memory: true, io: true, flag: '--cap' });
     const group = groupOf('/data/cluster', 'stoc-2');
     expect(group).toMatch(/^nova\/[0-9a-f]{12}\/stoc-2$/);
     expect(groupOf('/data/other', 'stoc-2')).not.toBe(group);
@@ -98,7 +98,7 @@ describe('cgroups', () => {
     const root = tempDir();
     writeFileSync(join(root, 'cgroup.controllers'), 'cpuset cpu io memory pids\n');
     const host = cgroupHost({ ltc: { cpu: 1.5 } }, root);
-    expect(host).toEqual({ version: 2, root, cpu: true, memory: true, io: true });
+    expect(host).toEqual({ version: 2, root, cpu: true, memory: true, io: true, flag: '--cap' });
     const group = groupOf('/data/cluster', 'ltc-1');
     applyCap(host, group, 77, { cpu: 1.5, memoryBytes: 2 ** 31, diskReadBps: 2 ** 20 }, '8:0');
     expect(read(root, 'cgroup.subtree_control')).toBe('+cpu +memory +io');
