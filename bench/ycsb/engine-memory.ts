@@ -57,7 +57,7 @@ export class EngineMemory {
 
   /**
    * Kills what is left in the session's groups (a cluster its client started and could not write
-   * down before it died), then removes them; a group whose processes do not go in a second is left.
+   * down before it died), then removes them; a group whose processes do not go in five seconds is left.
    */
   async remove(): Promise<void> {
     const base = this.dir(this.base);
@@ -79,7 +79,7 @@ export class EngineMemory {
         }
       }
     }
-    for (const until = Date.now() + 1000; Date.now() < until && groups.some((g) => left(g).length > 0);) await new Promise((r) => setTimeout(r, 20));
+    for (const until = Date.now() + 5000; Date.now() < until && groups.some((g) => left(g).length > 0);) await new Promise((r) => setTimeout(r, 20));
     for (const g of groups) tryRmdir(g);
     tryRmdir(base);
     tryRmdir(join(base, '..'));

@@ -4,7 +4,7 @@
  * the `nova bench run` command with its JSON.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -12,6 +12,7 @@ import { ENGINES, engineByName, type KvStore } from '../../bench/ycsb/engines.js
 import { keyNumber } from '../../bench/ycsb/generators.js';
 import { runSession, type SessionOptions } from '../../bench/ycsb/session.js';
 import { EngineMemory } from '../../bench/ycsb/engine-memory.js';
+import { cgroupRoot } from '../../src/control/cgroups.js';
 import { parseWorkload } from '../../bench/ycsb/workload.js';
 import { ROOT } from '../helpers/peer-process.js';
 import { tempDirs } from '../helpers/temp.js';
@@ -164,6 +165,13 @@ describe('nova bench --engine-memory', () => {
       return false;
     }
   };
+  /** The bench sessions' memory groups on this machine (v1's memory hierarchy or v2's). */
+  const sessionGroups = (): string[] => {
+    for (const base of [join(cgroupRoot(), 'memory', 'nova-bench'), join(cgroupRoot(), 'nova-bench')]) {
+      if (existsSync(base)) return readdirSync(base, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    }
+    return [];
+  };
   const running = (dir: string): string[] => spawnSync('pgrep', ['-f', dir], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
 
   it('holds each engine, a cluster\'s processes all together, to the same memory, and says what each used', async () => {
@@ -171,7 +179,9 @@ describe('nova bench --engine-memory', () => {
       await expect(runSession(options({ engineMemoryBytes: 2 ** 30 }))).rejects.toThrow(/--engine-memory: .*leave out --engine-memory/);
       return;
     }
+    const before = sessionGroups();
     const r = await runSession(options({ engines: ['nova', 'nova-embedded'], engineMemoryBytes: 2 ** 30, verify: false, records: 2000, operations: 500 }));
+    expect(sessionGroups().filter((g) => !before.includes(g))).toEqual([]);
     expect(r.runs.map((x) => x.errors)).toEqual([0, 0]);
     expect(r.runs.every((x) => x.warmedBytes === 0)).toBe(true);
     const notes = r.notes.join(' ');
@@ -188,9 +198,11 @@ describe('nova bench --engine-memory', () => {
   it('an engine out of its memory fails the session, saying so, and the cluster it started is stopped', async () => {
     if (!memoryGroups()) return;
     const dir = tempDirs('nova-ycsb-oom-', 'all')();
+    const before = sessionGroups();
     await expect(runSession(options({ engines: ['nova'], engineMemoryBytes: 64 * 2 ** 20, verify: false, dir })))
       .rejects.toThrow(/the OOM killer of --engine-memory 67108864 ran in nova's group \d+ time\(s\): give the engines more memory/);
     expect(running(dir)).toEqual([]);
+    expect(sessionGroups().filter((g) => !before.includes(g))).toEqual([]); // its group went with it
   }, 180_000);
 
   it.each([
