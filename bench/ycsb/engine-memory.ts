@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { applyCap, cgroupHost, cgroupRoot, tryRmdir, type CgroupHost } from '../../src/control/cgroups.js';
+import { applyCap, cgroupHost, cgroupRoot, removeGroups, type CgroupHost } from '../../src/control/cgroups.js';
 
 export interface EngineMemoryUse {
   /** The most the group held, page cache included. */
@@ -80,8 +80,6 @@ export class EngineMemory {
       }
     }
     for (const until = Date.now() + 5000; Date.now() < until && groups.some((g) => left(g).length > 0);) await new Promise((r) => setTimeout(r, 20));
-    for (const g of groups) tryRmdir(g);
-    tryRmdir(base);
-    tryRmdir(join(base, '..'));
+    removeGroups(base);
   }
 }

@@ -33,10 +33,12 @@ function abstractLevelStore(db: AbstractLevelDb, o: StoreOptions, putNeedsBatch:
   };
 }
 
-/** The settings an abstract-level engine's name may carry, by their option's name. */
-const LEVEL_SETTINGS = { 'cache-size': 'cacheSize', 'max-open-files': 'maxOpenFiles' } as const;
+/** The settings an abstract-level engine's name may carry: the option each sets, and its help. */
+const LEVEL_SETTINGS = {
+  'cache-size': { option: 'cacheSize', help: 'cache-size=BYTES (its block cache)' },
+  'max-open-files': { option: 'maxOpenFiles', help: 'max-open-files=N' },
+} as const;
 type LevelSetting = keyof typeof LEVEL_SETTINGS;
-const SETTING_HELP: Record<LevelSetting, string> = { 'cache-size': 'cache-size=BYTES (its block cache)', 'max-open-files': 'max-open-files=N' };
 
 /**
  * An adapter for a store with the abstract-level API, exported as `ctor` by `pkg`; its name may carry
@@ -49,13 +51,13 @@ function abstractLevelAdapter(name: string, describe: string, pkg: string, ctor:
     available: async () => (await optional(pkg)).error,
     // Its block cache, so a compare can give it the memory another engine has (default 8 MiB), and the
     // tables it keeps open (default 1000), which a large store outgrows.
-    checkSetting: (flag, value) => (!(settings as readonly string[]).includes(flag) ? `${name} takes ${settings.map((f) => SETTING_HELP[f]).join(' or ')}, not "${flag}"`
+    checkSetting: (flag, value) => (!(settings as readonly string[]).includes(flag) ? `${name} takes ${settings.map((f) => LEVEL_SETTINGS[f].help).join(' or ')}, not "${flag}"`
       : /^\d+$/.test(value) && Number(value) > 0 && Number(value) < 2 ** 32 ? undefined : `${flag} is a whole number under 2^32, not "${value}"`),
     async open(dir, o) {
       const { mod, error } = await optional<Record<string, LevelCtor>>(pkg);
       if (!mod) throw new Error(error);
       const options: Record<string, unknown> = { keyEncoding: 'buffer', valueEncoding: 'buffer' };
-      for (const [flag, value] of o.settings ?? []) options[LEVEL_SETTINGS[flag as LevelSetting]] = Number(value);
+      for (const [flag, value] of o.settings ?? []) options[LEVEL_SETTINGS[flag as LevelSetting].option] = Number(value);
       const db = new mod[ctor](dir, options);
       await db.open(options);
       return abstractLevelStore(db, o, putNeedsBatch);

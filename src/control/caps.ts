@@ -41,20 +41,25 @@ function refuse(why: string): never {
     `${Object.keys(RESOURCES).join('|')} (e.g. ltc.cpu=0.25,stoc.cpu=0.25,stoc.disk=40MB/s)`);
 }
 
+/** Bytes written as a number, an optional unit and B (and `/s` where `perSecond`); undefined if `text` is not that. */
+function bytesOf(text: string, perSecond: boolean): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)\s*([kmg]i?)?b?(\/s)?$/i.exec(text.trim());
+  if (!m || (m[3] !== undefined && !perSecond)) return undefined;
+  return Math.round(Number(m[1]) * UNITS[(m[2] ?? '').toLowerCase()]);
+}
+
 /** `40MB/s`, `40MiB`, `4M`, `65536`: bytes per second. */
 export function parseRate(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*([kmg]i?)?b?(?:\/s)?$/i.exec(text.trim());
-  if (!m) refuse(`"${text}" is not a rate (bytes per second, such as 40MB/s or 32MiB/s)`);
-  const bps = Math.round(Number(m[1]) * UNITS[(m[2] ?? '').toLowerCase()]);
+  const bps = bytesOf(text, true);
+  if (bps === undefined) refuse(`"${text}" is not a rate (bytes per second, such as 40MB/s or 32MiB/s)`);
   if (bps < MIN_DISK_BPS) refuse(`${text} is under the smallest disk rate, ${MIN_DISK_BPS} bytes/s`);
   return bps;
 }
 
 /** `2GiB`, `512M`, `1073741824`: bytes of memory. BAD_ARGUMENT saying why for anything else. */
 export function parseSize(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*([kmg]i?)?b?$/i.exec(text.trim());
-  if (!m) throw new NovaError('BAD_ARGUMENT', `"${text}" is not a size (bytes, such as 2GiB or 512MB)`);
-  const bytes = Math.round(Number(m[1]) * UNITS[(m[2] ?? '').toLowerCase()]);
+  const bytes = bytesOf(text, false);
+  if (bytes === undefined) throw new NovaError('BAD_ARGUMENT', `"${text}" is not a size (bytes, such as 2GiB or 512MB)`);
   if (bytes < MIN_MEMORY_BYTES) throw new NovaError('BAD_ARGUMENT', `${text} is under the smallest memory limit, ${MIN_MEMORY_BYTES / 2 ** 20} MiB`);
   return bytes;
 }
@@ -90,13 +95,9 @@ export function parseCaps(spec: string): Caps {
   return caps;
 }
 
-/** `bytes` in the largest unit that divides it. */
-export function sizeText(bytes: number): string {
+/** `bytes` in the largest unit that divides it (parseSize and, with /s, parseRate read it back). */
+function sizeText(bytes: number): string {
   return bytes % 2 ** 30 === 0 ? `${bytes / 2 ** 30}GiB` : bytes % 2 ** 20 === 0 ? `${bytes / 2 ** 20}MiB` : bytes % 1e6 === 0 ? `${bytes / 1e6}MB` : `${bytes}B`;
-}
-
-function rateText(bps: number): string {
-  return bps % 2 ** 20 === 0 ? `${bps / 2 ** 20}MiB/s` : bps % 1e6 === 0 ? `${bps / 1e6}MB/s` : `${bps}B/s`;
 }
 
 /** The canonical text of `caps` (parseCaps reads it back), `none` for none. */
@@ -107,8 +108,8 @@ export function capsText(caps: Caps): string {
     if (!c) continue;
     if (c.cpu !== undefined) parts.push(`${role}.cpu=${c.cpu}`);
     if (c.memoryBytes !== undefined) parts.push(`${role}.memory=${sizeText(c.memoryBytes)}`);
-    if (c.diskWriteBps !== undefined) parts.push(`${role}.disk=${rateText(c.diskWriteBps)}`);
-    if (c.diskReadBps !== undefined) parts.push(`${role}.disk-read=${rateText(c.diskReadBps)}`);
+    if (c.diskWriteBps !== undefined) parts.push(`${role}.disk=${sizeText(c.diskWriteBps)}/s`);
+    if (c.diskReadBps !== undefined) parts.push(`${role}.disk-read=${sizeText(c.diskReadBps)}/s`);
   }
   return parts.join(',') || 'none';
 }

@@ -198,18 +198,23 @@ export function groupsOf(pid: number): Map<string, string> {
  */
 export function removeClusterGroups(clusterDir: string, root = cgroupRoot()): void {
   const tag = clusterTag(clusterDir);
-  for (const base of [join(root, 'nova', tag), ...['cpu', 'memory', 'blkio'].map((h) => join(root, h, 'nova', tag))]) {
-    if (!existsSync(base)) continue;
-    for (const e of readdirSync(base, { withFileTypes: true })) {
-      if (e.isDirectory()) tryRmdir(join(base, e.name));
-    }
-    tryRmdir(base);
-    tryRmdir(dirname(base)); // nova/, unless another cluster's groups are in it
-  }
+  for (const base of [join(root, 'nova', tag), ...['cpu', 'memory', 'blkio'].map((h) => join(root, h, 'nova', tag))]) removeGroups(base);
 }
 
-/** Removes the cgroup at `dir`; one still holding a process (or groups of its own) is left. */
-export function tryRmdir(dir: string): void {
+/**
+ * Removes the groups in `base`, then `base` and its parent (unless another's groups are in it).
+ * A group still holding a process cannot be removed and is left.
+ */
+export function removeGroups(base: string): void {
+  if (!existsSync(base)) return;
+  for (const e of readdirSync(base, { withFileTypes: true })) {
+    if (e.isDirectory()) tryRmdir(join(base, e.name));
+  }
+  tryRmdir(base);
+  tryRmdir(dirname(base));
+}
+
+function tryRmdir(dir: string): void {
   try {
     rmdirSync(dir);
   } catch {
