@@ -12,6 +12,9 @@ import { ByteBuilder, readU32, readVarint } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
 import { compareInternalKeyAt, compareInternalKeys } from '../common/internal-key.js';
 
+/** What a released Block points at (Block.release). */
+const EMPTY = Buffer.alloc(0);
+
 export type Compare = (a: Uint8Array, b: Uint8Array) => number;
 
 /** Builds one block. REQUIRES: keys are added in increasing order of the table's comparator. */
@@ -118,6 +121,16 @@ export class Block {
     return this;
   }
 
+  /**
+   * Lets go of the bytes (a reused Block would otherwise keep what it last read, and the
+   * buffer under them, alive); reset() before the next use.
+   */
+  release(): void {
+    this.data = EMPTY;
+    this.restartCount = 0;
+    this.scratch?.release();
+  }
+
   restartPoint(i: number): number {
     return readU32(this.data, this.restarts + i * 4);
   }
@@ -162,6 +175,12 @@ export class BlockIterator {
 
   constructor(private block: Block, private readonly compare: Compare) {
     this.internal = compare === compareInternalKeys;
+  }
+
+  /** Drops its views of the block's bytes (Block.release); not valid until first() or seek(). */
+  release(): void {
+    this.valueView = undefined;
+    this.current = -1;
   }
 
   /** Points this iterator at `block` instead (or at its own Block re-pointed): not valid until first() or seek(). */

@@ -245,16 +245,21 @@ export class TableReader {
     this.lookup.set(userKey, 0);
     writeTrailer(this.lookup, userKey.length, snapshot, SEEK_TYPE);
     const target = this.lookup.subarray(0, n);
-    for (let b = this.firstBlockFor(target), blocks = this.blockCount; b < blocks; b++) {
-      const it = this.lookupBlockAt(b).scratchIterator(compareInternalKeys);
-      it.seek(target);
-      if (!it.valid) continue; // the key sorts after this block: the next one starts with it
-      const k = it.key;
-      this.checkEntry(k, b);
-      if (compareBytes(k, 0, k.length - KEY_TRAILER, userKey, 0, userKey.length) !== 0) return undefined;
-      return typeOf(k) === ValueType.Put ? { type: 'put', value: Buffer.from(it.value) } : { type: 'delete' };
+    try {
+      for (let b = this.firstBlockFor(target), blocks = this.blockCount; b < blocks; b++) {
+        const it = this.lookupBlockAt(b).scratchIterator(compareInternalKeys);
+        it.seek(target);
+        if (!it.valid) continue; // the key sorts after this block: the next one starts with it
+        const k = it.key;
+        this.checkEntry(k, b);
+        if (compareBytes(k, 0, k.length - KEY_TRAILER, userKey, 0, userKey.length) !== 0) return undefined;
+        return typeOf(k) === ValueType.Put ? { type: 'put', value: Buffer.from(it.value) } : { type: 'delete' };
+      }
+      return undefined;
+    } finally {
+      // The reused Block points into the table's bytes; a table cached whole must not stay in memory through it once evicted.
+      this.lookupBlock?.release();
     }
-    return undefined;
   }
 
   /** The table's entries in order; keys and values are views, copy them to keep them. */

@@ -4,6 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { localEnv } from '../../src/ltc/local-store.js';
@@ -18,6 +20,10 @@ import { tempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/until.js';
 
 const tempDir = tempDirs('nova-cache-');
+
+setFlagsFromString('--expose-gc');
+/** A full garbage collection now (V8's gc(), exposed for this test file). */
+const collectGarbage = runInNewContext('gc') as () => void;
 
 const block = (): Block => ({}) as Block; // the cache never looks inside
 
@@ -110,6 +116,23 @@ describe('a metadata-only table reader', () => {
     other.fill(bytes); // no room for both: the first goes
     expect(cache.bytes).toBe(bytes.length);
     expect(r.ownBytes()).toBeUndefined();
+  });
+
+  it('keeps nothing of a table cached whole once the cache lets it go (a reader\'s reused lookup block held it)', async () => {
+    const cache = new BlockCache(bytes.length + 100);
+    const r = TableReader.metadataOnly(bytes.subarray(start), start, 'meta.sst', cache);
+    const gone = ((): WeakRef<ArrayBuffer> => {
+      const copy = Buffer.from(bytes); // an ArrayBuffer of its own, only the cache's once given
+      r.fill(copy);
+      expect(r.get(Buffer.from('k01000'), 100)).toEqual(whole.get(Buffer.from('k01000'), 100));
+      return new WeakRef(copy.buffer);
+    })();
+    cache.resize(0);
+    expect(r.ownBytes()).toBeUndefined();
+    await new Promise((resolve) => setImmediate(resolve)); // a WeakRef holds its target until the current job ends
+    collectGarbage();
+    expect(gone.deref()).toBeUndefined();
+    expect(() => r.get(Buffer.from('k01000'), 100)).toThrow(BlockMiss); // and reads go on: from blocks loaded again
   });
 
   it('refuses a damaged block with CORRUPTION naming the table and offset', () => {
