@@ -6,6 +6,11 @@
 // per operation. Every method catches C++ exceptions so none crosses into JS unhandled.
 #include <napi.h>
 
+#include <cstdlib>  // first, so __GLIBC__ is defined where the C library is glibc
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -382,11 +387,35 @@ Napi::Value Checksum32(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), nova::Xxh32(bytes.Data(), bytes.ByteLength()));
 }
 
+// heapFreeBytes(): bytes the C heap holds free for reuse (glibc's mallinfo2, every arena; mallinfo,
+// whose int fields may wrap past 2 GiB, before glibc 2.33): memory a process freed that stays
+// resident until malloc hands it out again; 0 where there is no such call.
+Napi::Value HeapFreeBytes(const Napi::CallbackInfo& info) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  return Napi::Number::New(info.Env(), static_cast<double>(mallinfo2().fordblks));
+#elif defined(__GLIBC__)
+  return Napi::Number::New(info.Env(), static_cast<double>(static_cast<unsigned>(mallinfo().fordblks)));
+#else
+  return Napi::Number::New(info.Env(), 0);
+#endif
+}
+
+// trimHeap(): hands the C heap's whole free pages back to the kernel (glibc's malloc_trim).
+Napi::Value TrimHeap(const Napi::CallbackInfo& info) {
+#ifdef __GLIBC__
+  return Napi::Boolean::New(info.Env(), malloc_trim(0) != 0);
+#else
+  return Napi::Boolean::New(info.Env(), false);
+#endif
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeFabric", FabricWrap::Define(env));
   exports.Set("detach", Napi::Function::New(env, Detach));
   exports.Set("ucxVersion", Napi::Function::New(env, Version));
   exports.Set("checksum32", Napi::Function::New(env, Checksum32));
+  exports.Set("trimHeap", Napi::Function::New(env, TrimHeap));
+  exports.Set("heapFreeBytes", Napi::Function::New(env, HeapFreeBytes));
   return exports;
 }
 

@@ -9,7 +9,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { applyCap, cgroupHost, cgroupRoot, removeGroups, type CgroupHost } from '../../src/control/cgroups.js';
+import { cgroupRoot } from '../../src/common/memory-limit.js';
+import { applyCap, cgroupHost, removeGroups, type CgroupHost } from '../../src/control/cgroups.js';
 
 export interface EngineMemoryUse {
   /** The most the group held, page cache included. */

@@ -14,7 +14,7 @@ import { engineByName, type ClusterBenchOptions, type KvStore } from './engines.
 import { coordinatorOf } from '../../src/client/nova-client.js';
 import { SECRET_FILE } from '../../src/common/cluster-secret.js';
 import { down, readClusterFile } from '../../src/control/cluster-control.js';
-import { memoryLimitOfSelf } from '../../src/control/cgroups.js';
+import { memoryLimitOfSelf } from '../../src/common/memory-limit.js';
 import type { Distribution } from './generators.js';
 import { load, mergeRuns, run, type LoadResult, type Progress, type RunResult, type RunSettings, type RunSpec, type Target } from './runner.js';
 import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js';

@@ -156,7 +156,7 @@ export const nova: EngineAdapter = {
 };
 
 /** The LTCs' pauses over their last seconds (the worst LTC's) and the largest LTC's memory, as the end of a run's line. */
-function ltcNote(rows: Array<{ ltcPauses?: Pauses; ltcRssBytes?: number; ltcHeapBytes?: number; ltcExternalBytes?: number; memoryBytes?: number }>): string {
+function ltcNote(rows: Array<{ ltcPauses?: Pauses; ltcRssBytes?: number; ltcHeapBytes?: number; ltcExternalBytes?: number; memoryBytes?: number; memoryBudgetBytes?: number; ltcMemoryLimitBytes?: number; ltcRuntimeBytes?: number }>): string {
   const p = rows.map((r) => r.ltcPauses).filter((x): x is Pauses => x !== undefined);
   if (p.length === 0) return '';
   const max = (f: (x: Pauses) => number): number => Math.max(...p.map(f));
@@ -167,7 +167,8 @@ function ltcNote(rows: Array<{ ltcPauses?: Pauses; ltcRssBytes?: number; ltcHeap
   const mine = rows.filter((x) => x.ltcRssBytes === r.ltcRssBytes);
   return `; LTC pauses over the last ${PAUSE_WINDOW_S} s: event loop delay p99 ${max((x) => x.loopDelayP99Ms)} ms, max ${max((x) => x.loopDelayMaxMs)} ms; ` +
     `GC ${max((x) => x.gcMs)} ms in ${max((x) => x.gcCount)} (major ${max((x) => x.gcMajorMs)} ms), the longest ${max((x) => x.gcMaxMs)} ms; ` +
-    `LTC memory at the end: RSS ${mib(r.ltcRssBytes)} MiB, heap ${mib(r.ltcHeapBytes)}, outside the heap ${mib(r.ltcExternalBytes)}, counted by its budget ${mib(mine.reduce((n, x) => n + (x.memoryBytes ?? 0), 0))}`;
+    `LTC memory at the end: RSS ${mib(r.ltcRssBytes)} MiB, heap ${mib(r.ltcHeapBytes)}, outside the heap ${mib(r.ltcExternalBytes)}, counted by its budget ${mib(mine.reduce((n, x) => n + (x.memoryBytes ?? 0), 0))}` +
+    ((r.ltcMemoryLimitBytes ?? 0) > 0 ? ` of ${mib(mine.reduce((n, x) => n + (x.memoryBudgetBytes ?? 0), 0))} (under a memory limit of ${mib(r.ltcMemoryLimitBytes)} MiB, holding ${mib(r.ltcRuntimeBytes)} beside its ranges)` : '');
 }
 
 /** Each range's numeric figures, by range, from NovaClient.stats's rows. */

@@ -174,7 +174,7 @@ function rangeLine(x: Record<string, unknown>): string {
     `${n('flushes')} flushes, ${n('compactions')} compactions (at once: max ${n('maxJobsInParallel')}, mean ${n('meanJobsInParallel').toFixed(2)}); ` +
     `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms); ` +
     `memory ${mib(n('memoryBytes'))}${n('memoryBudgetBytes') > 0 ? ` of ${mib(n('memoryBudgetBytes'))}` : ' (no budget: tables held whole)'}` +
-    `; its LTC's resident memory ${mib(n('ltcRssBytes'))}` +
+    `; its LTC's resident memory ${mib(n('ltcRssBytes'))}${n('ltcMemoryLimitBytes') > 0 ? ` under a limit of ${mib(n('ltcMemoryLimitBytes'))} (the runtime beside its ranges: ${mib(n('ltcRuntimeBytes'))})` : ''}` +
     `; ${n('tablesToRepair')} tables with copies to repair, ${n('copiesFoundDamaged')} copies found damaged, ${n('readsFromOtherCopy')} reads from another copy` +
     (n('tablesDamaged') > 0 ? `; ${n('tablesDamaged')} tables damaged in every copy (no compaction takes them): run nova repair ${String(x.range)}` : '');
 }
@@ -203,7 +203,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .option('--tls-key <file>', 'TLS: the certificate\'s private key (PEM)')
     .option('--tls-ca <file>', 'TLS: the CA (PEM) that signed the certificate; components and clients check it')
     .option('--cap <caps>', `run each component in a cgroup of its own with these limits, so one machine behaves like many small ones: role.resource=value,... with role ${CAP_ROLES.join('|')}, ` +
-      'resource cpu (CPUs), memory (bytes, its page cache included), disk (bytes written per second: what a StoC syncs, its tables) or disk-read ' +
+      'resource cpu (CPUs), memory (bytes, its page cache included; an LTC gives its ranges less than --ltc-memory to keep within it), disk (bytes written per second: what a StoC syncs, its tables) or disk-read ' +
       '(e.g. ltc.cpu=0.25,stoc.cpu=0.25,stoc.memory=1GiB,stoc.disk=40MB/s); ' +
       'kept for components started later, applied to those running (memory: counting what they use from then on); none lifts them. Needs root and cgroups (v1 cpu, memory and blkio, or v2)', capsArg))
     .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string; cap?: Caps }) => {

@@ -1,6 +1,6 @@
 /**
  * Loads the native transport addon (native/, built by cmake-js into build/Release) and
- * types its surface. Only src/transport/fabric.ts and src/common/checksum.ts import it.
+ * types its surface. Only src/transport/fabric.ts, src/common/checksum.ts and src/common/heap-free.ts import it.
  */
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
@@ -62,6 +62,10 @@ export interface NativeAddon {
   ucxVersion(): string;
   /** XXH32, seed 0 (native/xxh32.h); src/common/checksum.ts is its caller. */
   checksum32(bytes: Uint8Array): number;
+  /** glibc's mallinfo2().fordblks: bytes the C heap holds free for reuse (0 elsewhere). src/common/heap-free.ts is its caller. */
+  heapFreeBytes(): number;
+  /** malloc_trim(0) where glibc has it: whether pages went back to the kernel. */
+  trimHeap(): boolean;
 }
 
 function findRoot(): string {

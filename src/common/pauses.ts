@@ -29,12 +29,19 @@ export function processPauses(): Pauses {
   return watcher.pauses();
 }
 
+/** Major (mark-sweep-compact) collections since this process's first call here: memory dropped before one may not be freed yet. */
+export function majorCollections(): number {
+  watcher ??= new Watcher();
+  return watcher.majors;
+}
+
 let watcher: Watcher | undefined;
 
 class Watcher {
   private readonly delay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   private readonly seconds: Second[] = [];
   private current: Second = { p99: 0, max: 0, gcMs: 0, gcMax: 0, gcCount: 0, gcMajor: 0 };
+  majors = 0;
 
   constructor() {
     this.delay.enable();
@@ -43,7 +50,10 @@ class Watcher {
         this.current.gcMs += e.duration;
         this.current.gcMax = Math.max(this.current.gcMax, e.duration);
         this.current.gcCount++;
-        if (((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) this.current.gcMajor += e.duration;
+        if (((e as { detail?: { kind?: number } }).detail)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) {
+          this.current.gcMajor += e.duration;
+          this.majors++;
+        }
       }
     });
     gc.observe({ entryTypes: ['gc'] });

@@ -158,6 +158,13 @@ export class EngineState {
     return n;
   }
 
+  /** What counts against the memory budget now: memtables, the lookup index, tables' metadata, cached blocks. */
+  memoryBytes(): number {
+    let n = this.tableBytes() + (this.lookup?.bytes ?? 0) + (this.cache?.bytes ?? 0);
+    for (const m of this.memtables.all()) n += m.approximateBytes;
+    return n;
+  }
+
   /** What the budget keeps for memtables: δ of them, full. */
   memtableReserve(): number {
     return this.memtableLimit * this.options.memtableBytes;

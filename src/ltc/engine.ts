@@ -295,6 +295,11 @@ export class Engine {
     return betweenWrites(this.db, () => flushAll(this.db));
   }
 
+  /** What counts against the memory budget now (EngineStats.memoryBytes), without the other figures. */
+  get memoryBytes(): number {
+    return this.db.memoryBytes();
+  }
+
   /**
    * Gives the engine a new memory budget (EngineOptions.memoryBudgetBytes): its LTC has more or
    * fewer ranges now. The block cache grows or shrinks to fit; an engine opened without a
@@ -542,7 +547,7 @@ export class Engine {
       maxJobsInParallel: c.maxJobsInParallel, meanJobsInParallel: c.jobsStarted ? c.jobsInParallel / c.jobsStarted : 0,
       writes: c.writes, commitRounds: c.rounds, syncs: c.syncs,
       memoryBudgetBytes: this.db.options.memoryBudgetBytes,
-      memoryBytes: memtableBytes + (lk?.bytes ?? 0) + this.db.tableBytes() + (this.db.cache?.bytes ?? 0),
+      memoryBytes: this.db.memoryBytes(),
       blockCacheBytes: this.db.cache?.bytes ?? 0, blockCacheHits: this.db.cache?.counters.hits ?? 0, blockCacheMisses: this.db.cache?.counters.misses ?? 0,
       sessions: this.db.sessions.stats,
     };

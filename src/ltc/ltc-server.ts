@@ -34,7 +34,10 @@ import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
 import type { IngestOutcome } from './ingest.js';
-import { processPauses, type Pauses } from '../common/pauses.js';
+import { majorCollections, processPauses, type Pauses } from '../common/pauses.js';
+import { memoryLimitOfSelf } from '../common/memory-limit.js';
+import { heapFreeBytes, trimHeap } from '../common/heap-free.js';
+import { MemoryGovernor } from './memory-governor.js';
 import type { SessionRef } from '../common/write-id.js';
 import { rangeEnv } from './range-env.js';
 import type { EvacuationReport } from './evacuation.js';
@@ -48,6 +51,8 @@ export const MAX_SCAN = 10_000;
 /** A scan page stops once it holds this many key and value bytes (it fits any frame). */
 export const MAX_SCAN_BYTES = 4 * 1024 * 1024;
 const REOPEN_MS = 1_000;
+/** How often the LTC checks its resident memory against the limit it runs under (memory-governor.ts). */
+const GOVERN_MS = 1_000;
 /** The share of its lease after which an LTC stops serving: it gives up before the coordinator does. */
 const LEASE_MARGIN = 0.9;
 /** How long a retired LTC waits before it stops, so its answer to the coordinator leaves first. */
@@ -146,6 +151,13 @@ export interface RangeStats extends EngineStats {
   /** Of it: V8's heap in use, and memory outside it (Buffers) that Node tracks. */
   ltcHeapBytes: number;
   ltcExternalBytes: number;
+  /**
+   * The memory limit the LTC process runs under (its cgroup's; 0 for none), and what it learned
+   * it holds beside its ranges' memory: under a limit, its ranges' budgets add up to what the
+   * limit leaves after that and a margin (memory-governor.ts), --ltc-memory at most.
+   */
+  ltcMemoryLimitBytes: number;
+  ltcRuntimeBytes: number;
   /** The LTC process's event-loop delays and GC pauses over the last PAUSE_WINDOW_S seconds. */
   ltcPauses: Pauses;
 }
@@ -164,6 +176,10 @@ export class LtcServer {
   private renewedAt = -Infinity;
   /** How long letting each range go last took (release answers it after the range is gone). */
   private readonly closeMs = new Map<number, number>();
+  private readonly governor = new MemoryGovernor();
+  private governing: NodeJS.Timeout | undefined;
+  /** The memory limit the process ran under at the last check (memoryLimitOfSelf). */
+  private memoryLimit: number | undefined;
 
   private constructor(private readonly o: LtcOptions) {
     mkdirSync(o.dir, { recursive: true });
@@ -178,6 +194,7 @@ export class LtcServer {
     startWorkers();
     const l = new LtcServer(o);
     void l.maintain();
+    l.governing = setInterval(() => l.govern(), GOVERN_MS).unref();
     try {
       const advertise = advertisedHost(o.host, o.advertise);
       l.server = await TcpRpcServer.listen({ host: o.host, advertise, port: o.port, name: `ltc ${o.id}`, onLog: o.onLog, handlers: l.handlers() });
@@ -196,6 +213,7 @@ export class LtcServer {
       });
     } catch (err) {
       l.closing = true; // ends maintain()
+      clearInterval(l.governing);
       await l.server?.close();
       await l.fabric.close();
       l.unlock();
@@ -212,6 +230,7 @@ export class LtcServer {
   async close(flush = true): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    clearInterval(this.governing);
     await this.server.close();
     this.membership.stop();
     for (const s of this.served.values()) {
@@ -239,6 +258,7 @@ export class LtcServer {
       tablesToStocs: s.store!.counters.tables, bytesToStocs: s.store!.counters.bytes, msToStocs: s.store!.counters.ms,
       compactionsDeclined: s.compactor?.counters.declined ?? 0,
       ltcRssBytes: mem.rss, ltcHeapBytes: mem.heapUsed, ltcExternalBytes: mem.external, ltcPauses: pauses,
+      ltcMemoryLimitBytes: this.memoryLimit ?? 0, ltcRuntimeBytes: this.governor.runtime,
     }));
   }
 
@@ -248,7 +268,9 @@ export class LtcServer {
 
   /** Takes a new configuration: StoC addresses, ranges to let go and ranges to open. */
   private apply(config: ClusterConfig): void {
+    const first = this.config === undefined;
     this.config = config;
+    if (first) this.govern(); // a range opened before the first tick gets what a memory limit leaves
     this.pool.update(config);
     // Connected before a range needs them: a range moved here opens without waiting for that.
     for (const id of this.pool.placeable()) void this.pool.get(id).catch(() => undefined);
@@ -515,14 +537,40 @@ export class LtcServer {
     this.log(`range ${range}: merged away; removed its ${found.reduce((n, f) => n + f.names.length, 0)} file(s) from ${found.length} StoC(s)`);
   }
 
-  /** The LTC's memory, evenly among the ranges it serves now (they come and go with moves). */
+  /**
+   * The LTC's memory (under a memory limit, what the governor leaves of it), evenly among the
+   * ranges it serves now (they come and go with moves).
+   */
   private rebudget(): void {
-    const bytes = this.config.settings.ltcMemoryBytes;
+    const bytes = this.governor.share(this.config.settings.ltcMemoryBytes);
     const open = [...this.served.values()].filter((s) => s.engine && !s.leaving);
     // Ranges still opening count too, as the share they open with does (open()).
     const n = Math.max(open.length, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
-    if (bytes === 0 || open.length === 0) return;
+    if (this.config.settings.ltcMemoryBytes === 0 || open.length === 0) return;
     for (const s of open) s.engine!.setMemoryBudget(Math.max(1, Math.floor(bytes / n)));
+  }
+
+  /** Keeps the process's resident memory under the memory limit it runs under, if any (memory-governor.ts). */
+  private govern(): void {
+    const budget = this.config?.settings.ltcMemoryBytes ?? 0;
+    if (budget === 0 || this.closing) return; // without a budget, tables are held whole: nothing to shrink
+    try {
+      const limit = memoryLimitOfSelf();
+      this.memoryLimit = limit;
+      let counted = 0;
+      if (limit !== undefined) for (const s of this.served.values()) counted += s.engine?.memoryBytes ?? 0;
+      const before = this.governor.share(budget);
+      const { share, trim } = this.governor.tick(limit === undefined ? { budget, rss: 0, counted: 0, free: 0, majorGcs: 0, limit }
+        : { budget, rss: process.memoryUsage.rss(), counted, free: heapFreeBytes(), majorGcs: majorCollections(), limit });
+      if (trim) trimHeap();
+      if (share === before) return;
+      const mib = (n: number): string => `${Math.round(n / 2 ** 20)} MiB`;
+      this.log(limit === undefined ? `no memory limit now: ranges get ${mib(share)}`
+        : `memory limit ${mib(limit)}, runtime ${mib(this.governor.runtime)}: ranges get ${mib(share)} of ${mib(budget)}`);
+      this.rebudget();
+    } catch (err) {
+      this.log(`memory governor: ${(err as Error).message}; the ranges keep what they have`);
+    }
   }
 
   /** `release [config id, range]` (the coordinator's): resolves once this LTC has let the range go. */
@@ -564,10 +612,10 @@ export class LtcServer {
         throw new NovaError('UNAVAILABLE', `waiting for StoCs: ${stocs} registered, ${want} wanted`);
       }
       const dir = join(this.o.dir, `range-${s.info.id}`);
-      // The LTC's memory, evenly among the ranges the configuration gives it now.
+      // The LTC's memory (what a memory limit leaves of it), evenly among the ranges the configuration gives it now.
       const ranges = Math.max(1, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
       const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS,
-        Math.floor(settings.ltcMemoryBytes / ranges), () => this.leaseLapsed(), (stoc) => this.config.deadStocs?.includes(stoc) ?? false);
+        settings.ltcMemoryBytes === 0 ? 0 : Math.max(1, Math.floor(this.governor.share(settings.ltcMemoryBytes) / ranges)), () => this.leaseLapsed(), (stoc) => this.config.deadStocs?.includes(stoc) ?? false);
       const removed = this.config.removedStocs ?? [];
       const t0 = Date.now();
       // Fenced first: no write of an LTC that had the range before lands after we read it.

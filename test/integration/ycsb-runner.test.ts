@@ -12,7 +12,7 @@ import { ENGINES, engineByName, type KvStore } from '../../bench/ycsb/engines.js
 import { keyNumber } from '../../bench/ycsb/generators.js';
 import { runSession, type SessionOptions } from '../../bench/ycsb/session.js';
 import { EngineMemory } from '../../bench/ycsb/engine-memory.js';
-import { cgroupRoot } from '../../src/control/cgroups.js';
+import { cgroupRoot } from '../../src/common/memory-limit.js';
 import { parseWorkload } from '../../bench/ycsb/workload.js';
 import { ROOT } from '../helpers/peer-process.js';
 import { tempDirs } from '../helpers/temp.js';

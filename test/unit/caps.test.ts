@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { capsText, parseCaps, parseRate, parseSize } from '../../src/control/caps.js';
-import { applyCap, cgroupHost, groupOf, groupsOf, memoryLimitOfSelf } from '../../src/control/cgroups.js';
+import { groupsOf, memoryLimitOfSelf } from '../../src/common/memory-limit.js';
+import { applyCap, cgroupHost, groupOf } from '../../src/control/cgroups.js';
 import { tempDirs } from '../helpers/temp.js';
 
 const tempDir = tempDirs('nova-caps-');
