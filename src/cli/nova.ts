@@ -36,7 +36,7 @@ interface YcsbCliOptions {
   schedule?: ScheduledAction[];
   records: number; duration: number; operations?: number; concurrency: number; clients: number; valueSize: number; scanLength: number;
   zipfianConstant: number; verify: boolean; sync: boolean; seed: number; dir?: string; keep: boolean; json?: string; html?: string;
-  coordinator?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string; quietWait: number;
+  coordinator?: string; secretFile?: string; ltcs: number; stocs: number; ranges: number; logMode?: string; compaction?: string; quietWait: number;
   cache: string; cacheInstances: number; cacheMemory: number; intervalMs: number; cap?: Caps; engineMemory?: number;
 }
 
@@ -63,7 +63,7 @@ async function ycsbSession(o: YcsbCliOptions, engines: string[], workloads: stri
     records: o.records, duration: o.duration, operations: o.operations, concurrency: o.concurrency, valueSize: o.valueSize,
     scanLength: o.scanLength, zipfianConstant: o.zipfianConstant, verify: o.verify, sync: o.sync, seed: o.seed,
     rounds, dir: o.dir, keep: o.keep, progress,
-    cluster: { coordinator: o.coordinator, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction,
+    cluster: { coordinator: o.coordinator, secretFile: o.secretFile, ltcs: o.ltcs, stocs: o.stocs, ranges: o.ranges, logMode: o.logMode, compaction: o.compaction,
       cache: o.cache, cacheInstances: o.cacheInstances, cacheMemoryBytes: o.cacheMemory, cap: o.cap && capsText(o.cap) }, clients: o.clients,
     quietWaitMs: o.quietWait * 1000, schedule: o.schedule, intervalMs: o.intervalMs, engineMemoryBytes: o.engineMemory,
   });
@@ -266,6 +266,7 @@ export function buildProgram(): Command {
     .option('--json <file>', 'also write every figure as JSON to <file>')
     .option('--html <file>', 'also write an HTML report (throughput over time, latency distributions) to <file>')
     .option('--coordinator <host:port>', 'engine nova: use this running cluster (default: start one in the run\'s directory and stop it after)')
+    .option('--secret-file <file>', 'engine nova with --coordinator: the running cluster\'s secret (the secret file in its directory; default: NOVA_SECRET_FILE)')
     .option('--ltcs <n>', 'engine nova: LTCs of the cluster it starts', positiveInt, 1)
     .option('--stocs <n>', 'engine nova: StoCs of the cluster it starts', positiveInt, 3)
     .option('--ranges <n>', 'engine nova: ranges, cut evenly over the loaded keys', positiveInt, 1)

@@ -14,6 +14,9 @@ import { runSession, type SessionOptions } from '../../bench/ycsb/session.js';
 import { EngineMemory } from '../../bench/ycsb/engine-memory.js';
 import { cgroupRoot } from '../../src/common/memory-limit.js';
 import { parseWorkload } from '../../bench/ycsb/workload.js';
+import { SECRET_FILE } from '../../src/common/cluster-secret.js';
+import { down, up } from '../../src/control/cluster-control.js';
+import { BIN } from '../helpers/cluster.js';
 import { ROOT } from '../helpers/peer-process.js';
 import { tempDirs } from '../helpers/temp.js';
 
@@ -242,6 +245,23 @@ describe('nova bench run', () => {
     expect(page).toMatch(/<svg/);
     expect(page).not.toMatch(/<script|https?:\/\//);
   });
+
+  it('runs against a running cluster given its coordinator and, for the cluster to let it in, its secret file', async () => {
+    const dir = join(parent, 'running');
+    const file = await up({ dir, host: '127.0.0.1', bin: BIN, coordinatorArgs: [], timeoutMs: 60_000 });
+    try {
+      const args = ['bench', 'run', '--engine', 'nova', '--coordinator', file.coordinator, '--workload', 'RW50', '--records', '500', '--operations', '500',
+        '--quiet-wait', '0', '--dir', parent];
+      const refused = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NOVA_SECRET_FILE: undefined } });
+      expect(refused.status).not.toBe(0);
+      expect(refused.stderr).toMatch(/secret/);
+      const r = nova(...args, '--secret-file', join(dir, SECRET_FILE));
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/nova\s+RW50\s+/);
+    } finally {
+      await down(dir);
+    }
+  }, 120_000);
 
   it('says what is wrong with a bad engine, workload or distribution', () => {
     expect(nova('bench', 'run', '--engine', 'nope').stderr).toMatch(/unknown engine "nope": use one of nova, nova-embedded, leveldb/);
