@@ -7,6 +7,7 @@
 #include <napi.h>
 
 #include <cstdlib>  // first, so __GLIBC__ is defined where the C library is glibc
+#include <sys/uio.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -409,12 +410,34 @@ Napi::Value TrimHeap(const Napi::CallbackInfo& info) {
 #endif
 }
 
+// preadCached(fd, buffer, position): reads into `buffer` what the page cache holds of its length at
+// `position`, without waiting for the disk (preadv2 with RWF_NOWAIT): the bytes read, from 0 (the
+// end of the file) up to its length, or -1 when the read would wait, the call is not there, or it
+// failed. The caller reads the rest the usual way; a read served here skips a thread pool's round trip.
+Napi::Value PreadCached(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsBuffer() || !info[2].IsNumber()) {
+    throw Napi::TypeError::New(env, "preadCached(fd, Buffer, position)");
+  }
+  Napi::Buffer<uint8_t> buffer = info[1].As<Napi::Buffer<uint8_t>>();
+  const double position = info[2].As<Napi::Number>().DoubleValue();
+  if (!(position >= 0) || buffer.Length() == 0) return Napi::Number::New(env, -1);
+#if defined(__linux__) && defined(RWF_NOWAIT)
+  struct iovec iov{buffer.Data(), buffer.Length()};
+  const ssize_t n = preadv2(info[0].As<Napi::Number>().Int32Value(), &iov, 1, static_cast<off_t>(position), RWF_NOWAIT);
+  return Napi::Number::New(env, n < 0 ? -1 : static_cast<double>(n));
+#else
+  return Napi::Number::New(env, -1);
+#endif
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeFabric", FabricWrap::Define(env));
   exports.Set("detach", Napi::Function::New(env, Detach));
   exports.Set("ucxVersion", Napi::Function::New(env, Version));
   exports.Set("checksum32", Napi::Function::New(env, Checksum32));
   exports.Set("trimHeap", Napi::Function::New(env, TrimHeap));
+  exports.Set("preadCached", Napi::Function::New(env, PreadCached));
   exports.Set("heapFreeBytes", Napi::Function::New(env, HeapFreeBytes));
   return exports;
 }

@@ -1,6 +1,6 @@
 /**
  * Loads the native transport addon (native/, built by cmake-js into build/Release) and
- * types its surface. Only src/transport/fabric.ts, src/common/checksum.ts and src/common/heap-free.ts import it.
+ * types its surface. Only src/transport/fabric.ts, src/common/checksum.ts, src/common/heap-free.ts and src/common/cached-read.ts import it.
  */
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
@@ -63,6 +63,8 @@ export interface NativeAddon {
   /** XXH32, seed 0 (native/xxh32.h); src/common/checksum.ts is its caller. */
   checksum32(bytes: Uint8Array): number;
   /** glibc's mallinfo2().fordblks: bytes the C heap holds free for reuse (0 elsewhere). src/common/heap-free.ts is its caller. */
+  /** preadv2 with RWF_NOWAIT: bytes read, or -1 when it would wait or cannot. src/common/cached-read.ts is its caller. */
+  preadCached(fd: number, into: Buffer, position: number): number;
   heapFreeBytes(): number;
   /** malloc_trim(0) where glibc has it: whether pages went back to the kernel. */
   trimHeap(): boolean;

@@ -20,15 +20,18 @@ import { constants, writeSync } from 'node:fs';
 import { open, readdir, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NovaError } from '../common/errors.js';
+import { readCached } from '../common/cached-read.js';
 import { RESERVED_NAMES } from './stoc-protocol.js';
 
 /**
- * Writes up to this size are done synchronously: they land in the page cache in microseconds,
- * without the thread pool's round trip, and a group commit's log append (tens of KiB to a
- * MiB) is one of them (doc/decisions/stoc-file-writes.md). Reads stay asynchronous: a cold read waits for the disk, and must not
- * stall every other request meanwhile.
+ * Writes and reads up to this size are done on the spot: a write lands in the page cache in
+ * microseconds, without the thread pool's round trip, and a group commit's log append (tens of
+ * KiB to a MiB) is one of them (doc/decisions/stoc-file-writes.md); a read takes what the page
+ * cache holds without waiting for the disk (RWF_NOWAIT), and the rest of it goes through the pool,
+ * as a cold read must not stall every other request meanwhile (doc/decisions/stoc-cached-reads.md).
+ * Larger ones (whole tables for a compaction) would hold the event loop for milliseconds.
  */
-const SYNC_WRITE_MAX = 1024 * 1024;
+const SYNC_IO_MAX = 1024 * 1024;
 
 export class StoredFile {
   private logical: number;
@@ -107,7 +110,7 @@ export class StoredFile {
     let done = 0;
     while (done < bytes.length) {
       const n = bytes.length - done;
-      done += n <= SYNC_WRITE_MAX
+      done += n <= SYNC_IO_MAX
         ? writeSync(this.handle.fd, bytes, done, n, position + done)
         : (await this.handle.write(bytes, done, n, position + done)).bytesWritten;
     }
@@ -115,7 +118,7 @@ export class StoredFile {
 
   /** Fills `into` from `position`; bytes past the end of what is on disk read as zeros. */
   async readAt(into: Buffer, position: number): Promise<void> {
-    let done = 0;
+    let done = into.length <= SYNC_IO_MAX ? Math.max(0, readCached(this.handle.fd, into, position)) : 0;
     while (done < into.length) {
       const { bytesRead } = await this.handle.read(into, done, into.length - done, position + done);
       if (bytesRead === 0) break;
