@@ -8,9 +8,11 @@
 import type { Block } from './block.js';
 
 export class BlockCache {
-  /** Blocks (`reader:offset`) and tables cached whole (`reader:t`), oldest first. */
+  /** Blocks (`reader:offset`) and tables cached whole (`reader:t`), in the order the clock's hand meets them. */
   private readonly blocks = new Map<string, { block?: Block; table?: Buffer; bytes: number; pins: number; used: boolean }>();
   private used = 0;
+  /** The clock's hand (evict). */
+  private hand = this.blocks.entries();
   readonly counters = { hits: 0, misses: 0, evictions: 0 };
 
   constructor(private capacityBytes: number) {}
@@ -119,20 +121,32 @@ export class BlockCache {
     this.evict();
   }
 
+  /**
+   * Evicts until within budget, by the clock's hand: one live iterator over the entries, so each
+   * call goes on from where the last stopped (starting over from the front each time walked past
+   * every entry deleted since the Map last compacted). A marked entry loses its mark and is met
+   * again a lap later; pinned entries and `keep` are passed over; past two laps without evicting,
+   * what is left is pinned and the cache stays over budget until an unpin.
+   */
   private evict(keep?: string): void {
-    for (const [k, e] of this.blocks) {
-      if (this.used <= this.capacityBytes) break;
-      if (e.pins > 0 || k === keep) continue;
-      if (e.used) {
-        // Its second chance: to the back, unmarked (met again later in this same pass).
-        e.used = false;
-        this.blocks.delete(k);
-        this.blocks.set(k, e);
+    let passed = 0;
+    while (this.used > this.capacityBytes && passed <= 2 * this.blocks.size) {
+      let next = this.hand.next();
+      if (next.done) {
+        this.hand = this.blocks.entries();
+        next = this.hand.next();
+        if (next.done) return;
+      }
+      const [k, e] = next.value;
+      if (e.pins > 0 || k === keep || e.used) {
+        if (e.pins === 0 && k !== keep) e.used = false;
+        passed++;
         continue;
       }
       this.blocks.delete(k);
       this.used -= e.bytes;
       this.counters.evictions++;
+      passed = 0;
     }
   }
 }

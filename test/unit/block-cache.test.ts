@@ -28,22 +28,34 @@ const collectGarbage = runInNewContext('gc') as () => void;
 const block = (): Block => ({}) as Block; // the cache never looks inside
 
 describe('block cache', () => {
-  it('evicts the least recently used beyond its budget, but never a pinned block or the one just put', () => {
+  it('evicts by second chance beyond its budget, the clock\'s hand going on from where it stopped, but never a pinned block or the one just put', () => {
     const c = new BlockCache(300);
     for (let i = 0; i < 3; i++) c.put(1, i, block(), 100);
-    expect(c.get(1, 0)).toBeDefined(); // 0 is now the most recently used
-    c.put(1, 3, block(), 100); // evicts 1, the least recently used
+    expect(c.get(1, 0)).toBeDefined(); // 0 is marked
+    c.put(1, 3, block(), 100); // the hand: 0 marked (unmarked now), 1 not: 1 goes
     expect([c.get(1, 1), c.get(1, 2), c.get(1, 0), c.get(1, 3)].map((b) => b !== undefined)).toEqual([false, true, true, true]);
     c.pin(1, 2);
     c.pin(1, 0);
     c.pin(1, 3);
     c.put(1, 4, block(), 100); // all others pinned: over budget, nothing evicted, 4 kept
     expect(c.bytes).toBe(400);
-    expect(c.get(1, 4)).toBeDefined();
-    c.unpin(1, 2); // back within budget: 2 goes
+    expect(c.get(1, 4)).toBeDefined(); // 4 is marked
+    c.unpin(1, 2); // back within budget: the hand meets 4 (mark spent), 2 (mark spent), then 4 again: 4 goes
     expect(c.bytes).toBe(300);
-    expect(c.get(1, 2)).toBeUndefined();
+    expect(c.get(1, 4)).toBeUndefined();
+    expect(c.get(1, 2)).toBeDefined();
     expect(c.counters).toMatchObject({ evictions: 2 });
+  });
+
+  it('gives every block its second chance once per lap, whatever was evicted before (a hot block outlives a stream of cold ones)', () => {
+    const c = new BlockCache(1000);
+    for (let i = 0; i < 10; i++) c.put(1, i, block(), 100);
+    for (let i = 10; i < 2000; i++) {
+      expect(c.get(1, 0), `round ${i}`).toBeDefined(); // hot: used between every two puts
+      c.put(1, i, block(), 100); // cold: read once
+    }
+    expect(c.bytes).toBe(1000);
+    expect(c.counters.evictions).toBe(1990);
   });
 });
 
