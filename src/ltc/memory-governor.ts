@@ -24,9 +24,9 @@ export const RUNTIME_WINDOW = 60;
 /** Ticks a shrink waits for a major collection at most; an idle process may run none for long. */
 export const GC_WAIT_TICKS = 10;
 
-/** What the governor keeps free under the limit, for bursts between ticks: an eighth of it, at least 64 MiB. */
+/** What the governor keeps free under the limit, for bursts between ticks (a load's chunks in flight): an eighth of it, at least 128 MiB. */
 export function marginOf(limit: number): number {
-  return Math.max(64 * 2 ** 20, Math.floor(limit / 8));
+  return Math.max(128 * 2 ** 20, Math.floor(limit / 8));
 }
 
 export interface MemorySample {

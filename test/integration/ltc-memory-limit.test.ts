@@ -15,9 +15,9 @@ import { capsApplicable } from '../helpers/caps.js';
 import { tempDirs } from '../helpers/temp.js';
 
 const tempDir = tempDirs('nova-ltc-limit-');
-const LIMIT = 512 * 2 ** 20;
+const LIMIT = 768 * 2 ** 20;
 const CAPS = parseCaps(`ltc.memory=${LIMIT}`);
-const RECORDS = 640_000; // 1 KiB values: more than the limit, held whole as the 2 GiB budget allows
+const RECORDS = 900_000; // 1 KiB values: more than the limit, held whole as the 2 GiB budget allows
 
 const key = (i: number): Buffer => Buffer.from(`key${String(i).padStart(8, '0')}`);
 const value = (i: number): Buffer => Buffer.alloc(1024, i % 251);

@@ -26,7 +26,7 @@ describe('the memory governor', () => {
     ];
     for (const c of cases) expect(new MemoryGovernor().tick(sample(c)).share, JSON.stringify(c)).toBe(c.share);
     expect(marginOf(GiB)).toBe(128 * MiB);
-    expect(marginOf(256 * MiB)).toBe(64 * MiB);
+    expect(marginOf(256 * MiB)).toBe(128 * MiB);
   });
 
   it('after a shrink, waits for a major collection, then has the heap trimmed, then samples again', () => {
