@@ -62,11 +62,11 @@ export interface NativeAddon {
   ucxVersion(): string;
   /** XXH32, seed 0 (native/xxh32.h); src/common/checksum.ts is its caller. */
   checksum32(bytes: Uint8Array): number;
-  /** glibc's mallinfo2().fordblks: bytes the C heap holds free for reuse (0 elsewhere). src/common/heap-free.ts is its caller. */
   /** preadv2 with RWF_NOWAIT: bytes read, or -1 when it would wait or cannot. src/common/cached-read.ts is its caller. */
   preadCached(fd: number, into: Buffer, position: number): number;
+  /** glibc's mallinfo2().fordblks: bytes the C heap holds free for reuse (0 elsewhere). src/common/heap-free.ts is its caller. */
   heapFreeBytes(): number;
-  /** malloc_trim(0) where glibc has it: whether pages went back to the kernel. */
+  /** malloc_trim(0) where glibc has it: whether pages went back to the kernel. src/common/heap-free.ts is its caller. */
   trimHeap(): boolean;
 }
 

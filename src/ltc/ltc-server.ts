@@ -542,12 +542,22 @@ export class LtcServer {
    * ranges it serves now (they come and go with moves).
    */
   private rebudget(): void {
-    const bytes = this.governor.share(this.config.settings.ltcMemoryBytes);
     const open = [...this.served.values()].filter((s) => s.engine && !s.leaving);
     // Ranges still opening count too, as the share they open with does (open()).
-    const n = Math.max(open.length, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
-    if (this.config.settings.ltcMemoryBytes === 0 || open.length === 0) return;
-    for (const s of open) s.engine!.setMemoryBudget(Math.max(1, Math.floor(bytes / n)));
+    const bytes = this.rangeMemory(Math.max(open.length, this.ownRanges()));
+    if (bytes === 0) return;
+    for (const s of open) s.engine!.setMemoryBudget(bytes);
+  }
+
+  /** Ranges the configuration gives this LTC. */
+  private ownRanges(): number {
+    return this.config.ranges.filter((r) => r.ltc === this.o.id).length;
+  }
+
+  /** A range's share of the LTC's memory (what a memory limit leaves of it) among `ranges`; 0 without a budget (tables held whole). */
+  private rangeMemory(ranges: number): number {
+    const budget = this.config.settings.ltcMemoryBytes;
+    return budget === 0 ? 0 : Math.max(1, Math.floor(this.governor.share(budget) / Math.max(1, ranges)));
   }
 
   /** Keeps the process's resident memory under the memory limit it runs under, if any (memory-governor.ts). */
@@ -612,10 +622,9 @@ export class LtcServer {
         throw new NovaError('UNAVAILABLE', `waiting for StoCs: ${stocs} registered, ${want} wanted`);
       }
       const dir = join(this.o.dir, `range-${s.info.id}`);
-      // The LTC's memory (what a memory limit leaves of it), evenly among the ranges the configuration gives it now.
-      const ranges = Math.max(1, this.config.ranges.filter((r) => r.ltc === this.o.id).length);
+      // The LTC's memory, evenly among the ranges the configuration gives it now.
       const { store, compactor, options } = rangeEnv(this.pool, settings, s.info.id, dir, (line) => this.log(line), since + STRICT_LOG_READ_MS,
-        settings.ltcMemoryBytes === 0 ? 0 : Math.max(1, Math.floor(this.governor.share(settings.ltcMemoryBytes) / ranges)), () => this.leaseLapsed(), (stoc) => this.config.deadStocs?.includes(stoc) ?? false);
+        this.rangeMemory(this.ownRanges()), () => this.leaseLapsed(), (stoc) => this.config.deadStocs?.includes(stoc) ?? false);
       const removed = this.config.removedStocs ?? [];
       const t0 = Date.now();
       // Fenced first: no write of an LTC that had the range before lands after we read it.

@@ -86,20 +86,22 @@ export class MemoryGovernor {
     const now = this.share(s.budget);
     const high = s.limit - marginOf(s.limit);
     const step = Math.floor(s.limit / 50);
+    // Above the mark, the ceiling falls below what the ranges hold by the excess, waiting or not.
+    if (s.rss > high) this.ceiling = Math.max(0, Math.min(this.ceiling, now, s.counted) - (s.rss - high) - step);
     if (this.waiting) {
-      // No runtime sample: what a shrink dropped is still resident. Above the mark, the ceiling still falls.
-      if (s.rss > high) this.lower(Math.min(this.ceiling, now, s.counted) - (s.rss - high) - step, s);
+      // No runtime sample: what a shrink dropped is still resident.
+      this.current = Math.min(now, this.ceiling);
       if (s.majorGcs <= this.waiting.majors && ++this.waiting.ticks < GC_WAIT_TICKS) return { share: this.share(s.budget), trim: false };
       this.waiting = undefined;
-      return { share: this.share(s.budget), trim: this.trimmed(s) }; // the next tick samples what the trim left
+      this.noteTrim(s);
+      return { share: this.share(s.budget), trim: true }; // the next tick samples what the trim left
     }
     if (this.justTrimmed) this.trimmedFree = s.free;
     this.justTrimmed = false;
     this.trimmedFree = Math.min(this.trimmedFree, s.free);
     this.samples.push(Math.max(0, s.rss - s.counted - (s.free - this.trimmedFree)));
     if (this.samples.length > RUNTIME_WINDOW) this.samples.shift();
-    if (s.rss > high) this.ceiling = Math.max(0, Math.min(this.ceiling, now, s.counted) - (s.rss - high) - step);
-    else if (s.rss < high - 3 * step) this.ceiling = Math.min(s.budget, this.ceiling + Math.floor((high - s.rss) / 4));
+    if (s.rss < high - 3 * step) this.ceiling = Math.min(s.budget, this.ceiling + Math.floor((high - s.rss) / 4));
     const target = Math.max(0, Math.min(s.budget, this.ceiling, high - this.runtime));
     // Changes under 1% of the limit are noise (each one resizes every range's cache), but the budget itself is always given back.
     if (Math.abs(target - now) >= s.limit / 100 || (target === s.budget && now !== s.budget)) {
@@ -107,19 +109,14 @@ export class MemoryGovernor {
       this.current = target;
     }
     // Above the mark with nothing left to shrink, only handing free pages back can bring the process down.
-    const trim = s.rss > high && this.waiting === undefined && s.free - this.trimmedFree >= step && this.trimmedAt !== s.majorGcs && this.trimmed(s);
+    const trim = s.rss > high && this.waiting === undefined && s.free - this.trimmedFree >= step && this.trimmedAt !== s.majorGcs;
+    if (trim) this.noteTrim(s);
     return { share: this.share(s.budget), trim };
   }
 
-  private lower(to: number, s: MemorySample): void {
-    this.ceiling = Math.max(0, to);
-    this.current = Math.max(0, Math.min(this.share(s.budget), this.ceiling));
-  }
-
-  /** Notes a trim asked for now (its free memory is read at the next sample); true. */
-  private trimmed(s: MemorySample): boolean {
+  /** Notes a trim asked for now: its free memory is read at the next sample. */
+  private noteTrim(s: MemorySample): void {
     this.trimmedAt = s.majorGcs;
     this.justTrimmed = true;
-    return true;
   }
 }
