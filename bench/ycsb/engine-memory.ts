@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cgroupRoot } from '../../src/common/memory-limit.js';
-import { applyCap, cgroupHost, removeGroups, type CgroupHost } from '../../src/control/cgroups.js';
+import { applyCap, cgroupHost, groupProcesses, removeGroups, type CgroupHost } from '../../src/control/cgroups.js';
 
 export interface EngineMemoryUse {
   /** The most the group held, page cache included. */
@@ -64,23 +64,13 @@ export class EngineMemory {
     const base = this.dir(this.base);
     if (!existsSync(base)) return;
     const groups = readdirSync(base, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => join(base, e.name));
-    const left = (g: string): number[] => {
+    for (const pid of groups.flatMap(groupProcesses)) {
       try {
-        return readFileSync(join(g, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+        process.kill(pid, 'SIGKILL');
       } catch {
-        return []; // removed already
-      }
-    };
-    for (const g of groups) {
-      for (const pid of left(g)) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // gone already
-        }
+        // gone already
       }
     }
-    for (const until = Date.now() + 5000; Date.now() < until && groups.some((g) => left(g).length > 0);) await new Promise((r) => setTimeout(r, 20));
-    removeGroups(base);
+    await removeGroups(base);
   }
 }

@@ -152,22 +152,40 @@ export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap,
 
 /**
  * Removes the cluster's groups once its processes are gone (nova down). A group still holding a
- * process cannot be removed and is left.
+ * process after `waitMs` cannot be removed and is left.
  */
-export function removeClusterGroups(clusterDir: string, root = cgroupRoot()): void {
+export async function removeClusterGroups(clusterDir: string, root = cgroupRoot(), waitMs = GROUP_DRAIN_MS): Promise<void> {
   const tag = clusterTag(clusterDir);
-  for (const base of [join(root, 'nova', tag), ...['cpu', 'memory', 'blkio'].map((h) => join(root, h, 'nova', tag))]) removeGroups(base);
+  for (const base of [join(root, 'nova', tag), ...['cpu', 'memory', 'blkio'].map((h) => join(root, h, 'nova', tag))]) await removeGroups(base, waitMs);
 }
 
 /**
- * Removes the groups in `base`, then `base` and its parent (unless another's groups are in it).
- * A group still holding a process cannot be removed and is left.
+ * How long removal waits for a group's processes to leave it. A process taken for stopped (its
+ * command line gone) stays in its group while the kernel unmaps its memory.
  */
-export function removeGroups(base: string): void {
-  if (!existsSync(base)) return;
-  for (const e of readdirSync(base, { withFileTypes: true })) {
-    if (e.isDirectory()) tryRmdir(join(base, e.name));
+export const GROUP_DRAIN_MS = 5000;
+
+/** The processes in the group `dir`; none once it is removed. */
+export function groupProcesses(dir: string): number[] {
+  try {
+    return readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
   }
+}
+
+/**
+ * Removes the groups in `base` once their processes have left them (for at most `waitMs`), then
+ * `base` and its parent (unless another's groups are in it). A group still holding a process
+ * cannot be removed and is left.
+ */
+export async function removeGroups(base: string, waitMs = GROUP_DRAIN_MS): Promise<void> {
+  if (!existsSync(base)) return;
+  const groups = readdirSync(base, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => join(base, e.name));
+  for (const until = Date.now() + waitMs; Date.now() < until && groups.some((g) => groupProcesses(g).length > 0);) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  for (const g of groups) tryRmdir(g);
   tryRmdir(base);
   tryRmdir(dirname(base));
 }

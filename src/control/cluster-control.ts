@@ -592,6 +592,6 @@ export async function down(dir: string, progress: (line: string) => void = () =>
       stopped++;
     }
   }
-  if (existsSync(join(home, CAPS_FILE))) removeClusterGroups(home);
+  if (existsSync(join(home, CAPS_FILE))) await removeClusterGroups(home);
   return stopped;
 }

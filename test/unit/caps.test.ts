@@ -3,11 +3,11 @@
  * out as cgroup v1 and v2 hierarchies.
  */
 import { describe, expect, it } from 'vitest';
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { capsText, parseCaps, parseRate, parseSize } from '../../src/control/caps.js';
 import { groupsOf, memoryLimitOfSelf } from '../../src/common/memory-limit.js';
-import { applyCap, cgroupHost, groupOf } from '../../src/control/cgroups.js';
+import { applyCap, cgroupHost, groupOf, removeClusterGroups } from '../../src/control/cgroups.js';
 import { tempDirs } from '../helpers/temp.js';
 
 const tempDir = tempDirs('nova-caps-');
@@ -148,5 +148,30 @@ describe('cgroups', () => {
     writeFileSync(join(v2NoMemory, 'cgroup.controllers'), 'cpu io\n');
     expect(() => cgroupHost({ ltc: { memoryBytes: 2 ** 30 } }, v2NoMemory)).toThrow(/has no memory controller/);
     expect(() => applyCap(cgroupHost({}, v1Root()), 'nova/x/stoc-1', 1, { diskWriteBps: 1e6 }, undefined)).toThrow(/on a block device/);
+  });
+
+  // On a plain directory a group's cgroup.procs file stands for its processes: rmdir fails while
+  // it is there, as a cgroup's does while a process is in it.
+  it('removes a cluster\'s groups in every hierarchy once their processes have left, and leaves one that keeps its process', async () => {
+    const root = tempDir();
+    const cluster = '/srv/nova/c1';
+    const group = (ctl: string, name: string, pids?: string): string => {
+      const dir = join(root, ctl, groupOf(cluster, name));
+      mkdirSync(dir, { recursive: true });
+      if (pids !== undefined) writeFileSync(join(dir, 'cgroup.procs'), pids);
+      return dir;
+    };
+    const exiting = group('cpu', 'ltc-1', '4242\n'); // stopped by nova down, its memory still being unmapped
+    group('memory', 'ltc-1');
+    group('blkio', 'stoc-1');
+    setTimeout(() => rmSync(join(exiting, 'cgroup.procs')), 150);
+    await removeClusterGroups(cluster, root, 5000);
+    for (const ctl of ['cpu', 'memory', 'blkio']) expect(existsSync(join(root, ctl, 'nova'))).toBe(false);
+
+    const stuck = group('cpu', 'stoc-2', '77\n');
+    group('cpu', 'stoc-3');
+    await removeClusterGroups(cluster, root, 100);
+    expect(existsSync(stuck)).toBe(true);
+    expect(existsSync(join(dirname(stuck), 'stoc-3'))).toBe(false);
   });
 });
