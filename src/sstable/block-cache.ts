@@ -7,12 +7,31 @@
  */
 import type { Block } from './block.js';
 
+interface Entry {
+  key: string;
+  block?: Block;
+  table?: Buffer;
+  bytes: number;
+  pins: number;
+  used: boolean;
+  /** Where it is on the clock's face (ring). */
+  slot: number;
+}
+
 export class BlockCache {
-  /** Blocks (`reader:offset`) and tables cached whole (`reader:t`), in the order the clock's hand meets them. */
-  private readonly blocks = new Map<string, { block?: Block; table?: Buffer; bytes: number; pins: number; used: boolean }>();
+  /** Blocks (`reader:offset`) and tables cached whole (`reader:t`). */
+  private readonly entries = new Map<string, Entry>();
+  /**
+   * The clock's face: entries in the order the hand meets them, new ones at the end, a removed
+   * one leaving a hole until more than half are holes. An array, not a live iterator over the
+   * Map: such an iterator keeps every table the Map has outgrown, and with it each entry
+   * removed since (whole tables of hundreds of MiB).
+   */
+  private ring: Array<Entry | undefined> = [];
+  private holes = 0;
+  /** The clock's hand: the slot evict looks at next. */
+  private hand = 0;
   private used = 0;
-  /** The clock's hand (evict). */
-  private hand = this.blocks.entries();
   readonly counters = { hits: 0, misses: 0, evictions: 0 };
 
   constructor(private capacityBytes: number) {}
@@ -32,8 +51,7 @@ export class BlockCache {
   }
 
   get(reader: number, offset: number): Block | undefined {
-    const key = `${reader}:${offset}`;
-    const e = this.blocks.get(key);
+    const e = this.entries.get(`${reader}:${offset}`);
     if (!e) {
       this.counters.misses++;
       return undefined;
@@ -45,7 +63,7 @@ export class BlockCache {
 
   /** Whether reader `reader`'s block at `offset` is cached, without counting a hit or a miss. */
   has(reader: number, offset: number): boolean {
-    return this.blocks.has(`${reader}:${offset}`);
+    return this.entries.has(`${reader}:${offset}`);
   }
 
   /** The key of reader `reader`'s table cached whole (its readers keep it: a lookup per block read builds no string). */
@@ -53,14 +71,14 @@ export class BlockCache {
     return `${reader}:t`;
   }
 
-  /** The bytes of a table cached whole (`key`: tableKey), if they are (a hit when they are). */
   /** Whether table `key` is cached whole, without counting a hit. */
   hasTable(key: string): boolean {
-    return this.blocks.get(key)?.table !== undefined;
+    return this.entries.get(key)?.table !== undefined;
   }
 
+  /** The bytes of a table cached whole (`key`: tableKey), if they are (a hit when they are). */
   table(key: string): Buffer | undefined {
-    const e = this.blocks.get(key);
+    const e = this.entries.get(key);
     if (!e) return undefined;
     this.counters.hits++;
     e.used = true;
@@ -69,11 +87,9 @@ export class BlockCache {
 
   /** Caches a table whole (`key`: tableKey): one entry of its bytes. */
   putTable(key: string, bytes: Buffer): void {
-    const old = this.blocks.get(key);
-    if (old) this.used -= old.bytes;
-    this.blocks.delete(key);
-    this.blocks.set(key, { table: bytes, bytes: bytes.length, pins: 0, used: false });
-    this.used += bytes.length;
+    const old = this.entries.get(key);
+    if (old) this.drop(old);
+    this.add({ key, table: bytes, bytes: bytes.length, pins: 0, used: false, slot: 0 });
     this.evict(key);
   }
 
@@ -83,11 +99,9 @@ export class BlockCache {
 
   put(reader: number, offset: number, block: Block, bytes: number): void {
     const key = `${reader}:${offset}`;
-    const old = this.blocks.get(key);
-    if (old) this.used -= old.bytes;
-    this.blocks.delete(key);
-    this.blocks.set(key, { block, bytes, pins: old?.pins ?? 0, used: false });
-    this.used += bytes;
+    const old = this.entries.get(key);
+    if (old) this.drop(old);
+    this.add({ key, block, bytes, pins: old?.pins ?? 0, used: false, slot: 0 });
     this.evict(key); // never the block just put: its reader is about to use (and pin) it
   }
 
@@ -97,10 +111,8 @@ export class BlockCache {
   }
 
   private removeKey(key: string): void {
-    const e = this.blocks.get(key);
-    if (!e || e.pins > 0) return;
-    this.blocks.delete(key);
-    this.used -= e.bytes;
+    const e = this.entries.get(key);
+    if (e && e.pins === 0) this.drop(e);
   }
 
   /**
@@ -110,43 +122,75 @@ export class BlockCache {
    * False (and nothing pinned) if the block is not cached.
    */
   pin(reader: number, offset: number): boolean {
-    const e = this.blocks.get(`${reader}:${offset}`);
+    const e = this.entries.get(`${reader}:${offset}`);
     if (e) e.pins++;
     return e !== undefined;
   }
 
   unpin(reader: number, offset: number): void {
-    const e = this.blocks.get(`${reader}:${offset}`);
+    const e = this.entries.get(`${reader}:${offset}`);
     if (e && e.pins > 0) e.pins--;
     this.evict();
   }
 
+  private add(e: Entry): void {
+    e.slot = this.ring.length;
+    this.ring.push(e);
+    this.entries.set(e.key, e);
+    this.used += e.bytes;
+  }
+
+  private drop(e: Entry): void {
+    this.ring[e.slot] = undefined;
+    this.holes++;
+    this.entries.delete(e.key);
+    this.used -= e.bytes;
+    if (this.holes > MIN_HOLES && 2 * this.holes > this.ring.length) this.closeHoles();
+  }
+
+  /** Moves the entries together, in order, the hand staying before the entry it was at. */
+  private closeHoles(): void {
+    const ring: Entry[] = [];
+    let hand = -1;
+    for (let i = 0; i < this.ring.length; i++) {
+      if (i === this.hand) hand = ring.length;
+      const e = this.ring[i];
+      if (e) {
+        e.slot = ring.length;
+        ring.push(e);
+      }
+    }
+    this.ring = ring;
+    this.holes = 0;
+    this.hand = hand < 0 ? ring.length : hand;
+  }
+
   /**
-   * Evicts until within budget, by the clock's hand: one live iterator over the entries, so each
-   * call goes on from where the last stopped (starting over from the front each time walked past
-   * every entry deleted since the Map last compacted). A marked entry loses its mark and is met
-   * again a lap later; pinned entries and `keep` are passed over; past two laps without evicting,
-   * what is left is pinned and the cache stays over budget until an unpin.
+   * Evicts until within budget, by the clock's hand, which goes on from where the last call
+   * stopped. A marked entry loses its mark and is met again a lap later; pinned entries and
+   * `keep` are passed over; past two laps without evicting, what is left is pinned and the
+   * cache stays over budget until an unpin.
    */
   private evict(keep?: string): void {
     let passed = 0;
-    while (this.used > this.capacityBytes && passed <= 2 * this.blocks.size) {
-      let next = this.hand.next();
-      if (next.done) {
-        this.hand = this.blocks.entries();
-        next = this.hand.next();
-        if (next.done) return;
+    while (this.used > this.capacityBytes && passed <= 2 * this.entries.size) {
+      if (this.hand >= this.ring.length) {
+        if (this.entries.size === 0) return;
+        this.hand = 0;
       }
-      const [k, e] = next.value;
-      if (e.pins > 0 || k === keep || e.used) {
-        if (e.pins === 0 && k !== keep) e.used = false;
+      const e = this.ring[this.hand++];
+      if (!e) continue;
+      if (e.pins > 0 || e.key === keep || e.used) {
+        if (e.pins === 0 && e.key !== keep) e.used = false;
         passed++;
         continue;
       }
-      this.blocks.delete(k);
-      this.used -= e.bytes;
+      this.drop(e);
       this.counters.evictions++;
       passed = 0;
     }
   }
 }
+
+/** Holes the clock's face keeps before it is closed up: a small cache is never rebuilt. */
+const MIN_HOLES = 64;

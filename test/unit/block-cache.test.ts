@@ -16,6 +16,7 @@ import { BlockCache } from '../../src/sstable/block-cache.js';
 import { TRAILER_BYTES, metadataStart, type BlockHandle } from '../../src/sstable/format.js';
 import { BlockMiss, TableReader } from '../../src/sstable/table-reader.js';
 import { table } from '../fixtures/tables.js';
+import { rng } from '../helpers/rng.js';
 import { tempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/until.js';
 
@@ -56,6 +57,85 @@ describe('block cache', () => {
     }
     expect(c.bytes).toBe(1000);
     expect(c.counters.evictions).toBe(1990);
+  });
+
+  // The oracle: the clock as a plain list in the hand's order, the hand an index into it.
+  it('evicts what a plain-list clock evicts, over random puts, hits, removals, pins and resizes (seeded)', () => {
+    const random = rng(29);
+    const c = new BlockCache(2000);
+    let capacity = 2000;
+    const face: Array<{ offset: number; bytes: number; pins: number; used: boolean }> = [];
+    let hand = 0;
+    const at = (offset: number): number => face.findIndex((e) => e.offset === offset);
+    const cut = (i: number): void => {
+      face.splice(i, 1);
+      if (i < hand) hand--;
+    };
+    const evict = (keep?: number): void => {
+      let passed = 0;
+      while (face.reduce((n, e) => n + e.bytes, 0) > capacity && passed <= 2 * face.length) {
+        if (hand >= face.length) hand = 0;
+        const e = face[hand];
+        if (e.pins > 0 || e.offset === keep || e.used) {
+          if (e.pins === 0 && e.offset !== keep) e.used = false;
+          hand++;
+          passed++;
+          continue;
+        }
+        cut(hand);
+        passed = 0;
+      }
+    };
+    for (let step = 0; step < 20_000; step++) {
+      const offset = Math.floor(random() * 200);
+      const i = at(offset);
+      const op = random();
+      if (op < 0.4) {
+        const bytes = 10 + Math.floor(random() * 90);
+        c.put(1, offset, block(), bytes);
+        const pins = i >= 0 ? face[i].pins : 0;
+        if (i >= 0) cut(i);
+        face.push({ offset, bytes, pins, used: false });
+        evict(offset);
+      } else if (op < 0.7) {
+        expect(c.get(1, offset) !== undefined, `step ${step}`).toBe(i >= 0);
+        if (i >= 0) face[i].used = true;
+      } else if (op < 0.85) {
+        c.remove(1, offset);
+        if (i >= 0 && face[i].pins === 0) cut(i);
+      } else if (op < 0.93) {
+        expect(c.pin(1, offset)).toBe(i >= 0);
+        if (i >= 0) face[i].pins++;
+      } else if (op < 0.99) {
+        const pinned = face.filter((e) => e.pins > 0);
+        const e = pinned[Math.floor(random() * pinned.length)] ?? face[i] ?? { offset };
+        c.unpin(1, e.offset);
+        const j = at(e.offset);
+        if (j >= 0 && face[j].pins > 0) face[j].pins--;
+        evict();
+      } else {
+        capacity = 500 + Math.floor(random() * 3000);
+        c.resize(capacity);
+        evict();
+      }
+      expect(c.bytes, `step ${step}`).toBe(face.reduce((n, e) => n + e.bytes, 0));
+    }
+    for (let offset = 0; offset < 200; offset++) expect(c.has(1, offset)).toBe(at(offset) >= 0);
+  });
+
+  it('keeps nothing of a table once it is removed, however the cache grew and shrank before (a live iterator as the hand kept them all)', async () => {
+    const c = new BlockCache(2 ** 30);
+    const refs = ((): Array<WeakRef<ArrayBuffer>> => {
+      const tables = Array.from({ length: 300 }, () => Buffer.from(new ArrayBuffer(1024)));
+      tables.forEach((t, i) => c.putTable(BlockCache.tableKey(i), t));
+      c.put(1, 0, block(), 100);
+      tables.forEach((_, i) => c.removeTable(BlockCache.tableKey(i)));
+      return tables.map((t) => new WeakRef(t.buffer));
+    })();
+    expect(c.bytes).toBe(100);
+    await new Promise((resolve) => setImmediate(resolve)); // a WeakRef holds its target until the current job ends
+    collectGarbage();
+    expect(refs.filter((r) => r.deref() !== undefined)).toHaveLength(0);
   });
 });
 
