@@ -156,7 +156,10 @@ export function applyCap(host: CgroupHost, group: string, pid: number, cap: Cap,
  */
 export async function removeClusterGroups(clusterDir: string, root = cgroupRoot(), waitMs = GROUP_DRAIN_MS): Promise<void> {
   const tag = clusterTag(clusterDir);
-  for (const base of [join(root, 'nova', tag), ...['cpu', 'memory', 'blkio'].map((h) => join(root, h, 'nova', tag))]) await removeGroups(base, waitMs);
+  const until = Date.now() + waitMs;
+  for (const base of [join(root, 'nova', tag), ...['cpu', 'memory', 'blkio'].map((h) => join(root, h, 'nova', tag))]) {
+    await removeGroups(base, Math.max(0, until - Date.now()));
+  }
 }
 
 /**
@@ -175,25 +178,30 @@ export function groupProcesses(dir: string): number[] {
 }
 
 /**
- * Removes the groups in `base` once their processes have left them (for at most `waitMs`), then
- * `base` and its parent (unless another's groups are in it). A group still holding a process
- * cannot be removed and is left.
+ * Removes the groups in `base`, trying again until they go or `waitMs` has passed, then `base`
+ * and its parent (unless another's groups are in it). A group still holding a process cannot be
+ * removed and is left. A removal that succeeds is the sign: an exiting process may have left
+ * cgroup.procs and still hold its group.
  */
 export async function removeGroups(base: string, waitMs = GROUP_DRAIN_MS): Promise<void> {
   if (!existsSync(base)) return;
-  const groups = readdirSync(base, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => join(base, e.name));
-  for (const until = Date.now() + waitMs; Date.now() < until && groups.some((g) => groupProcesses(g).length > 0);) {
+  let groups = readdirSync(base, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => join(base, e.name));
+  for (const until = Date.now() + waitMs; ;) {
+    groups = groups.filter((g) => !tryRmdir(g));
+    if (groups.length === 0 || Date.now() >= until) break;
     await new Promise((r) => setTimeout(r, 20));
   }
-  for (const g of groups) tryRmdir(g);
   tryRmdir(base);
   tryRmdir(dirname(base));
 }
 
-function tryRmdir(dir: string): void {
+/** Whether `dir` is gone (removed now, or before). */
+function tryRmdir(dir: string): boolean {
   try {
     rmdirSync(dir);
-  } catch {
+    return true;
+  } catch (err) {
     // busy (a process is left in it) or not a cgroup: left as it is
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
   }
 }

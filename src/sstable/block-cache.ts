@@ -148,7 +148,7 @@ export class BlockCache {
     if (this.holes > MIN_HOLES && 2 * this.holes > this.ring.length) this.closeHoles();
   }
 
-  /** Moves the entries together, in order, the hand staying before the entry it was at. */
+  /** Moves the entries together, in order, the hand at the first entry at or after its slot. */
   private closeHoles(): void {
     const ring: Entry[] = [];
     let hand = -1;
@@ -192,5 +192,5 @@ export class BlockCache {
   }
 }
 
-/** Holes the clock's face keeps before it is closed up: a small cache is never rebuilt. */
+/** Holes the clock's face keeps before it is closed up, so a small cache is not rebuilt every few removals. */
 const MIN_HOLES = 64;
