@@ -203,11 +203,6 @@ function untrack(w: WriteState): void {
   w.range = undefined;
 }
 
-/** A get's answer as the client gives it: a Buffer over the bytes received, or undefined. */
-function valueOf(v: Uint8Array | null): Buffer | undefined {
-  return v === null ? undefined : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
-}
-
 /** One write's progress over its attempts. */
 interface WriteState {
   session: Session;
@@ -308,13 +303,12 @@ export class NovaClient {
     return this.config;
   }
 
-  get(key: Uint8Array): Promise<Buffer | undefined> {
-    const read = (): Promise<Buffer | undefined> => this.call<Uint8Array | null>('get', key, (id) => [id, Buffer.from(key)]).then(valueOf);
-    try {
-      return this.gemini ? this.gemini.get(Buffer.from(key), read) : read();
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  async get(key: Uint8Array): Promise<Buffer | undefined> {
+    const read = async (): Promise<Buffer | undefined> => {
+      const v = await this.call<Uint8Array | null>('get', key, (id) => [id, Buffer.from(key)]);
+      return v === null ? undefined : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+    };
+    return this.gemini ? this.gemini.get(Buffer.from(key), read) : read();
   }
 
   /** Writes `key`. An error is FAILED (not applied) or UNKNOWN_OUTCOME, with a `reason`. */
@@ -493,7 +487,7 @@ export class NovaClient {
 
   /** Sends a read `op` for `key` to its LTC, retrying as the configuration and the LTCs change. */
   private call<T>(op: string, key: Uint8Array, args: (configId: number) => unknown[]): Promise<T> {
-    return this.attempt<T>(op, key, args, undefined);
+    return this.attempt<T>(op, key, (id) => args(id), undefined);
   }
 
   /**
@@ -530,69 +524,34 @@ export class NovaClient {
    * the LTCs change, until the deadline. A write (`w`) is also retried after failures that may
    * have applied it (its number makes the retry safe), moves to a new session on
    * SESSION_EXPIRED, and waits for room in its range's window before it is sent.
-   *
-   * The first attempt goes out here when nothing need be awaited (the LTC connected, the
-   * write's window open): an async frame per request was most of what a client allocated.
-   * Anything else, and any failure, goes on in `attempts`.
    */
-  private attempt<T>(op: string, key: Uint8Array, args: (configId: number, range: number) => unknown[], w: WriteState | undefined): Promise<T> {
+  private async attempt<T>(op: string, key: Uint8Array, args: (configId: number, range: number) => unknown[], w: WriteState | undefined): Promise<T> {
     const deadline = Date.now() + this.timeoutMs;
-    try {
-      const config = this.config;
-      const range = rangeOf(config, key);
-      const ltc = this.closed ? undefined : memberOf(config, 'ltc', range.ltc);
-      const link = ltc && this.ltcs.ready(ltc.address);
-      if (!link || link.closed) return this.attempts(op, key, args, w, deadline);
-      if (w) {
-        track(w, range.id); // as in attempts: before anything awaits
-        if (w.seq - w.session.window(range.id).floor! >= SESSION_WINDOW) return this.attempts(op, key, args, w, deadline);
-      }
-      let request: unknown[];
-      try {
-        request = args(config.id, range.id);
-      } catch (err) {
-        return this.attempts(op, key, args, w, deadline, { error: err as NovaError, sent: false });
-      }
-      if (w) w.sentTo = range.id;
-      return link.call<T>(op, request, Math.max(1, deadline - Date.now()))
-        .catch((err: unknown) => this.attempts<T>(op, key, args, w, deadline, { error: err as NovaError, sent: true }));
-    } catch (err) {
-      return Promise.reject(err);
-    }
-  }
-
-  /** attempt's loop; `first`: how a first attempt made by attempt failed. */
-  private async attempts<T>(op: string, key: Uint8Array, args: (configId: number, range: number) => unknown[], w: WriteState | undefined,
-    deadline: number, first?: { error: NovaError; sent: boolean }): Promise<T> {
     let wait = RETRY_FIRST_MS;
     for (let attempt = 1; ; attempt++) {
+      if (this.closed) throw new NovaError('CLOSED', 'client is closed');
+      // Sent under the configuration it was routed by, whatever arrives while it waits: a newer
+      // one may give its key to another range, whose floor this request's must not set.
+      const config = this.config;
+      const range = rangeOf(config, key);
+      // The write's number is in its range's window before anything awaits: a later write sent
+      // meanwhile must not carry a floor above it (the LTC would refuse its retry).
+      if (w) track(w, range.id);
+      const ltc = memberOf(config, 'ltc', range.ltc);
       let error: NovaError;
       let sent = false;
-      if (attempt === 1 && first) {
-        ({ error, sent } = first);
+      if (!ltc) {
+        error = new NovaError('UNAVAILABLE', `LTC ${range.ltc} (range ${range.id}) has not registered yet`);
       } else {
-        if (this.closed) throw new NovaError('CLOSED', 'client is closed');
-        // Sent under the configuration it was routed by, whatever arrives while it waits: a newer
-        // one may give its key to another range, whose floor this request's must not set.
-        const config = this.config;
-        const range = rangeOf(config, key);
-        // The write's number is in its range's window before anything awaits: a later write sent
-        // meanwhile must not carry a floor above it (the LTC would refuse its retry).
-        if (w) track(w, range.id);
-        const ltc = memberOf(config, 'ltc', range.ltc);
-        if (!ltc) {
-          error = new NovaError('UNAVAILABLE', `LTC ${range.ltc} (range ${range.id}) has not registered yet`);
-        } else {
-          try {
-            if (w && w.seq - w.session.window(range.id).floor! >= SESSION_WINDOW) await this.roomFor(w, range.id, deadline);
-            const link = await this.ltc(ltc.address);
-            const request = args(config.id, range.id);
-            sent = !link.closed;
-            if (w) w.sentTo = range.id;
-            return await link.call<T>(op, request, Math.max(1, deadline - Date.now()));
-          } catch (err) {
-            error = err as NovaError;
-          }
+        try {
+          if (w && w.seq - w.session.window(range.id).floor! >= SESSION_WINDOW) await this.roomFor(w, range.id, deadline);
+          const link = await this.ltc(ltc.address);
+          const request = args(config.id, range.id);
+          sent = !link.closed;
+          if (w) w.sentTo = range.id;
+          return await link.call<T>(op, request, Math.max(1, deadline - Date.now()));
+        } catch (err) {
+          error = err as NovaError;
         }
       }
       if (w && sent && !(error instanceof RpcRemoteError && NOT_APPLIED.has(error.code))) w.maybeApplied = true;

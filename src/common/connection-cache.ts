@@ -10,8 +10,6 @@ export interface Closable {
 
 export class ConnectionCache<K, C extends Closable> {
   private readonly conns = new Map<K, Promise<C>>();
-  /** The connections of `conns` made already, for callers that would rather not await. */
-  private readonly made = new Map<K, C>();
 
   /**
    * @param connect makes the connection of a key (a rejection is dropped like a loss).
@@ -26,20 +24,10 @@ export class ConnectionCache<K, C extends Closable> {
     const c = this.connect(key);
     this.conns.set(key, c);
     const drop = (): void => {
-      if (this.conns.get(key) !== c) return;
-      this.conns.delete(key);
-      this.made.delete(key);
+      if (this.conns.get(key) === c) this.conns.delete(key);
     };
-    c.then((conn) => {
-      if (this.conns.get(key) === c) this.made.set(key, conn);
-      this.watch(conn, drop);
-    }, drop);
+    c.then((conn) => this.watch(conn, drop), drop);
     return c;
-  }
-
-  /** The connection of `key` if it is made (not lost, not being made), without waiting. */
-  ready(key: K): C | undefined {
-    return this.made.get(key);
   }
 
   /** Whether a connection of `key` is kept (made, or being made). */
@@ -51,7 +39,6 @@ export class ConnectionCache<K, C extends Closable> {
   forget(key: K): void {
     const c = this.conns.get(key);
     this.conns.delete(key);
-    this.made.delete(key);
     c?.then((conn) => conn.close(), () => undefined);
   }
 
@@ -59,7 +46,6 @@ export class ConnectionCache<K, C extends Closable> {
   async closeAll(): Promise<void> {
     const all = [...this.conns.values()];
     this.conns.clear();
-    this.made.clear();
     await Promise.all(all.map((p) => p.then((c) => c.close(), () => undefined)));
   }
 }

@@ -310,7 +310,7 @@ export class TcpRpcServer {
         conn.running++;
         // Two callbacks, not then().finally(): every request allocates these, and a finally
         // costs two more closures and promises.
-        result.then((r) => answered(conn, out, okResponse(id, r ?? null)), (err) => answered(conn, out, failureResponse(id, err)));
+        result.then((r) => answered(conn, out, id, true, r), (err) => answered(conn, out, id, false, err));
       } else {
         out.push(okResponse(id, result ?? null));
       }
@@ -320,11 +320,11 @@ export class TcpRpcServer {
   }
 }
 
-/** Sends the answer of a request that ran asynchronously. */
-function answered(conn: Conn, out: Outbox, response: unknown[]): void {
-  conn.running--;
+/** Sends the answer of request `id`, which ran asynchronously: its result (`ok`) or its failure. */
+function answered(conn: Conn, out: Outbox, id: number, ok: boolean, value: unknown): void {
+  conn.running--; // first: a failure that cannot be encoded must not keep the connection busy
   conn.heardAt = performance.now(); // idle from its last answer, not from a request that ran long
-  out.push(response);
+  out.push(ok ? okResponse(id, value ?? null) : failureResponse(id, value));
 }
 
 function listening(server: Server, listen: (done: () => void) => void): Promise<void> {

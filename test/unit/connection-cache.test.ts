@@ -17,22 +17,15 @@ describe('ConnectionCache', () => {
     const cache = new ConnectionCache<string, Conn>(
       (key) => (key === 'refused' && refuse ? Promise.reject(new Error('refused')) : Promise.resolve(new Conn(key, ++made))),
       (c, lost) => { c.lost = lost; });
-    expect(cache.ready('a')).toBeUndefined();
-    const making = cache.get('a');
-    expect(cache.ready('a')).toBeUndefined(); // being made: only awaiting get() has it
-    const a = await making;
-    expect(cache.ready('a')).toBe(a);
+    const a = await cache.get('a');
     expect(await cache.get('a')).toBe(a);
     expect((await cache.get('b')).key).toBe('b');
     a.lost!();
-    expect(cache.ready('a')).toBeUndefined();
     const a2 = await cache.get('a');
     expect(a2).not.toBe(a);
     a.lost!(); // a late loss of the old one does not drop its successor
     expect(await cache.get('a')).toBe(a2);
-    expect(cache.ready('a')).toBe(a2);
     await expect(cache.get('refused')).rejects.toThrow('refused');
-    expect(cache.ready('refused')).toBeUndefined();
     refuse = false;
     await Promise.resolve();
     expect((await cache.get('refused')).key).toBe('refused');
@@ -45,8 +38,7 @@ describe('ConnectionCache', () => {
     cache.forget('1');
     await Promise.resolve();
     expect([c1.closed, c2.closed, cache.has('1'), cache.has('2')]).toEqual([1, 0, false, true]);
-    expect([cache.ready('1'), cache.ready('2')]).toEqual([undefined, c2]);
     await cache.closeAll();
-    expect([c2.closed, cache.has('2'), cache.ready('2')]).toEqual([1, false, undefined]);
+    expect([c2.closed, cache.has('2')]).toEqual([1, false]);
   });
 });
