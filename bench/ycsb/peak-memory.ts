@@ -20,6 +20,20 @@ export interface PeakRss {
   budget?: number;
 }
 
+/** Whether the process's peak passed the memory its knobs give it. */
+export function overBudget(p: PeakRss): boolean {
+  return p.budget !== undefined && p.bytes > p.budget;
+}
+
+/** A session's note on what a process over its budget means, if one of its runs had one; else none. */
+export function overBudgetNotes(runs: ReadonlyArray<{ peakRss?: PeakRss[] }>): string[] {
+  return runs.some((r) => r.peakRss?.some(overBudget)) ? [OVER_BUDGET_NOTE] : [];
+}
+
+const OVER_BUDGET_NOTE = 'Over budget: a component\'s budget (its knobs) bounds what it sizes by them, an LTC\'s its block cache, ' +
+  'memtables and tables\' metadata; Node, V8\'s heap and the memory glibc keeps after freeing come on top. To bound the whole ' +
+  'process, give it a memory limit (--cap ltc.memory=SIZE, here or to nova up): the LTC then keeps within it (doc/decisions/ltc-memory-limit.md).';
+
 /** Starts each process's high-water mark afresh; false if any could not be reset. */
 export function resetPeaks(processes: readonly NamedProcess[]): boolean {
   let all = true;

@@ -4,7 +4,7 @@
  * and the latency distribution of each cell, per engine.
  */
 import { textTable, type Column } from '../report.js';
-import type { PeakRss } from './peak-memory.js';
+import { overBudget, type PeakRss } from './peak-memory.js';
 import { fmt, type RunResult } from './runner.js';
 import { compareRows, type CompareRow, type SessionResult } from './session.js';
 import { OP_KINDS } from './workload.js';
@@ -17,10 +17,6 @@ export function writtenPerOp(r: { diskWriteBytes?: number; ops: number }): strin
 }
 
 const mib = (b: number): string => (b / 2 ** 20).toFixed(0);
-
-function overBudget(p: PeakRss): boolean {
-  return p.budget !== undefined && p.bytes > p.budget;
-}
 
 /** A process's peak, "of" its budget when it has one. */
 function peakOf(p: PeakRss): string {

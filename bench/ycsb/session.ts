@@ -21,6 +21,7 @@ import type { WorkerCall, WorkerReply, WorkerRequest } from './engine-worker.js'
 import { KeySpace } from './verifier.js';
 import { QUIET_BUSY_CORES, awaitQuiet } from './quiet.js';
 import { EngineMemory } from './engine-memory.js';
+import { overBudgetNotes } from './peak-memory.js';
 import { checkValueSize } from './values.js';
 import type { Workload } from './workload.js';
 
@@ -177,10 +178,12 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
       quietNote(runs, o.quietWaitMs ?? 0),
       `Cells run with the engines interleaved (${o.engines.join(', ')}), ${o.rounds} round(s); keys inserted by a cell remain for the next.`,
       `${clients > 1 ? `${clients} client processes per engine, each with` : 'Each engine runs in a process of its own, with the client in it:'} ${o.concurrency} requests outstanding; writes ${o.sync ? 'synced (fdatasync before the ack)' : 'not synced (durable against a process crash, not a power loss)'}.`,
+      ...overBudgetNotes(runs),
       ...reports,
     ],
   };
 }
+
 
 function memoryNote(memory: EngineMemory, engines: string[]): string {
   const parts = engines.map((e, i) => {

@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { peaks, resetPeaks } from '../../bench/ycsb/peak-memory.js';
+import { overBudgetNotes, peaks, resetPeaks } from '../../bench/ycsb/peak-memory.js';
 import { peakLine, peaksLine } from '../../bench/ycsb/report.js';
 
 const MiB = 2 ** 20;
@@ -46,5 +46,8 @@ describe('peak memory', () => {
     const run = { peakRss: [{ name: 'ltc-1', bytes: 600 * MiB, budget: 2048 * MiB }, { name: 'stoc-1', bytes: 300 * MiB, budget: 256 * MiB }, { name: 'coordinator', bytes: 80 * MiB }] };
     expect(peakLine(run)).toBe('600 of 2048 (ltc-1); 980 in all; over budget: stoc-1 300 of 256');
     expect(peaksLine(run)).toBe('ltc-1 600 of 2048, stoc-1 300 of 256 (over), coordinator 80');
+    // The session says what over budget means, and how to bound a whole process, only when a run was.
+    expect(overBudgetNotes([{}, run]).join(' ')).toMatch(/^Over budget: .*--cap ltc\.memory=SIZE/);
+    expect(overBudgetNotes([{}, { peakRss: [run.peakRss[0], run.peakRss[2]] }])).toEqual([]);
   });
 });
