@@ -17,11 +17,14 @@ afterEach(async () => {
   cluster = undefined;
 });
 
+// The LTC's scrub would find the damaged copy and write it anew before the tool looks at it.
+const NO_SCRUB = ['--scrub-rate', '0'];
+
 const check = (file: string) => spawnSync(process.execPath, [BIN, 'tool', 'sst', 'check', file], { encoding: 'utf8', timeout: 60_000 });
 
 describe('nova tool on StoC fragment files', () => {
   it('checks metadata and data fragments, and names a damaged data fragment', async () => {
-    cluster = await startCluster({ ltcs: 1, stocs: 3, args: ['--scatter', '2', '--table-replicas', '1', '--memtable-bytes', String(64 * 1024), '--ranges', '1'] });
+    cluster = await startCluster({ ltcs: 1, stocs: 3, args: ['--scatter', '2', '--table-replicas', '1', '--memtable-bytes', String(64 * 1024), '--ranges', '1', ...NO_SCRUB] });
     await writeKeys(cluster.client, 0, 2000, 16);
     await cluster.client.compact();
     const files = [1, 2, 3].flatMap((id) => readdirSync(componentDir(cluster!.dir, 'stoc', id)).filter((f) => f.endsWith('.sst')).map((f) => join(componentDir(cluster!.dir, 'stoc', id), f)));
@@ -41,7 +44,7 @@ describe('nova tool on StoC fragment files', () => {
   }, 120_000);
 
   it('checks a parity fragment by the checksum the MANIFEST records, and names one damaged', async () => {
-    cluster = await startCluster({ ltcs: 1, stocs: 4, args: ['--scatter', '2', '--parity', '--table-replicas', '1', '--memtable-bytes', String(64 * 1024), '--ranges', '1'] });
+    cluster = await startCluster({ ltcs: 1, stocs: 4, args: ['--scatter', '2', '--parity', '--table-replicas', '1', '--memtable-bytes', String(64 * 1024), '--ranges', '1', ...NO_SCRUB] });
     await writeKeys(cluster.client, 0, 4000, 16); // tables enough that some parity lies on a StoC with the MANIFEST
     await cluster.client.compact();
     // On the StoCs holding a replica of the range's MANIFEST (three of the four), where the checksums are known.
