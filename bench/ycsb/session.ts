@@ -184,7 +184,6 @@ export async function runSession(o: SessionOptions): Promise<SessionResult> {
   };
 }
 
-
 function memoryNote(memory: EngineMemory, engines: string[]): string {
   const parts = engines.map((e, i) => {
     const u = memory.use(i, e);

@@ -166,7 +166,7 @@ export async function removeClusterGroups(clusterDir: string, root = cgroupRoot(
  * How long removal waits for a group's processes to leave it. A process taken for stopped (its
  * command line gone) stays in its group while the kernel unmaps its memory.
  */
-export const GROUP_DRAIN_MS = 5000;
+const GROUP_DRAIN_MS = 5000;
 
 /** The processes in the group `dir`; none once it is removed. */
 export function groupProcesses(dir: string): number[] {

@@ -89,7 +89,7 @@ export class BlockCache {
   putTable(key: string, bytes: Buffer): void {
     const old = this.entries.get(key);
     if (old) this.drop(old);
-    this.add({ key, table: bytes, bytes: bytes.length, pins: 0, used: false, slot: 0 });
+    this.add(key, bytes.length, 0, undefined, bytes);
     this.evict(key);
   }
 
@@ -101,7 +101,7 @@ export class BlockCache {
     const key = `${reader}:${offset}`;
     const old = this.entries.get(key);
     if (old) this.drop(old);
-    this.add({ key, block, bytes, pins: old?.pins ?? 0, used: false, slot: 0 });
+    this.add(key, bytes, old?.pins ?? 0, block);
     this.evict(key); // never the block just put: its reader is about to use (and pin) it
   }
 
@@ -133,8 +133,9 @@ export class BlockCache {
     this.evict();
   }
 
-  private add(e: Entry): void {
-    e.slot = this.ring.length;
+  /** A new entry, at the end of the clock's face: a block, or a table cached whole. */
+  private add(key: string, bytes: number, pins: number, block?: Block, table?: Buffer): void {
+    const e: Entry = { key, block, table, bytes, pins, used: false, slot: this.ring.length };
     this.ring.push(e);
     this.entries.set(e.key, e);
     this.used += e.bytes;
