@@ -171,9 +171,11 @@ describe('StoC removal', () => {
     const c = cluster.client;
     const acked = await writeKeys(c, 0, 2000, 16);
     await c.compact();
-    await until(() => tablesOn(cluster!.dir, 3).length > 0, 30_000);
-    await cluster.kill('stoc', 3);
-    await until(async () => ((await fetchStatus(coordinator)).config.removedStocs ?? []).includes(3), 30_000);
+    // The StoC holding most tables: placement may leave any one StoC without a table after the compaction.
+    const victim = [1, 2, 3].sort((a, b) => tablesOn(cluster!.dir, b).length - tablesOn(cluster!.dir, a).length)[0];
+    expect(tablesOn(cluster.dir, victim).length).toBeGreaterThan(0);
+    await cluster.kill('stoc', victim);
+    await until(async () => ((await fetchStatus(coordinator)).config.removedStocs ?? []).includes(victim), 30_000);
     await until(async () => ((await c.stats()) as Array<{ tablesToRepair: number }>).every((r) => r.tablesToRepair === 0), 30_000);
     expect(await missing(c, acked)).toEqual([]);
   }, 120_000);
