@@ -19,8 +19,6 @@ import type { CompactArgs } from '../stoc/compaction-executor.js';
 import type { CompactedTable, CompactionRequest, Compactor } from './engine-env.js';
 import type { StocPool } from '../stoc/stoc-pool.js';
 
-
-
 export class StocCompactor implements Compactor {
   private turn = 0;
   private readonly state: PlacementState = { next: 0 };
