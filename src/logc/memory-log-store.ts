@@ -44,7 +44,7 @@ import { NovaError } from '../common/errors.js';
 import type { LogStore, LogWriter } from './log-store.js';
 import { sample } from '../cluster/placement.js';
 import { filesOf, logFileName } from '../stoc/stoc-protocol.js';
-import { STOC_LOST, type StocPool } from '../stoc/stoc-pool.js';
+import type { StocPool } from '../stoc/stoc-pool.js';
 import type { MemoryFile } from '../stoc/memory-file-client.js';
 import { LOG_BLOCK, LogFramer, readLog } from '../log/log-format.js';
 import { StocLogStore } from './stoc-log-store.js';
@@ -229,7 +229,7 @@ class MemoryLogWriter implements LogWriter {
     this.replicas = this.replicas.filter((r) => !failed.includes(r));
     for (const r of failed) {
       r.file.close();
-      if (STOC_LOST.has((r.failure as NovaError | undefined)?.code ?? '')) this.pool.shun(r.stoc);
+      void this.pool.failed(r.stoc, r.failure);
     }
     const why = failed[0].failure?.message ?? 'unknown';
     this.onLog(`memory log ${this.name}: dropped replica(s) on StoC ${failed.map((r) => r.stoc).join(', ')} (${why}); ${this.replicas.length} left`);

@@ -26,7 +26,7 @@ import { ByteBuilder } from '../common/coding.js';
 import { NovaError } from '../common/errors.js';
 import type { LogStore, LogWriter } from './log-store.js';
 import { logFileName, manifestFileName } from '../stoc/stoc-protocol.js';
-import { STOC_LOST, filesOnStocs, type StocPool } from '../stoc/stoc-pool.js';
+import { filesOnStocs, type StocPool } from '../stoc/stoc-pool.js';
 import type { DirectFile } from '../stoc/stoc-client.js';
 import { sample } from '../cluster/placement.js';
 import { LogFramer, readLog, readLogPrefix } from '../log/log-format.js';
@@ -227,7 +227,7 @@ export class ReplicatedLog implements LogWriter {
    *   fails an append (its connection lost, say) is dropped and sent nothing more.
    * @param wanted R, the replicas the log was meant to have.
    */
-  constructor(private readonly pool: Pick<StocPool, 'shun' | 'placeableForLogs'>, private readonly name: string,
+  constructor(private readonly pool: Pick<StocPool, 'failed' | 'placeableForLogs'>, private readonly name: string,
     clients: Map<number, LogAppender>, private readonly wanted: number,
     private readonly onLog: (line: string) => void) {
     for (const [id, client] of clients) this.replicas.set(id, { client, done: -1, ahead: new Set() });
@@ -323,7 +323,7 @@ export class ReplicatedLog implements LogWriter {
 
   private failed(id: number, err: Error): void {
     if (!this.replicas.delete(id)) return;
-    if (STOC_LOST.has((err as NovaError).code)) this.pool.shun(id);
+    void this.pool.failed(id, err);
     this.onLog(`log ${this.name}: dropped replica(s) on StoC ${id} (${err.message}); ${this.replicas.size} left`);
     if (this.replicas.size === 0) this.dead ??= new NovaError('UNAVAILABLE', `log ${this.name}: every replica failed; last error: ${err.message}`);
     this.advance();

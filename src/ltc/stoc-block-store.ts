@@ -14,7 +14,7 @@ import { NovaError, isErrorCode, type ErrorCode } from '../common/errors.js';
 import type { Settings } from '../cluster/config.js';
 import { NoRoom, type BlockStore, type RepairResult } from './engine-env.js';
 import {
-  checkCopy, copiesMissing, copiesWanted, cutTable, everyCopyFailed, parityBytes, parityOf, piecesOf, readFragments, rebuildSpan, shapeStocs, tableShape, writeFragments,
+  checkCopy, compactionDeadlineMs, copiesMissing, copiesWanted, cutTable, everyCopyFailed, parityBytes, parityOf, piecesOf, readFragments, rebuildSpan, shapeStocs, tableShape, writeFragments,
 } from '../compaction/fragments.js';
 import { place, type PlacementState } from '../cluster/placement.js';
 import { tableFileName } from '../stoc/stoc-protocol.js';
@@ -70,7 +70,7 @@ export class StocBlockStore implements BlockStore {
         (id) => this.pool.probeLoad(id).then((l) => l.queueDepth));
       const fragments = cutTable(bytes, stocs, scatter, name, shape.copies, shape.parity);
       try {
-        await writeFragments(bytes, fragments, (f, part) => this.pool.on(f.stoc, (c) => c.write(name, 0, part, true, { background })).catch((err: Error) => {
+        await writeFragments(bytes, fragments, (f, part) => this.pool.watched(f.stoc, (c) => c.write(name, 0, part, true, { background, timeoutMs: compactionDeadlineMs(part.length) })).catch((err: Error) => {
           failed.add(f.stoc);
           throw err;
         }));
@@ -152,7 +152,7 @@ export class StocBlockStore implements BlockStore {
       }
       if (this.damaged.has(key)) {
         try {
-          await this.pool.on(f.stoc, (c) => c.write(name, 0, partOf(f), true));
+          await this.pool.watched(f.stoc, (c) => c.write(name, 0, partOf(f), true, { timeoutMs: compactionDeadlineMs(f.size) }));
           this.damaged.delete(key);
           written++;
           writtenBytes += f.size;
@@ -171,7 +171,7 @@ export class StocBlockStore implements BlockStore {
       while (free.length > 0) {
         const stoc = free.shift()!;
         try {
-          await this.pool.on(stoc, (c) => c.write(name, 0, partOf(like), true));
+          await this.pool.watched(stoc, (c) => c.write(name, 0, partOf(like), true, { timeoutMs: compactionDeadlineMs(like.size) }));
         } catch {
           continue;
         }

@@ -15,6 +15,8 @@ import type { Fabric } from '../transport/fabric.js';
 import type { Rpc } from '../transport/rpc.js';
 
 const CONNECT_MS = 5_000;
+/** How often a StoC is probed while a request with a long deadline waits on it (watched): as often as a request's own deadline. */
+const WATCH_MS = CONNECT_MS;
 
 /** Failure codes that mean a StoC went away (it is shunned), not that a request was bad. */
 export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EXCEEDED', 'CLOSED', 'UNAVAILABLE']);
@@ -59,6 +61,8 @@ export class StocPool {
   private readonly shunned = new Map<number, number>();
   /** Failures of each StoC since its last success (the shun's length grows with them). */
   private readonly strikes = new Map<number, number>();
+  /** A load probe under way of each StoC whose request passed its deadline (answers). */
+  private readonly probing = new Map<number, Promise<boolean>>();
   /** StoCs whose disk failed a write (DISK_FAILED), with why: given no new file until this time. */
   private readonly diskFailed = new Map<number, { until: number; why: string }>();
 
@@ -163,7 +167,50 @@ export class StocPool {
     }
   }
 
-  /** Runs `fn` on StoC `id`; a failure that means the StoC is gone shuns it and rethrows. */
+  /**
+   * Notes that a request to StoC `id` failed with `err`, shunning the StoC if that means it is
+   * gone: a connection lost or refused does; a deadline passed does only if the StoC does not
+   * answer a load probe either. A StoC behind on its disk (a capped one, or one disk under many
+   * writes) answers from memory while its syncs wait, and taking it for gone closed its
+   * connection and failed every request on it (with one StoC, every range's).
+   */
+  async failed(id: number, err: unknown): Promise<void> {
+    const code = (err as NovaError | undefined)?.code ?? '';
+    if (!STOC_LOST.has(code)) return;
+    if (code === 'DEADLINE_EXCEEDED' && await this.answers(id)) return;
+    if (this.isHealthy(id)) this.shun(id); // the probe's own failure may have shunned it
+  }
+
+  /** Whether StoC `id` answers a load probe now; one probe at a time per StoC, whoever asks. */
+  private answers(id: number): Promise<boolean> {
+    let probe = this.probing.get(id);
+    if (!probe) {
+      probe = this.probeLoad(id).then(() => true, () => false).finally(() => this.probing.delete(id));
+      this.probing.set(id, probe);
+    }
+    return probe;
+  }
+
+  /**
+   * As `on`, for a request given a deadline for its size (a table's synced write, whose sync may
+   * wait behind every write queued on a slow disk): while it is under way the StoC is probed every
+   * WATCH_MS, and one that does not answer is shunned, which closes its connection and fails the
+   * request. So a StoC that stopped is found as soon as with the connection's deadline.
+   */
+  async watched<T>(id: number, fn: (c: StocClient) => Promise<T>): Promise<T> {
+    const watch = setInterval(() => {
+      void this.answers(id).then((ok) => {
+        if (!ok && this.isHealthy(id)) this.shun(id);
+      });
+    }, WATCH_MS);
+    try {
+      return await this.on(id, fn);
+    } finally {
+      clearInterval(watch);
+    }
+  }
+
+  /** Runs `fn` on StoC `id`; a failure that means the StoC is gone shuns it (failed), and is rethrown. */
   async on<T>(id: number, fn: (c: StocClient) => Promise<T>): Promise<T> {
     try {
       const r = await fn(await this.get(id));
@@ -171,7 +218,7 @@ export class StocPool {
       return r;
     } catch (err) {
       const code = (err as NovaError).code;
-      if (STOC_LOST.has(code)) this.shun(id);
+      await this.failed(id, err);
       if (code === 'DISK_FAILED') {
         this.diskFailed.set(id, { until: Date.now() + DISK_REST_MS, why: /\b(E[A-Z]+)\b/.exec((err as Error).message)?.[1] ?? 'disk failed' });
       }

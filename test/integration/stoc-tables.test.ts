@@ -5,11 +5,12 @@
 import { openSync, readFileSync, readSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
+import { NovaError } from '../../src/common/errors.js';
 import { StocBlockStore } from '../../src/ltc/stoc-block-store.js';
 import { NoRoom, type RepairResult } from '../../src/ltc/engine-env.js';
 import { until } from '../helpers/until.js';
 import { TableReader } from '../../src/sstable/table-reader.js';
-import { tableFileName } from '../../src/stoc/stoc-protocol.js';
+import { Method, tableFileName } from '../../src/stoc/stoc-protocol.js';
 import { table } from '../fixtures/tables.js';
 import { stocHarness } from '../helpers/stocs.js';
 
@@ -192,6 +193,73 @@ describe('tables on StoCs', () => {
       load.mockRestore();
     }
   });
+
+  it('a request past its deadline shuns its StoC only if the StoC does not answer a load probe either', async () => {
+    const pool = makePool([await startServer(1)]);
+    const client = await pool.get(1);
+    const late = Object.assign(new Error('rpc stoc.sync: no response by its deadline'), { code: 'DEADLINE_EXCEEDED' });
+    await pool.failed(1, late);
+    expect(pool.isHealthy(1)).toBe(true); // busy on its disk, not gone
+    expect(await pool.get(1)).toBe(client); // nor its connection closed
+    await pool.failed(1, Object.assign(new Error('bad name'), { code: 'BAD_ARGUMENT' }));
+    expect(pool.isHealthy(1)).toBe(true);
+    const load = vi.spyOn(client, 'load').mockRejectedValue(Object.assign(new Error('load: no answer by the deadline'), { code: 'DEADLINE_EXCEEDED' }));
+    try {
+      await pool.failed(1, late);
+      expect(load).toHaveBeenCalled();
+      expect(pool.isHealthy(1)).toBe(false); // stopped, or as good as
+    } finally {
+      load.mockRestore();
+    }
+  });
+
+  it('a table whose sync waits past the connection\'s deadline on a StoC that answers is stored there: the StoC is not shunned', async () => {
+    const pool = makePool([await startServer(1)]);
+    const store = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 1, placement: 'round-robin' });
+    const client = await pool.get(1);
+    const call = client.call.bind(client);
+    const sync = vi.spyOn(client, 'call').mockImplementation(async (op, method, args) => {
+      if (method === Method.sync) await new Promise((r) => setTimeout(r, 6_000)); // a disk behind: past the connection's 5 s
+      return call(op, method, args);
+    });
+    try {
+      const bytes = table(2000, 1, 5);
+      const fragments = await store.writeTable(5, bytes);
+      expect(sync).toHaveBeenCalledWith(expect.anything(), Method.sync, expect.anything());
+      expect(pool.isHealthy(1)).toBe(true);
+      expect(await pool.get(1)).toBe(client);
+      expect((await store.readTable(5, fragments)).equals(bytes)).toBe(true);
+    } finally {
+      sync.mockRestore();
+    }
+  }, 30_000);
+
+  it('a table whose StoC stops answering while the table\'s sync waits is placed again once a probe finds it silent', async () => {
+    const pool = makePool([await startServer(1), await startServer(2)]);
+    const store = new StocBlockStore(pool, 7, { scatter: 1, tableReplicas: 1, placement: 'round-robin' });
+    const client = await pool.get(1);
+    const call = client.call.bind(client);
+    // StoC 1 stopped: its sync never comes back until the connection is closed; its load is never told.
+    const sync = vi.spyOn(client, 'call').mockImplementation(async (op, method, args) => {
+      if (method !== Method.sync) return call(op, method, args);
+      await until(() => !pool.isHealthy(1), 60_000);
+      throw new NovaError('CLOSED', 'rpc stoc.sync: endpoint closed');
+    });
+    const load = vi.spyOn(client, 'load').mockRejectedValue(Object.assign(new Error('load: no answer by the deadline'), { code: 'DEADLINE_EXCEEDED' }));
+    try {
+      const started = Date.now();
+      const bytes = table(2000, 1, 5);
+      const fragments = await store.writeTable(5, bytes);
+      expect(Date.now() - started).toBeLessThan(20_000); // a probe's interval, not the write's minute
+      expect(load).toHaveBeenCalled();
+      expect(pool.isHealthy(1)).toBe(false);
+      expect(fragments.map((f) => f.stoc)).toEqual([2]);
+      expect((await store.readTable(5, fragments)).equals(bytes)).toBe(true);
+    } finally {
+      sync.mockRestore();
+      load.mockRestore();
+    }
+  }, 30_000);
 
   it('a table with no StoC answering waits as for room (NoRoom), not failing its range, and is stored once one answers', async () => {
     const stocs = [await startServer(1)];

@@ -42,7 +42,7 @@ class FakeReplica implements LogAppender {
   }
 }
 
-const pool = { shun: () => undefined, placeableForLogs: () => [1, 2, 3] };
+const pool = { failed: () => Promise.resolve(), placeableForLogs: () => [1, 2, 3] };
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 function makeLog(n = 3, lines: string[] = []): { log: ReplicatedLog; replicas: FakeReplica[] } {
