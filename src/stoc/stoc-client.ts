@@ -67,6 +67,8 @@ export type LostCode = 'PEER_LOST' | 'CLOSED';
 
 /** Window slots kept for direct writes (log appends), at most a quarter of the window's. */
 const DIRECT_SLOTS = 8;
+/** How long a close waits for the WRITEs in flight to complete, and then for the StoC's bye. */
+const BYE_MS = 2_000;
 
 /** A persistent file opened for writes at given offsets (StocClient.openDirect). */
 export interface DirectFile {
@@ -409,9 +411,10 @@ export class StocClient {
     if (this.closed) return;
     this.closed = true;
     this.failSlots(new NovaError('CLOSED', 'the client was closed'));
-    // WRITEs still in flight land before the bye, which frees the window for another client.
-    if (this.ep.isReady) await this.ep.flush().catch(() => undefined);
-    if (this.ep.isReady) await this.rpc.call(this.ep, Method.bye, null, { timeoutMs: 2_000 }).catch(() => undefined);
+    // WRITEs still in flight land before the bye, which frees the window for another client; a
+    // StoC that stopped never completes them, and a shun closes its connection to fail what waits.
+    if (this.ep.isReady) await withDeadline(this.ep.flush(), BYE_MS, () => new NovaError('DEADLINE_EXCEEDED', 'flush')).catch(() => undefined);
+    if (this.ep.isReady) await this.rpc.call(this.ep, Method.bye, null, { timeoutMs: BYE_MS }).catch(() => undefined);
     this.ep.close();
     await this.staging.close().catch(() => undefined);
   }

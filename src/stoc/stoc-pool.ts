@@ -17,6 +17,11 @@ import type { Rpc } from '../transport/rpc.js';
 const CONNECT_MS = 5_000;
 /** How often a StoC is probed while a request with a long deadline waits on it (watched): as often as a request's own deadline. */
 const WATCH_MS = CONNECT_MS;
+/**
+ * How long a probe waits before the StoC is taken for gone (failed, watched): longer than
+ * placement's LOAD_TIMEOUT_MS, since a StoC short of CPU (capped, or running merges) answers late.
+ */
+const SILENT_MS = 5_000;
 
 /** Failure codes that mean a StoC went away (it is shunned), not that a request was bad. */
 export const STOC_LOST: ReadonlySet<string> = new Set(['PEER_LOST', 'DEADLINE_EXCEEDED', 'CLOSED', 'UNAVAILABLE']);
@@ -150,16 +155,16 @@ export class StocPool {
   }
 
   /**
-   * StoC `id`'s load, for placement, within LOAD_TIMEOUT_MS (connecting included). A late answer
-   * shuns nothing: a StoC too busy to answer in time is busy, not gone, and taking it for gone
+   * StoC `id`'s load, for placement, within `timeoutMs` (connecting included). A late answer
+   * shuns nothing by itself (failed and watched decide that, on a longer wait): a StoC too busy to answer in time is busy, not gone, and taking it for gone
    * closed its connection and failed every request on it (with one StoC, every range). One that
    * cannot be reached (its connection lost or refused) is shunned as by any request.
    */
-  async probeLoad(id: number): Promise<StocLoad> {
-    const deadline = Date.now() + LOAD_TIMEOUT_MS;
+  async probeLoad(id: number, timeoutMs = LOAD_TIMEOUT_MS): Promise<StocLoad> {
+    const deadline = Date.now() + timeoutMs;
     try {
-      return await withDeadline(this.get(id).then((c) => c.load({ timeoutMs: Math.max(1, deadline - Date.now()) })), LOAD_TIMEOUT_MS,
-        () => new NovaError('DEADLINE_EXCEEDED', `StoC ${id}: no load within ${LOAD_TIMEOUT_MS} ms`));
+      return await withDeadline(this.get(id).then((c) => c.load({ timeoutMs: Math.max(1, deadline - Date.now()) })), timeoutMs,
+        () => new NovaError('DEADLINE_EXCEEDED', `StoC ${id}: no load within ${timeoutMs} ms`));
     } catch (err) {
       const code = (err as NovaError).code;
       if (code !== 'DEADLINE_EXCEEDED' && STOC_LOST.has(code)) this.shun(id);
@@ -170,22 +175,22 @@ export class StocPool {
   /**
    * Notes that a request to StoC `id` failed with `err`, shunning the StoC if that means it is
    * gone: a connection lost or refused does; a deadline passed does only if the StoC does not
-   * answer a load probe either. A StoC behind on its disk (a capped one, or one disk under many
-   * writes) answers from memory while its syncs wait, and taking it for gone closed its
-   * connection and failed every request on it (with one StoC, every range's).
+   * answer a load probe within SILENT_MS either. A StoC behind on its disk (a capped one, or one
+   * disk under many writes) answers from memory while its syncs wait, and taking it for gone
+   * closed its connection and failed every request on it (with one StoC, every range's).
    */
   async failed(id: number, err: unknown): Promise<void> {
     const code = (err as NovaError | undefined)?.code ?? '';
-    if (!STOC_LOST.has(code)) return;
+    if (!STOC_LOST.has(code) || !this.isHealthy(id)) return; // shunned already: nothing to learn
     if (code === 'DEADLINE_EXCEEDED' && await this.answers(id)) return;
     if (this.isHealthy(id)) this.shun(id); // the probe's own failure may have shunned it
   }
 
-  /** Whether StoC `id` answers a load probe now; one probe at a time per StoC, whoever asks. */
+  /** Whether StoC `id` answers a load probe within SILENT_MS; one probe at a time per StoC, whoever asks. */
   private answers(id: number): Promise<boolean> {
     let probe = this.probing.get(id);
     if (!probe) {
-      probe = this.probeLoad(id).then(() => true, () => false).finally(() => this.probing.delete(id));
+      probe = this.probeLoad(id, SILENT_MS).then(() => true, () => false).finally(() => this.probing.delete(id));
       this.probing.set(id, probe);
     }
     return probe;
@@ -195,17 +200,19 @@ export class StocPool {
    * As `on`, for a request given a deadline for its size (a table's synced write, whose sync may
    * wait behind every write queued on a slow disk): while it is under way the StoC is probed every
    * WATCH_MS, and one that does not answer is shunned, which closes its connection and fails the
-   * request. So a StoC that stopped is found as soon as with the connection's deadline.
+   * request. So a StoC that stopped is found within WATCH_MS + SILENT_MS, not the request's deadline.
    */
   async watched<T>(id: number, fn: (c: StocClient) => Promise<T>): Promise<T> {
+    let done = false;
     const watch = setInterval(() => {
       void this.answers(id).then((ok) => {
-        if (!ok && this.isHealthy(id)) this.shun(id);
+        if (!ok && !done && this.isHealthy(id)) this.shun(id);
       });
     }, WATCH_MS);
     try {
       return await this.on(id, fn);
     } finally {
+      done = true;
       clearInterval(watch);
     }
   }
@@ -218,7 +225,7 @@ export class StocPool {
       return r;
     } catch (err) {
       const code = (err as NovaError).code;
-      await this.failed(id, err);
+      void this.failed(id, err); // the caller goes on (another copy, say) while a late StoC is probed
       if (code === 'DISK_FAILED') {
         this.diskFailed.set(id, { until: Date.now() + DISK_REST_MS, why: /\b(E[A-Z]+)\b/.exec((err as Error).message)?.[1] ?? 'disk failed' });
       }
