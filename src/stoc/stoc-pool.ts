@@ -156,9 +156,10 @@ export class StocPool {
 
   /**
    * StoC `id`'s load, for placement, within `timeoutMs` (connecting included). A late answer
-   * shuns nothing by itself (failed and watched decide that, on a longer wait): a StoC too busy to answer in time is busy, not gone, and taking it for gone
-   * closed its connection and failed every request on it (with one StoC, every range). One that
-   * cannot be reached (its connection lost or refused) is shunned as by any request.
+   * shuns nothing here (failed and watched decide that, on a longer wait): a StoC too busy to
+   * answer in time is busy, not gone, and taking it for gone closed its connection and failed
+   * every request on it (with one StoC, every range). One that cannot be reached (its connection
+   * lost or refused) is shunned as by any request.
    */
   async probeLoad(id: number, timeoutMs = LOAD_TIMEOUT_MS): Promise<StocLoad> {
     const deadline = Date.now() + timeoutMs;
