@@ -411,10 +411,11 @@ export class StocClient {
     if (this.closed) return;
     this.closed = true;
     this.failSlots(new NovaError('CLOSED', 'the client was closed'));
-    // WRITEs still in flight land before the bye, which frees the window for another client; a
-    // StoC that stopped never completes them, and a shun closes its connection to fail what waits.
-    if (this.ep.isReady) await withDeadline(this.ep.flush(), BYE_MS, () => new NovaError('DEADLINE_EXCEEDED', 'flush')).catch(() => undefined);
-    if (this.ep.isReady) await this.rpc.call(this.ep, Method.bye, null, { timeoutMs: BYE_MS }).catch(() => undefined);
+    // WRITEs still in flight land before the bye, which frees the window for another client. A
+    // StoC that stopped never completes them: then no bye (a WRITE could land after it), and the
+    // StoC frees the window once it finds the connection gone, after whatever was on it.
+    const flushed = this.ep.isReady && await withDeadline(this.ep.flush(), BYE_MS, () => new NovaError('DEADLINE_EXCEEDED', 'flush')).then(() => true, () => false);
+    if (flushed && this.ep.isReady) await this.rpc.call(this.ep, Method.bye, null, { timeoutMs: BYE_MS }).catch(() => undefined);
     this.ep.close();
     await this.staging.close().catch(() => undefined);
   }
