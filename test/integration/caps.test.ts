@@ -12,7 +12,9 @@ import { addComponent, down, readClusterFile, up } from '../../src/control/clust
 import { parseCaps } from '../../src/control/caps.js';
 import { cgroupRoot, groupsOf } from '../../src/common/memory-limit.js';
 import { cgroupHost, groupOf } from '../../src/control/cgroups.js';
-import { BIN } from '../helpers/cluster.js';
+import { BIN, key } from '../helpers/cluster.js';
+import { until } from '../helpers/until.js';
+import type { RangeStats } from '../../src/ltc/ltc-server.js';
 import { capsApplicable } from '../helpers/caps.js';
 import { tempDirs } from '../helpers/temp.js';
 
@@ -58,6 +60,44 @@ describe('nova up --cap', () => {
       await down(dir);
     }
     for (const ctl of host.version === 1 ? ['cpu', 'memory', 'blkio'] : ['']) expect(existsSync(v1(ctl, dirname(groupOf(dir, 'ltc-1'))))).toBe(false);
+  }, 120_000);
+
+  // Eight ranges fill a memtable each at once; their flushes queue 4 MiB of syncs on a disk of 512 KB/s, so
+  // the last waits past the StoC connection's 5 s deadline, which took the StoC for lost and failed every
+  // range (doc/decisions/slow-stocs.md).
+  it('one StoC on a disk slower than its flushes: they wait for it, and no write fails nor any range reopens', async () => {
+    const dir = tempDir();
+    const caps = parseCaps('stoc.disk=512KB/s');
+    if (!(await capsApplicable(dir, caps))) return;
+    const records = 6400; // 800 KB a range: one memtable of 512 KiB each to flush
+    try {
+      await up({
+        dir, host: '127.0.0.1', bin: BIN, stocs: 1, caps, timeoutMs: 60_000,
+        coordinatorArgs: ['--ranges', '8', '--bench-records', String(records), '--memtable-bytes', String(512 * 1024),
+          '--log-mode', 'none', '--table-replicas', '1'],
+      });
+      const client = await NovaClient.connect({ dir, timeoutMs: 60_000 });
+      try {
+        const value = Buffer.alloc(1024, 7);
+        let next = 0;
+        const writer = async (): Promise<void> => {
+          for (let i = next++; i < records; i = next++) await client.put(key((i * 7919) % records), value);
+        };
+        await Promise.all(Array.from({ length: 64 }, writer));
+        await until(async () => ((await client.stats()) as RangeStats[]).every((r) => r.tablesToStocs > 0), 60_000);
+        const stats = (await client.stats()) as RangeStats[];
+        // The slowest range's flush waited longer than a request to a StoC may.
+        expect(Math.max(...stats.map((r) => r.msToStocs / r.tablesToStocs))).toBeGreaterThan(5_000);
+        expect((await client.get(key(records - 1)))?.equals(value)).toBe(true);
+      } finally {
+        client.close();
+      }
+      // The StoC was never taken for lost: no flush refused for want of it, no range failed.
+      expect(readFileSync(join(dir, 'logs', 'ltc-1.log'), 'utf8')).not.toMatch(/no StoC can take|reopening it|every replica failed/);
+      process.kill(readClusterFile(dir)!.components.find((c) => c.role === 'ltc')!.pid, 'SIGKILL'); // not to flush the rest at 512 KB/s
+    } finally {
+      await down(dir);
+    }
   }, 120_000);
 
   it('is refused, saying why, for a user who cannot create cgroups, before anything starts', () => {
