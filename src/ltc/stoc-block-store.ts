@@ -70,7 +70,7 @@ export class StocBlockStore implements BlockStore {
         (id) => this.pool.probeLoad(id).then((l) => l.queueDepth));
       const fragments = cutTable(bytes, stocs, scatter, name, shape.copies, shape.parity);
       try {
-        await writeFragments(bytes, fragments, (f, part) => this.pool.watched(f.stoc, (c) => c.write(name, 0, part, true, { background, timeoutMs: compactionDeadlineMs(part.length) })).catch((err: Error) => {
+        await writeFragments(bytes, fragments, (f, part) => this.writePiece(f.stoc, name, part, background).catch((err: Error) => {
           failed.add(f.stoc);
           throw err;
         }));
@@ -86,6 +86,14 @@ export class StocBlockStore implements BlockStore {
       this.counters.ms += performance.now() - started;
       return fragments;
     }
+  }
+
+  /**
+   * Writes a piece of table `name` to StoC `stoc`, synced, with a deadline for its size (the sync
+   * waits for what the disk has queued) and the StoC watched meanwhile (doc/decisions/slow-stocs.md).
+   */
+  private writePiece(stoc: number, name: string, bytes: Buffer, background = false): Promise<void> {
+    return this.pool.watched(stoc, (c) => c.write(name, 0, bytes, true, { background, timeoutMs: compactionDeadlineMs(bytes.length) }));
   }
 
   async readTable(file: number, fragments: Fragment[], salvage = false): Promise<Buffer> {
@@ -152,7 +160,7 @@ export class StocBlockStore implements BlockStore {
       }
       if (this.damaged.has(key)) {
         try {
-          await this.pool.watched(f.stoc, (c) => c.write(name, 0, partOf(f), true, { timeoutMs: compactionDeadlineMs(f.size) }));
+          await this.writePiece(f.stoc, name, partOf(f));
           this.damaged.delete(key);
           written++;
           writtenBytes += f.size;
@@ -171,7 +179,7 @@ export class StocBlockStore implements BlockStore {
       while (free.length > 0) {
         const stoc = free.shift()!;
         try {
-          await this.pool.watched(stoc, (c) => c.write(name, 0, partOf(like), true, { timeoutMs: compactionDeadlineMs(like.size) }));
+          await this.writePiece(stoc, name, partOf(like));
         } catch {
           continue;
         }

@@ -66,7 +66,7 @@ export class StocPool {
   private readonly shunned = new Map<number, number>();
   /** Failures of each StoC since its last success (the shun's length grows with them). */
   private readonly strikes = new Map<number, number>();
-  /** A load probe under way of each StoC whose request passed its deadline (answers). */
+  /** A load probe under way of each StoC whose request passed its deadline (shunIfSilent). */
   private readonly probing = new Map<number, Promise<boolean>>();
   /** StoCs whose disk failed a write (DISK_FAILED), with why: given no new file until this time. */
   private readonly diskFailed = new Map<number, { until: number; why: string }>();
@@ -182,19 +182,24 @@ export class StocPool {
    */
   async failed(id: number, err: unknown): Promise<void> {
     const code = (err as NovaError | undefined)?.code ?? '';
-    if (!STOC_LOST.has(code) || !this.isHealthy(id)) return; // shunned already: nothing to learn
-    if (code === 'DEADLINE_EXCEEDED' && await this.answers(id)) return;
-    if (this.isHealthy(id)) this.shun(id); // the probe's own failure may have shunned it
+    if (!STOC_LOST.has(code)) return;
+    if (code === 'DEADLINE_EXCEEDED') return this.shunIfSilent(id);
+    if (this.isHealthy(id)) this.shun(id);
   }
 
-  /** Whether StoC `id` answers a load probe within SILENT_MS; one probe at a time per StoC, whoever asks. */
-  private answers(id: number): Promise<boolean> {
+  /**
+   * Shuns StoC `id` if it does not answer a load probe within SILENT_MS and `still()` holds then;
+   * a StoC shunned already is not probed. One probe at a time per StoC, whoever asks.
+   */
+  private async shunIfSilent(id: number, still: () => boolean = () => true): Promise<void> {
+    if (!this.isHealthy(id)) return;
     let probe = this.probing.get(id);
     if (!probe) {
       probe = this.probeLoad(id, SILENT_MS).then(() => true, () => false).finally(() => this.probing.delete(id));
       this.probing.set(id, probe);
     }
-    return probe;
+    // The probe's own failure (its connection lost) may have shunned it.
+    if (!(await probe) && still() && this.isHealthy(id)) this.shun(id);
   }
 
   /**
@@ -205,11 +210,7 @@ export class StocPool {
    */
   async watched<T>(id: number, fn: (c: StocClient) => Promise<T>): Promise<T> {
     let done = false;
-    const watch = setInterval(() => {
-      void this.answers(id).then((ok) => {
-        if (!ok && !done && this.isHealthy(id)) this.shun(id);
-      });
-    }, WATCH_MS);
+    const watch = setInterval(() => void this.shunIfSilent(id, () => !done), WATCH_MS);
     try {
       return await this.on(id, fn);
     } finally {
