@@ -5,7 +5,8 @@
  * StoC's window and one small message that its fabric progress thread writes and answers:
  * StocClient.openDirect). A replica
  * that fails is dropped from that log's set (the others carry on), so a StoC that dies does
- * not stop writes while another replica remains; new logs pick among StoCs that answer, so a
+ * not stop writes while another replica remains (the last one, if its StoC is only slow, is
+ * written again); new logs pick among StoCs that answer, so a
  * StoC that comes back is used again.
  *
  * Appends overlap (up to APPENDS_IN_FLIGHT per log) and are acknowledged strictly in call
@@ -168,6 +169,8 @@ function longestWhole(name: string, copies: readonly Copy[]): Buffer | undefined
 const GROUP_BYTES = 64 * 1024;
 /** A group buffer grown past this (a huge batch) is not kept for reuse. */
 const MAX_SPARE_BYTES = 4 << 20;
+/** Times an append is sent to a replica whose StoC answers probes but not the write, before it is dropped. */
+export const SLOW_WRITE_TRIES = 6;
 /** Appends some replica has not answered yet, at most (a slow replica's backlog). */
 const MAX_UNSETTLED = 16;
 
@@ -227,7 +230,7 @@ export class ReplicatedLog implements LogWriter {
    *   fails an append (its connection lost, say) is dropped and sent nothing more.
    * @param wanted R, the replicas the log was meant to have.
    */
-  constructor(private readonly pool: Pick<StocPool, 'failed' | 'placeableForLogs'>, private readonly name: string,
+  constructor(private readonly pool: Pick<StocPool, 'failed' | 'isHealthy' | 'placeableForLogs'>, private readonly name: string,
     clients: Map<number, LogAppender>, private readonly wanted: number,
     private readonly onLog: (line: string) => void) {
     for (const [id, client] of clients) this.replicas.set(id, { client, done: -1, ahead: new Set() });
@@ -303,9 +306,27 @@ export class ReplicatedLog implements LogWriter {
     // that replica would read as whole without it. Here it leaves zeros, which readers see.
     const offset = this.end;
     this.end += bytes.length;
-    for (const [id, r] of this.replicas) {
-      r.client.write(offset, bytes, w.sync).then(() => this.succeeded(id, a.index), (err: Error) => this.failed(id, err))
-        .finally(() => this.answered(a));
+    for (const [id, r] of this.replicas) void this.writeReplica(id, r, a, offset, bytes, w.sync).finally(() => this.answered(a));
+  }
+
+  /**
+   * Writes one append to one replica. A failure drops the replica, unless it is the last one and
+   * the write only passed its deadline on a StoC that still answers a probe (its disk behind, not
+   * the StoC gone): dropping it would fail the log and its range (with one StoC, every range's),
+   * so the same bytes are sent again to the same offset, up to SLOW_WRITE_TRIES times.
+   */
+  private async writeReplica(id: number, r: Replica, a: Sent, offset: number, bytes: Uint8Array, sync: boolean): Promise<void> {
+    for (let tries = 1; ; tries++) {
+      try {
+        await r.client.write(offset, bytes, sync);
+        return this.succeeded(id, a.index);
+      } catch (err) {
+        const last = this.replicas.size === 1 && this.replicas.get(id) === r;
+        if ((err as NovaError).code !== 'DEADLINE_EXCEEDED' || !last || tries >= SLOW_WRITE_TRIES) return this.failed(id, err as Error);
+        await this.pool.failed(id, err); // probes the StoC, and shuns it if silent
+        if (!this.pool.isHealthy(id) || this.replicas.get(id) !== r || this.dead) return this.failed(id, err as Error);
+        if (tries === 1) this.onLog(`log ${this.name}: StoC ${id} answers but did not write in time (${(err as Error).message}); writing again`);
+      }
     }
   }
 

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import { readLog } from '../../src/log/log-format.js';
-import { ReplicatedLog, type LogAppender } from '../../src/logc/stoc-log-store.js';
+import { ReplicatedLog, SLOW_WRITE_TRIES, type LogAppender } from '../../src/logc/stoc-log-store.js';
 import { rng } from '../helpers/rng.js';
 
 /** A replica whose appends wait until the test answers them (in any order). */
@@ -42,7 +42,7 @@ class FakeReplica implements LogAppender {
   }
 }
 
-const pool = { failed: () => Promise.resolve(), placeableForLogs: () => [1, 2, 3] };
+const pool = { failed: () => Promise.resolve(), isHealthy: () => true, placeableForLogs: () => [1, 2, 3] };
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 function makeLog(n = 3, lines: string[] = []): { log: ReplicatedLog; replicas: FakeReplica[] } {
@@ -184,5 +184,63 @@ describe('ReplicatedLog', () => {
         expect(acked).toHaveLength(calls);
       }
     }
+  });
+
+  describe('a replica past its deadline', () => {
+    /** One replica (one StoC) whose writes fail DEADLINE_EXCEEDED `late` times, then succeed; what it was sent. */
+    function slowReplica(late: number): LogAppender & { writes: Array<{ offset: number; bytes: string }> } {
+      const writes: Array<{ offset: number; bytes: string }> = [];
+      return {
+        writes,
+        write: (offset, bytes) => {
+          writes.push({ offset, bytes: Buffer.from(bytes).toString('hex') });
+          return writes.length <= late ? Promise.reject(new NovaError('DEADLINE_EXCEEDED', 'rpc stoc.sync: no response by its deadline')) : Promise.resolve();
+        },
+      };
+    }
+
+    it('is written again, the same bytes at the same offset, while its StoC answers a probe', async () => {
+      const r = slowReplica(2);
+      const probed: number[] = [];
+      const lines: string[] = [];
+      const log = new ReplicatedLog({ ...pool, failed: async (id) => { probed.push(id); } }, 'r1-000001.manifest', new Map([[1, r]]), 1, (l) => lines.push(l));
+      await log.append([Buffer.from('edit')], true);
+      expect(r.writes).toHaveLength(3);
+      expect(new Set(r.writes.map((w) => `${w.offset}:${w.bytes}`)).size).toBe(1);
+      expect(probed).toEqual([1, 1]);
+      expect(log.replicaCount).toBe(1);
+      expect(lines).toEqual([expect.stringMatching(/^log r1-000001.manifest: StoC 1 answers but did not write in time .*; writing again$/)]);
+      await log.append([Buffer.from('next')], true); // the log goes on
+      expect(r.writes[3].offset).toBe(r.writes[0].offset + r.writes[0].bytes.length / 2);
+    });
+
+    it('is dropped once its StoC is silent too (the probe shunned it), or after as many tries as allowed', async () => {
+      let healthy = false;
+      const shunning = { ...pool, isHealthy: () => healthy };
+      const silent = slowReplica(1);
+      const one = new ReplicatedLog(shunning, 'r1-000001.log', new Map([[1, silent]]), 1, () => undefined);
+      await expect(one.append([Buffer.from('x')], false)).rejects.toThrow(/every replica failed; last error: rpc stoc.sync: no response by its deadline/);
+      expect(silent.writes).toHaveLength(1);
+      healthy = true;
+      const stuck = slowReplica(Infinity);
+      const two = new ReplicatedLog(shunning, 'r1-000002.log', new Map([[1, stuck]]), 1, () => undefined);
+      await expect(two.append([Buffer.from('x')], false)).rejects.toThrow(/every replica failed/);
+      expect(stuck.writes).toHaveLength(SLOW_WRITE_TRIES);
+    });
+
+    it('is dropped as before while other replicas are left (the log is then renewed: degraded)', async () => {
+      const [a, b] = [new FakeReplica(), new FakeReplica()];
+      const slow = slowReplica(Infinity);
+      const lines: string[] = [];
+      const log = new ReplicatedLog(pool, 'r1-000001.log', new Map<number, LogAppender>([[1, a], [2, b], [3, slow]]), 3, (l) => lines.push(l));
+      const acked = log.append([Buffer.from('x')], false);
+      await flush();
+      expect(log.replicaCount).toBe(2);
+      expect(slow.writes).toHaveLength(1);
+      expect(lines).toEqual([expect.stringMatching(/dropped replica\(s\) on StoC 3 \(rpc stoc.sync: no response by its deadline\); 2 left/)]);
+      a.succeed(0);
+      b.succeed(0);
+      await acked;
+    });
   });
 });
