@@ -100,13 +100,13 @@ export const nova: EngineAdapter = {
       },
       report: async () => {
         const rows = (await client.stats()) as Array<{ range: number; dranges: number; duplicatedDranges?: number; loadImbalance?: number; minorReorganizations?: number; majorReorganizations?: number; mergesInsteadOfFlush?: number; lookupHits?: number; lookupMisses?: number; flushes: number; compactions: number; offloadedCompactions: number; idleCompactions?: number; maxJobsInParallel?: number; meanJobsInParallel?: number;
-          tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number }>;
+          tablesToStocs: number; bytesToStocs: number; msToStocs: number; stalls: number; l0Stalls?: number; stallMs: number; delayedRounds?: number; delayMs?: number }>;
         return rows.map((r) => `range ${r.range}: ${r.dranges} Dranges, ${r.duplicatedDranges ?? 0} duplicated (imbalance ${(r.loadImbalance ?? 0).toFixed(4)}; ` +
           `${r.minorReorganizations ?? 0} minor, ${r.majorReorganizations ?? 0} major reorganizations), ${r.flushes} flushes, ${r.mergesInsteadOfFlush ?? 0} merges instead of flush, ` +
           `lookup index ${r.lookupHits ?? 0} hits / ${r.lookupMisses ?? 0} misses, ${r.compactions} compactions (${r.offloadedCompactions} on StoCs, ${r.idleCompactions ?? 0} of L0 begun when writes paused; ` +
           `jobs at once: max ${r.maxJobsInParallel ?? 1}, mean ${(r.meanJobsInParallel ?? 1).toFixed(2)}); ` +
           `${r.tablesToStocs} SSTables from the LTC to StoCs (${(r.bytesToStocs / 2 ** 20).toFixed(1)} MiB), ` +
-          `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.stalls} write stalls (${Math.round(r.stallMs)} ms; ${r.l0Stalls ?? 0} on L0, the rest on a flush)`).join('; ');
+          `transport ${r.tablesToStocs ? (r.msToStocs / r.tablesToStocs).toFixed(1) : '-'} ms per SSTable; ${r.delayedRounds ?? 0} commit rounds slowed before L0's stop (${Math.round(r.delayMs ?? 0)} ms); ${r.stalls} write stalls (${Math.round(r.stallMs)} ms; ${r.l0Stalls ?? 0} on L0, the rest on a flush)`).join('; ');
       },
       watchRun: async () => {
         const before = figuresOf(await client.stats());

@@ -172,7 +172,7 @@ function rangeLine(x: Record<string, unknown>): string {
   return `${n('dranges')} Dranges${shares ? ` (writes ${shares}; imbalance ${n('loadImbalance').toFixed(4)})` : ''}, ${n('duplicatedDranges')} duplicated, ` +
     `${n('minorReorganizations')} minor and ${n('majorReorganizations')} major reorganizations; ` +
     `${n('flushes')} flushes, ${n('compactions')} compactions (at once: max ${n('maxJobsInParallel')}, mean ${n('meanJobsInParallel').toFixed(2)}); ` +
-    `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms); ` +
+    `tables per level ${Array.isArray(x.tablesPerLevel) ? (x.tablesPerLevel as number[]).join('/') : '?'}; ${n('delayedRounds')} commit rounds slowed (${Math.round(n('delayMs'))} ms), ${n('stalls')} write stalls (${Math.round(n('stallMs'))} ms); ` +
     `memory ${mib(n('memoryBytes'))}${n('memoryBudgetBytes') > 0 ? ` of ${mib(n('memoryBudgetBytes'))}` : ' (no budget: tables held whole)'}` +
     `; its LTC's resident memory ${mib(n('ltcRssBytes'))}${n('ltcMemoryLimitBytes') > 0 ? ` under a limit of ${mib(n('ltcMemoryLimitBytes'))} (the runtime beside its ranges: ${mib(n('ltcRuntimeBytes'))})` : ''}` +
     `; ${n('tablesToRepair')} tables with copies to repair, ${n('copiesFoundDamaged')} copies found damaged, ${n('readsFromOtherCopy')} reads from another copy` +

@@ -102,6 +102,8 @@ export interface Settings {
   trangesPerDrange: number;
   maxMemtables: number;
   l0Trigger: number;
+  /** L0 tables from which writes are slowed (EngineOptions.l0SlowdownTrigger; 0: 2 × l0Trigger). */
+  l0SlowdownTrigger: number;
   /** L0 tables that start a compaction once scans read L0 (EngineOptions.l0ScanTrigger). */
   l0ScanTrigger: number;
   /** Milliseconds without a write after which L0 is merged whatever its size (EngineOptions.idleCompactionMs). */

@@ -94,6 +94,11 @@ export const KNOBS: readonly Knob[] = [
     tradeoff: 'more: L1 is rewritten less often per byte written; reads probe more L0 tables',
   }),
   knob({
+    key: 'l0SlowdownTrigger', engine: true, flag: 'l0-slowdown-trigger', type: 'count', min: 0, default: 0, defaultText: '0: 2 × l0Trigger',
+    meaning: 'L0 tables from which each range slows its writes to a rate that every flush and compaction adjusts, down while L0 grows, up once it shrinks (doc/decisions/write-slowdown.md); 3 × l0Trigger, where writes stop for L0, turns it off',
+    tradeoff: 'fewer: compactions that fall behind cost every write a little sooner, and writes seldom stop at L0\'s stop trigger; more: short bursts run at full speed into deeper compaction debt',
+  }),
+  knob({
     key: 'l0ScanTrigger', engine: true, flag: 'l0-scan-trigger', type: 'count', min: 1, default: 4,
     meaning: 'the same once scans have used up the oldest L0 table\'s allowance (one scan per 16 KiB of it, at least 100); lowered to l0Trigger if above it',
     tradeoff: 'fewer: scans, which seek every L0 table, meet fewer of them; more rewriting of L1',
@@ -244,6 +249,10 @@ export function defaultSettings(): Settings {
 export function newSettings(given: Partial<Settings>): Settings {
   const s = { ...defaultSettings(), ...given };
   if (given.maxMemtables === undefined) s.maxMemtables = 2 * s.activeMemtables;
+  const slow = s.l0SlowdownTrigger;
+  if (slow !== 0 && !(slow > s.l0Trigger && slow <= 3 * s.l0Trigger)) {
+    throw new NovaError('BAD_ARGUMENT', `--l0-slowdown-trigger ${slow} must be above --l0-trigger (${s.l0Trigger}) and at most 3 × it (${3 * s.l0Trigger}, where writes stop for L0), or 0 for 2 × --l0-trigger`);
+  }
   return s;
 }
 

@@ -4,6 +4,7 @@
  * log), and applies them to the memtables once appended. Rounds overlap their appends (up to
  * PIPELINE_DEPTH) and apply and answer strictly in order. Functions over EngineState.
  */
+import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { WriteBatch } from '../log/write-batch.js';
 import type { LogWriter } from '../logc/log-store.js';
@@ -69,6 +70,7 @@ export async function commitRound(db: EngineState): Promise<void> {
   try {
     if (db.failed) throw db.failed;
     await makeRoom(db);
+    await slowDown(db);
   } catch (err) {
     // A failed memtable switch left files half made: fail() already marked the engine.
     rejectQueued(db, err as Error);
@@ -80,6 +82,7 @@ export async function commitRound(db: EngineState): Promise<void> {
   let n = 0;
   let bytes = 0;
   for (; n < db.queued.length && (n === 0 || bytes < cap); n++) bytes += db.queued[n].batch.byteSize;
+  db.delay.charge(bytes, performance.now());
   const group = db.queued.splice(0, n);
   if (db.queued.length === 0) db.roundScheduled = false;
   else db.writeChain = db.writeChain.then(() => commitRound(db)).catch(() => undefined);
@@ -158,6 +161,47 @@ export async function commitRound(db: EngineState): Promise<void> {
       w.resolve();
     }
   })();
+}
+
+/**
+ * Waits while the write slowdown holds this round back (write-delay.ts), adjusting its rate
+ * after each flush or compaction; a finished one may end the wait at once.
+ */
+async function slowDown(db: EngineState): Promise<void> {
+  let since: number | undefined;
+  for (;;) {
+    const seen = db.delaySeen;
+    if (seen.steps !== db.steps) {
+      const wasSlowed = db.delay.rate > 0;
+      const l0 = db.levels[0].length;
+      const triggers = { slowdown: db.options.l0SlowdownTrigger, stop: db.options.l0StopTrigger };
+      db.delay.adjust(l0, triggers, db.counts.l0Stalls !== seen.l0Stalls);
+      db.delaySeen = { steps: db.steps, l0Stalls: db.counts.l0Stalls };
+      if (!wasSlowed && db.delay.rate > 0) {
+        db.options.onNote?.(`writes slowed to ${Math.round(db.delay.rate / 1024)} KiB/s: L0 at ${l0} tables, its slowdown trigger ${triggers.slowdown}`);
+      }
+    }
+    const now = performance.now();
+    const ms = db.delay.waitMs(now);
+    // A closing engine lets its last writes through: nothing comes after them to slow.
+    if (ms <= 0 || db.failed || db.closed || db.stopping) break;
+    if (since === undefined) {
+      since = now;
+      db.counts.delays++;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    let woken!: () => void;
+    await new Promise<void>((resolve) => {
+      woken = resolve;
+      timer = setTimeout(resolve, Math.ceil(ms));
+      db.waiters.push(resolve);
+    });
+    clearTimeout(timer);
+    const i = db.waiters.indexOf(woken);
+    if (i >= 0) db.waiters.splice(i, 1);
+  }
+  if (since !== undefined) db.counts.delayMs += performance.now() - since;
+  if (db.failed) throw db.failed;
 }
 
 export function rejectGroup(db: EngineState, group: PendingWrite[], err: Error): void {

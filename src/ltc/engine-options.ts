@@ -36,6 +36,11 @@ export interface EngineOptions {
   /** L0 tables at which writes wait for compaction (default 3 × l0Trigger). */
   l0StopTrigger?: number;
   /**
+   * L0 tables from which writes are slowed to a rate each flush and compaction adjusts
+   * (write-delay.ts; absent or 0: 2 × l0Trigger, at most l0StopTrigger; equal to it: no slowdown).
+   */
+  l0SlowdownTrigger?: number;
+  /**
    * Once no write has arrived for this many milliseconds, L0 is due at one table (default 250;
    * 0: never). The triggers above size merges for a steady stream of writes; when writes
    * pause, the CPU they left is spent merging L0 into L1, so reads stop probing L0 tables and
@@ -169,6 +174,7 @@ export function resolveOptions(options: EngineOptions): Settings {
     l0Trigger,
     l0ScanTrigger: Math.min(options.l0ScanTrigger ?? d.l0ScanTrigger, l0Trigger),
     l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
+    l0SlowdownTrigger: 0,
     idleCompactionMs: options.idleCompactionMs ?? d.idleCompactionMs,
     warmAfterMs: options.warmAfterMs ?? 10_000,
     sessionTimeoutMs: options.sessionTimeoutMs ?? d.sessionTimeoutMs,
@@ -202,6 +208,10 @@ export function resolveOptions(options: EngineOptions): Settings {
   if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
   if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
   if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
+  o.l0SlowdownTrigger = options.l0SlowdownTrigger || Math.min(2 * l0Trigger, o.l0StopTrigger);
+  if (!(Number.isInteger(o.l0SlowdownTrigger) && o.l0SlowdownTrigger > o.l0Trigger && o.l0SlowdownTrigger <= o.l0StopTrigger)) {
+    throw new NovaError('BAD_ARGUMENT', `l0SlowdownTrigger must be an integer above l0Trigger (${o.l0Trigger}) and at most l0StopTrigger (${o.l0StopTrigger}), not ${o.l0SlowdownTrigger}`);
+  }
   if (!['nova', 'nova-r', 'nova-s'].includes(o.ltcVariant)) throw new NovaError('BAD_ARGUMENT', `ltcVariant must be nova, nova-r or nova-s, not ${String(o.ltcVariant)}`);
   if (o.ltcVariant !== 'nova') Object.assign(o, { reorganization: false, mergeUnderKeys: 0, lookupIndexBytes: 0, rangeIndex: false });
   if (!(Number.isSafeInteger(o.lookupIndexBytes) && o.lookupIndexBytes >= 0)) throw new NovaError('BAD_ARGUMENT', `lookupIndexBytes must be a non-negative integer, not ${o.lookupIndexBytes}`);

@@ -27,6 +27,7 @@ import type { Layout } from './dranges.js';
 import type { LookupIndex } from './lookup-index.js';
 import { MemtableSet } from './memtable-set.js';
 import { MAX_ENTRIES, MAX_RING_BYTES, MAX_SESSIONS, MAX_WINDOW, SessionTable, type Ticket } from './sessions.js';
+import { WriteDelay } from './write-delay.js';
 
 /** Lost tables an engine names in its report (each is also a warning in the log). */
 const MAX_LOST_NAMED = 1_000;
@@ -77,6 +78,7 @@ export class EngineState {
   readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);
   counts = {
+    delays: 0, delayMs: 0, // commit rounds slowed before L0's stop (write-delay.ts), and their waits
     stalls: 0, stallMs: 0, flushes: 0, compactions: 0, offloaded: 0, idle: 0, writes: 0, rounds: 0, syncs: 0, manifestRolls: 0, l0Stalls: 0,
     jobsStarted: 0, jobsInParallel: 0, maxJobsInParallel: 0, // the last: jobs running, summed at each start, for the mean
     merges: 0, // memtables merged instead of flushed (merge-job.ts)
@@ -118,6 +120,8 @@ export class EngineState {
   flushesWaitUntil = 0; // Date.now() before which no flush starts (the last found no StoC with room)
   noRoom: NovaError | undefined; // why, until a flush succeeds again (engine-env.ts NoRoom)
   waiters: Array<() => void> = [];
+  readonly delay = new WriteDelay(); // the write slowdown before L0's stop
+  delaySeen = { steps: -1, l0Stalls: 0 }; // what the delay was last adjusted after (commit.ts slowDown)
   failed: NovaError | undefined; // an append, flush or compaction failed: reopen to recover
   closed = false;
   stopping = false;

@@ -127,6 +127,10 @@ export interface EngineStats {
   meanJobsInParallel: number;
   /** Stalls that began with L0 at its stop trigger (the others waited for a flush). */
   l0Stalls: number;
+  /** Commit rounds the write slowdown held back, their wait in all, and its rate now (bytes/s; 0: writes not slowed). */
+  delayedRounds: number;
+  delayMs: number;
+  delayedWriteRate: number;
   /** MANIFESTs moved to a new file because the live one had lost replicas. */
   manifestRolls: number;
   writes: number;
@@ -539,7 +543,7 @@ export class Engine {
       ...(replicas.length > 0 ? { fewestLogReplicas: Math.min(...replicas) } : {}),
       memtableBytes,
       memtables: mems.length, dranges: this.db.memtables.dranges, lastSequence: this.db.lastSequence,
-      stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
+      stalls: c.stalls, l0Stalls: c.l0Stalls, stallMs: c.stallMs, delayedRounds: c.delays, delayMs: c.delayMs, delayedWriteRate: this.db.delay.rate, flushes: c.flushes, compactions: c.compactions, offloadedCompactions: c.offloaded, idleCompactions: c.idle, manifestRolls: c.manifestRolls,
       lookupHits: lk?.counters.hits ?? 0, lookupMisses: lk?.counters.misses ?? 0, lookupKeys: lk?.size ?? 0, lookupBytes: lk?.bytes ?? 0, lookupComplete: lk?.complete ?? false,
       memtablesPerGet: per(r.getMemtables, r.gets), l0TablesPerGet: per(r.getTables, r.gets), memtablesPerScan: per(r.scanMemtables, r.scans), l0TablesPerScan: per(r.scanTables, r.scans),
       mergesInsteadOfFlush: c.merges, parkedMemtables: this.db.memtables.parkedCount, ingests: c.ingests, ingestedEntries: c.ingestedEntries, maxFlushesAtOnce: c.maxFlushesAtOnce,

@@ -16,6 +16,7 @@ import { place } from '../../src/cluster/placement.js';
 import { planRebalance } from '../../src/cluster/rebalance.js';
 import { boundsFromSample, drangeBounds, drangeLoads, drangeOf, imbalance, planReorganization, recut, REORG, slotLoads } from '../../src/ltc/dranges.js';
 import { roomStep } from '../../src/ltc/make-room.js';
+import { WriteDelay, type Triggers } from '../../src/ltc/write-delay.js';
 import { run, type Case } from '../helpers/datadriven.js';
 import { rng } from '../helpers/rng.js';
 
@@ -141,6 +142,31 @@ describe('decisions', () => {
         memtableLimit: n('limit', 2), l0Tables: n('l0', 0), l0StopTrigger: n('l0Stop', 24),
       });
       return step.kind === 'retire' ? `retire Drange ${step.drange}` : step.kind === 'stall' ? `stall${step.onL0 ? ' on L0' : ''}: ${step.cause}` : step.kind;
+    });
+  });
+
+  it('write slowdown (testdata/write-delay.txt)', async () => {
+    let delay = new WriteDelay();
+    let triggers: Triggers = { slowdown: 16, stop: 24 };
+    const rate = (): string => (delay.rate > 0 ? `${(delay.rate / 1024).toFixed(1)} KiB/s` : 'not slowed');
+    await run(join(DATA, 'write-delay.txt'), (c) => {
+      const n = (k: string): number => Number(c.args[k]);
+      switch (c.command) {
+        case 'new':
+          delay = new WriteDelay();
+          triggers = { slowdown: n('slowdown'), stop: n('stop') };
+          return rate();
+        case 'write':
+          delay.charge(n('bytes'), n('at'));
+          return `${rate()}; wait ${delay.waitMs(n('at')).toFixed(1)} ms`;
+        case 'version':
+          delay.adjust(n('l0'), triggers, 'stopped' in c.args);
+          return rate();
+        case 'wait':
+          return `${rate()}; wait ${delay.waitMs(n('at')).toFixed(1)} ms`;
+        default:
+          throw new Error(`${c.where}: unknown command ${c.command}`);
+      }
     });
   });
 

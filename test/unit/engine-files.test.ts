@@ -303,6 +303,10 @@ describe('the L0 trigger and scans', () => {
     for (const o of [{ l0Trigger: 0 }, { l0ScanTrigger: 0 }, { l0ScanTrigger: 1.5 }]) {
       await expect(Engine.open(dir, { ...o, sync: false })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/l0(Scan)?Trigger/) });
     }
+    // The slowdown trigger lies above the compaction trigger and at most at the stop.
+    for (const o of [{ l0SlowdownTrigger: 8 }, { l0SlowdownTrigger: 25 }, { l0SlowdownTrigger: 16.5 }, { l0Trigger: 4, l0StopTrigger: 10, l0SlowdownTrigger: 11 }]) {
+      await expect(Engine.open(dir, { ...o, sync: false })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/^l0SlowdownTrigger must be an integer above l0Trigger/) });
+    }
     for (const idleCompactionMs of [-1, 1.5]) {
       await expect(Engine.open(dir, { idleCompactionMs, sync: false })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/idleCompactionMs/) });
     }

@@ -47,8 +47,10 @@ describe('knob table', () => {
       expect(o[key], key).toBe(DEFAULT_SETTINGS[key]);
     }
     expect(o.maxMemtables).toBe(2 * o.activeMemtables);
+    expect(DEFAULT_SETTINGS.l0SlowdownTrigger).toBe(0);
+    expect(o.l0SlowdownTrigger).toBe(2 * o.l0Trigger);
     // The knobs marked `engine` are options of the same name: a range opens with the cluster's value of each.
-    const cluster = { ...DEFAULT_SETTINGS, memtableBytes: 4096, activeMemtables: 2, maxMemtables: 5, l0Trigger: 6, l0ScanTrigger: 3, idleCompactionMs: 0, sessionTimeoutMs: 9_000, sync: true, mergeUnderKeys: 7 };
+    const cluster = { ...DEFAULT_SETTINGS, memtableBytes: 4096, activeMemtables: 2, maxMemtables: 5, l0Trigger: 6, l0SlowdownTrigger: 15, l0ScanTrigger: 3, idleCompactionMs: 0, sessionTimeoutMs: 9_000, sync: true, mergeUnderKeys: 7 };
     const given = engineSettings(cluster);
     expect(Object.keys(given).sort()).toEqual(KNOBS.filter((k) => k.engine).map((k) => k.key).sort());
     const resolved = resolveOptions(given as EngineOptions);
@@ -72,6 +74,10 @@ describe('knob table', () => {
   it('a new cluster takes the knobs given and the defaults; δ follows α unless given', () => {
     expect(newSettings({})).toEqual(DEFAULT_SETTINGS);
     expect(newSettings({ activeMemtables: 3 })).toMatchObject({ activeMemtables: 3, maxMemtables: 6 });
+    // The slowdown trigger lies above L0's compaction trigger and at most at its stop (3 ×).
+    expect(newSettings({ l0Trigger: 4, l0SlowdownTrigger: 12 })).toMatchObject({ l0SlowdownTrigger: 12 });
+    expect(() => newSettings({ l0Trigger: 4, l0SlowdownTrigger: 13 })).toThrow(/--l0-slowdown-trigger 13 must be above --l0-trigger \(4\) and at most 3 × it \(12/);
+    expect(() => newSettings({ l0SlowdownTrigger: 8 })).toThrow(/--l0-slowdown-trigger 8 must be above --l0-trigger \(8\)/);
     expect(newSettings({ activeMemtables: 3, maxMemtables: 4 })).toMatchObject({ maxMemtables: 4 });
   });
 
