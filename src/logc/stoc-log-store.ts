@@ -169,8 +169,8 @@ function longestWhole(name: string, copies: readonly Copy[]): Buffer | undefined
 const GROUP_BYTES = 64 * 1024;
 /** A group buffer grown past this (a huge batch) is not kept for reuse. */
 const MAX_SPARE_BYTES = 4 << 20;
-/** Times an append is sent to a replica whose StoC answers probes but not the write, before it is dropped. */
-export const SLOW_WRITE_TRIES = 6;
+/** The deadline of an append sent again to a last replica whose StoC answered a probe but not the write. */
+export const SLOW_WRITE_MS = 60_000;
 /** Appends some replica has not answered yet, at most (a slow replica's backlog). */
 const MAX_UNSETTLED = 16;
 
@@ -313,20 +313,25 @@ export class ReplicatedLog implements LogWriter {
    * Writes one append to one replica. A failure drops the replica, unless it is the last one and
    * the write only passed its deadline on a StoC that still answers a probe (its disk behind, not
    * the StoC gone): dropping it would fail the log and its range (with one StoC, every range's),
-   * so the same bytes are sent again to the same offset, up to SLOW_WRITE_TRIES times.
+   * so the same bytes go once more to the same offset, with SLOW_WRITE_MS to land. Once only: a
+   * write that times out in its slot retires the slot, and a connection has few.
    */
   private async writeReplica(id: number, r: Replica, a: Sent, offset: number, bytes: Uint8Array, sync: boolean): Promise<void> {
-    for (let tries = 1; ; tries++) {
-      try {
-        await r.client.write(offset, bytes, sync);
-        return this.succeeded(id, a.index);
-      } catch (err) {
-        const last = this.replicas.size === 1 && this.replicas.get(id) === r;
-        if ((err as NovaError).code !== 'DEADLINE_EXCEEDED' || !last || tries >= SLOW_WRITE_TRIES) return this.failed(id, err as Error);
-        await this.pool.failed(id, err); // probes the StoC, and shuns it if silent
-        if (!this.pool.isHealthy(id) || this.replicas.get(id) !== r || this.dead) return this.failed(id, err as Error);
-        if (tries === 1) this.onLog(`log ${this.name}: StoC ${id} answers but did not write in time (${(err as Error).message}); writing again`);
-      }
+    try {
+      await r.client.write(offset, bytes, sync);
+      return this.succeeded(id, a.index);
+    } catch (err) {
+      const last = this.replicas.size === 1 && this.replicas.get(id) === r;
+      if ((err as NovaError).code !== 'DEADLINE_EXCEEDED' || !last) return this.failed(id, err as Error);
+      await this.pool.failed(id, err); // probes the StoC, and shuns it if silent
+      if (!this.pool.isHealthy(id) || this.replicas.get(id) !== r) return this.failed(id, err as Error);
+      this.onLog(`log ${this.name}: StoC ${id} answers but did not write in time (${(err as Error).message}); writing again`);
+    }
+    try {
+      await r.client.write(offset, bytes, sync, { timeoutMs: SLOW_WRITE_MS });
+      return this.succeeded(id, a.index);
+    } catch (err) {
+      return this.failed(id, err as Error);
     }
   }
 

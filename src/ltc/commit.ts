@@ -60,6 +60,7 @@ export function enqueue(db: EngineState, batch: WriteBatch, options: WriteOption
  * drains, so a memtable never retires with a round still to be applied to it.
  */
 export async function commitRound(db: EngineState): Promise<void> {
+  const began = performance.now();
   db.lastWriteAt = Date.now();
   db.idleDue = false;
   armIdle(db, db.options.idleCompactionMs);
@@ -82,7 +83,7 @@ export async function commitRound(db: EngineState): Promise<void> {
   let n = 0;
   let bytes = 0;
   for (; n < db.queued.length && (n === 0 || bytes < cap); n++) bytes += db.queued[n].batch.byteSize;
-  db.delay.charge(bytes, performance.now());
+  db.delay.charge(bytes, performance.now(), began);
   const group = db.queued.splice(0, n);
   if (db.queued.length === 0) db.roundScheduled = false;
   else db.writeChain = db.writeChain.then(() => commitRound(db)).catch(() => undefined);

@@ -264,6 +264,7 @@ export class Engine {
   async close(): Promise<void> {
     if (this.db.closed) return;
     this.db.closed = true;
+    this.db.wake(); // a round the write slowdown holds back goes at once
     clearTimeout(this.db.idleTimer);
     clearTimeout(this.db.postponeTimer);
     clearInterval(this.db.sessionTimer);

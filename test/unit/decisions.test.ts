@@ -157,7 +157,7 @@ describe('decisions', () => {
           triggers = { slowdown: n('slowdown'), stop: n('stop') };
           return rate();
         case 'write':
-          delay.charge(n('bytes'), n('at'));
+          delay.charge(n('bytes'), n('at'), c.args.began === undefined ? undefined : n('began'));
           return `${rate()}; wait ${delay.waitMs(n('at')).toFixed(1)} ms`;
         case 'version':
           delay.adjust(n('l0'), triggers, 'stopped' in c.args);

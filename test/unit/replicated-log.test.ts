@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { NovaError } from '../../src/common/errors.js';
 import { readLog } from '../../src/log/log-format.js';
-import { ReplicatedLog, SLOW_WRITE_TRIES, type LogAppender } from '../../src/logc/stoc-log-store.js';
+import { ReplicatedLog, SLOW_WRITE_MS, type LogAppender } from '../../src/logc/stoc-log-store.js';
 import { rng } from '../helpers/rng.js';
 
 /** A replica whose appends wait until the test answers them (in any order). */
@@ -187,34 +187,35 @@ describe('ReplicatedLog', () => {
   });
 
   describe('a replica past its deadline', () => {
-    /** One replica (one StoC) whose writes fail DEADLINE_EXCEEDED `late` times, then succeed; what it was sent. */
-    function slowReplica(late: number): LogAppender & { writes: Array<{ offset: number; bytes: string }> } {
-      const writes: Array<{ offset: number; bytes: string }> = [];
+    /** One replica (one StoC) whose first `late` writes fail DEADLINE_EXCEEDED, then succeed; what it was sent. */
+    function slowReplica(late: number): LogAppender & { writes: Array<{ offset: number; bytes: string; timeoutMs?: number }> } {
+      const writes: Array<{ offset: number; bytes: string; timeoutMs?: number }> = [];
       return {
         writes,
-        write: (offset, bytes) => {
-          writes.push({ offset, bytes: Buffer.from(bytes).toString('hex') });
+        write: (offset, bytes, _sync, options) => {
+          writes.push({ offset, bytes: Buffer.from(bytes).toString('hex'), timeoutMs: options?.timeoutMs });
           return writes.length <= late ? Promise.reject(new NovaError('DEADLINE_EXCEEDED', 'rpc stoc.sync: no response by its deadline')) : Promise.resolve();
         },
       };
     }
 
-    it('is written again, the same bytes at the same offset, while its StoC answers a probe', async () => {
-      const r = slowReplica(2);
+    it('is written again once, the same bytes at the same offset with a longer deadline, while its StoC answers a probe', async () => {
+      const r = slowReplica(1);
       const probed: number[] = [];
       const lines: string[] = [];
       const log = new ReplicatedLog({ ...pool, failed: async (id) => { probed.push(id); } }, 'r1-000001.manifest', new Map([[1, r]]), 1, (l) => lines.push(l));
       await log.append([Buffer.from('edit')], true);
-      expect(r.writes).toHaveLength(3);
-      expect(new Set(r.writes.map((w) => `${w.offset}:${w.bytes}`)).size).toBe(1);
-      expect(probed).toEqual([1, 1]);
+      expect(r.writes).toHaveLength(2);
+      expect(r.writes[1]).toEqual({ ...r.writes[0], timeoutMs: SLOW_WRITE_MS });
+      expect(r.writes[0].timeoutMs).toBeUndefined(); // the connection's own deadline first
+      expect(probed).toEqual([1]);
       expect(log.replicaCount).toBe(1);
       expect(lines).toEqual([expect.stringMatching(/^log r1-000001.manifest: StoC 1 answers but did not write in time .*; writing again$/)]);
       await log.append([Buffer.from('next')], true); // the log goes on
-      expect(r.writes[3].offset).toBe(r.writes[0].offset + r.writes[0].bytes.length / 2);
+      expect(r.writes[2].offset).toBe(r.writes[0].offset + r.writes[0].bytes.length / 2);
     });
 
-    it('is dropped once its StoC is silent too (the probe shunned it), or after as many tries as allowed', async () => {
+    it('is dropped once its StoC is silent too (the probe shunned it), or when the second write is late too', async () => {
       let healthy = false;
       const shunning = { ...pool, isHealthy: () => healthy };
       const silent = slowReplica(1);
@@ -225,7 +226,26 @@ describe('ReplicatedLog', () => {
       const stuck = slowReplica(Infinity);
       const two = new ReplicatedLog(shunning, 'r1-000002.log', new Map([[1, stuck]]), 1, () => undefined);
       await expect(two.append([Buffer.from('x')], false)).rejects.toThrow(/every replica failed/);
-      expect(stuck.writes).toHaveLength(SLOW_WRITE_TRIES);
+      expect(stuck.writes).toHaveLength(2);
+    });
+
+    it('is not written again if it was dropped while its StoC was probed (a later append failed on it)', async () => {
+      let release!: () => void;
+      const probe = new Promise<void>((resolve) => { release = resolve; });
+      const calls: Array<{ reject: (err: Error) => void }> = [];
+      const replica: LogAppender = { write: () => new Promise((_, reject) => calls.push({ reject })) };
+      const log = new ReplicatedLog({ ...pool, failed: () => probe }, 'r1-000001.log', new Map([[1, replica]]), 1, () => undefined);
+      const first = log.append([Buffer.from('a')], false);
+      const second = log.append([Buffer.from('b')], false);
+      await flush();
+      expect(calls).toHaveLength(2);
+      calls[0].reject(new NovaError('DEADLINE_EXCEEDED', 'no response by its deadline'));
+      await flush();
+      calls[1].reject(new NovaError('PEER_LOST', 'the StoC went away'));
+      release();
+      await expect(first).rejects.toThrow(/every replica failed/);
+      await expect(second).rejects.toThrow(/every replica failed/);
+      expect(calls).toHaveLength(2);
     });
 
     it('is dropped as before while other replicas are left (the log is then renewed: degraded)', async () => {
