@@ -11,7 +11,7 @@ import type { SalvageReport } from '../ltc/salvage.js';
 import { join } from 'node:path';
 import { NovaClient, coordinatorOf } from '../client/nova-client.js';
 import type { Settings } from '../cluster/config.js';
-import { KNOBS, defaultText, refuseConflicts } from '../cluster/knobs.js';
+import { KNOBS, defaultText, newSettings, refuseConflicts } from '../cluster/knobs.js';
 import { benchSplits, keyOf } from '../../bench/ycsb/generators.js';
 import { makeValue } from '../../bench/ycsb/values.js';
 import { bulkLoad } from '../client/bulk-load.js';
@@ -209,6 +209,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     .action(async (o: KnobFlags & { dir: string; ltcs?: number; stocs?: number; caches?: number; host: string; advertise?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string; cap?: Caps }) => {
       const stored = storedConfig(o.dir);
       if (stored) refuseConflicts(stored, givenSettings(o), splitsOf(o), o.dir);
+      else newSettings(givenSettings(o)); // knobs a new cluster's coordinator would refuse: refused before any process starts
       const file = await up({
         dir: o.dir, ltcs: o.ltcs, stocs: o.stocs, caches: o.caches, host: o.host, advertise: o.advertise, bin, coordinatorArgs: knobArgs(o), caps: o.cap,
         ...(o.tlsCert || o.tlsCa ? { tls: { cert: o.tlsCert, key: o.tlsKey, ca: o.tlsCa } } : {}),

@@ -2,8 +2,9 @@
  * A local cluster's process control: a component known by its directory (a real child process).
  */
 import { describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { componentDir, isRunning, readClusterFile, up } from '../../src/control/cluster-control.js';
 import { BIN } from '../helpers/cluster.js';
 import { tempDirs } from '../helpers/temp.js';
@@ -48,4 +49,12 @@ describe('nova up', () => {
     expect(readClusterFile(dir)).toBeUndefined();
     expect(processesIn(componentDir(dir, 'coordinator', 1))).toEqual([]);
   }, 30_000);
+
+  it('nova up refuses knobs a new cluster\'s coordinator would refuse before it starts any process', () => {
+    const dir = join(tempDir(), 'cluster');
+    const r = spawnSync(process.execPath, [BIN, 'up', '--l0-trigger', '4', '--l0-slowdown-trigger', '13', '--dir', dir], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('--l0-slowdown-trigger 13 must be above --l0-trigger (4) and at most 3 × it (12');
+    expect(existsSync(dir)).toBe(false);
+  });
 });
