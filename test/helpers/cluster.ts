@@ -115,22 +115,26 @@ export async function missing(c: NovaClient, acked: Iterable<number>): Promise<n
 /**
  * Overwrites `keys` with growing versions and reads them back (`depth` workers) until `stop()`.
  * A read must see at least the version acknowledged before it began: those that did not are
- * returned as `stale`, with the version acknowledged last per key.
+ * returned as `stale`, with the version acknowledged last per key. Each key has one writer, so
+ * its versions are acknowledged in the order they were written: with two, a put of an older
+ * version that waited out a failover in its retries may rightly land after a newer one.
  */
 async function overwriteAndRead(c: NovaClient, keys: string[], depth: number, stop: () => boolean): Promise<{ stale: string[]; acked: Map<string, number> }> {
   const acked = new Map(keys.map((k) => [k, 0]));
   const next = new Map(keys.map((k) => [k, 1]));
   const stale: string[] = [];
-  let turn = 0;
-  const worker = async (): Promise<void> => {
-    while (!stop()) {
-      const k = keys[turn++ % keys.length];
-      if (turn % 2 === 0) {
+  let reads = 0;
+  const worker = async (w: number): Promise<void> => {
+    const mine = keys.filter((_, i) => i % depth === w);
+    for (let turn = 0; !stop(); turn++) {
+      if (turn % 2 === 0 && mine.length > 0) {
+        const k = mine[(turn / 2) % mine.length];
         const v = next.get(k)!;
         next.set(k, v + 1);
         await c.put(Buffer.from(k), Buffer.from(String(v)));
-        acked.set(k, Math.max(acked.get(k)!, v));
+        acked.set(k, v);
       } else {
+        const k = keys[reads++ % keys.length];
         const floor = acked.get(k)!;
         const got = await c.get(Buffer.from(k));
         const v = got === undefined ? 0 : Number(got.toString());
@@ -138,7 +142,7 @@ async function overwriteAndRead(c: NovaClient, keys: string[], depth: number, st
       }
     }
   };
-  await Promise.all(Array.from({ length: depth }, worker));
+  await Promise.all(Array.from({ length: depth }, (_, w) => worker(w)));
   return { stale, acked };
 }
 
