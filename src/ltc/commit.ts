@@ -190,16 +190,7 @@ async function slowDown(db: EngineState): Promise<void> {
       since = now;
       db.counts.delays++;
     }
-    let timer: NodeJS.Timeout | undefined;
-    let woken!: () => void;
-    await new Promise<void>((resolve) => {
-      woken = resolve;
-      timer = setTimeout(resolve, Math.ceil(ms));
-      db.waiters.push(resolve);
-    });
-    clearTimeout(timer);
-    const i = db.waiters.indexOf(woken);
-    if (i >= 0) db.waiters.splice(i, 1);
+    await db.wokenOr(ms);
   }
   if (since !== undefined) db.counts.delayMs += performance.now() - since;
   if (db.failed) throw db.failed;

@@ -166,6 +166,7 @@ export function resolveOptions(options: EngineOptions): Settings {
   const active = options.activeMemtables ?? d.activeMemtables;
   const memtableBytes = options.memtableBytes ?? d.memtableBytes;
   const l0Trigger = options.l0Trigger ?? d.l0Trigger;
+  const l0StopTrigger = options.l0StopTrigger ?? 3 * l0Trigger;
   const o: Settings = {
     memtableBytes,
     activeMemtables: active,
@@ -173,8 +174,8 @@ export function resolveOptions(options: EngineOptions): Settings {
     sync: options.sync ?? true, // one copy: see doc/decisions/sync-policy.md
     l0Trigger,
     l0ScanTrigger: Math.min(options.l0ScanTrigger ?? d.l0ScanTrigger, l0Trigger),
-    l0StopTrigger: options.l0StopTrigger ?? 3 * l0Trigger,
-    l0SlowdownTrigger: 0,
+    l0StopTrigger,
+    l0SlowdownTrigger: options.l0SlowdownTrigger || Math.min(2 * l0Trigger, l0StopTrigger),
     idleCompactionMs: options.idleCompactionMs ?? d.idleCompactionMs,
     warmAfterMs: options.warmAfterMs ?? 10_000,
     sessionTimeoutMs: options.sessionTimeoutMs ?? d.sessionTimeoutMs,
@@ -208,7 +209,6 @@ export function resolveOptions(options: EngineOptions): Settings {
   if (!(Number.isSafeInteger(o.maxManifestBytes) && o.maxManifestBytes >= 1)) throw new NovaError('BAD_ARGUMENT', `maxManifestBytes must be a positive integer, not ${o.maxManifestBytes}`);
   if (!(Number.isSafeInteger(o.sessionTimeoutMs) && o.sessionTimeoutMs >= 1)) throw new NovaError('BAD_ARGUMENT', `sessionTimeoutMs must be a positive integer, not ${o.sessionTimeoutMs}`);
   if (!(o.l0StopTrigger > o.l0Trigger)) throw new NovaError('BAD_ARGUMENT', `l0StopTrigger (${o.l0StopTrigger}) must exceed l0Trigger (${o.l0Trigger})`);
-  o.l0SlowdownTrigger = options.l0SlowdownTrigger || Math.min(2 * l0Trigger, o.l0StopTrigger);
   if (!(Number.isInteger(o.l0SlowdownTrigger) && o.l0SlowdownTrigger > o.l0Trigger && o.l0SlowdownTrigger <= o.l0StopTrigger)) {
     throw new NovaError('BAD_ARGUMENT', `l0SlowdownTrigger must be an integer above l0Trigger (${o.l0Trigger}) and at most l0StopTrigger (${o.l0StopTrigger}), not ${o.l0SlowdownTrigger}`);
   }

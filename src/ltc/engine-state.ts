@@ -245,6 +245,20 @@ export class EngineState {
     for (const resolve of w) resolve();
   }
 
+  /** Resolves at the next wake(), or after `ms`, whichever comes first. */
+  wokenOr(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        const i = this.waiters.indexOf(done);
+        if (i >= 0) this.waiters.splice(i, 1); // woken by the timer: no stale entry left behind
+        resolve();
+      };
+      const timer = setTimeout(done, Math.ceil(ms));
+      this.waiters.push(done);
+    });
+  }
+
   assertOpen(): void {
     if (this.closed) throw new NovaError('CLOSED', 'engine is closed');
   }
