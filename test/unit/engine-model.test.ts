@@ -388,10 +388,11 @@ describe('engine write stalls', () => {
    * ten writes every 20 ms, tens of KB/s; then eight writers until L0 reaches the slowdown
    * trigger (3), and one more write. Returns the first rate, as the note rounds it up.
    */
-  async function slowedEngine(): Promise<{ db: Engine; release: () => void; put: (v?: Buffer) => Promise<void>; rate: number; written: () => number; writeWhile: (go: () => boolean) => Promise<unknown> }> {
+  async function slowedEngine(): Promise<{ db: Engine; release: () => void; breakCompaction: (err: Error) => void; put: (v?: Buffer) => Promise<void>; rate: number; written: () => number; writeWhile: (go: () => boolean) => Promise<unknown> }> {
     const dir = tempDir();
     let release!: () => void;
-    const gate = new Promise<void>((resolve) => { release = resolve; });
+    let breakCompaction!: (err: Error) => void;
+    const gate = new Promise<void>((resolve, reject) => { release = resolve; breakCompaction = reject; });
     const env = { ...localEnv(dir), compactor: { compact: async () => { await gate; return undefined; } } };
     const notes: string[] = [];
     const db = await Engine.open(dir, { memtableBytes: 512 * 1024, maxMemtables: 3, l0Trigger: 2, l0SlowdownTrigger: 3, l0StopTrigger: 12, sync: false, env, onNote: (n) => notes.push(n), mergeUnderKeys: 0 });
@@ -411,7 +412,7 @@ describe('engine write stalls', () => {
     const slowed = notes.filter((n) => n.startsWith('writes slowed to '));
     expect(slowed, notes.join('\n')).toEqual([expect.stringMatching(/^writes slowed to \d+ KiB\/s: L0 at \d+ tables, its slowdown trigger 3$/)]);
     const rate = (Number(/(\d+) KiB/.exec(slowed[0])![1]) + 0.5) * 1024;
-    return { db, release, put, rate, written: () => i, writeWhile };
+    return { db, release, breakCompaction, put, rate, written: () => i, writeWhile };
   }
 
   it('slows writes from L0\'s slowdown trigger to the rate metered before, until L0 is below it', async () => {
@@ -453,5 +454,21 @@ describe('engine write stalls', () => {
     expect(Date.now() - t0).toBeLessThan(1_500);
     release(); // the held compaction, which close waits for
     await closing;
+  });
+
+  it('refuses a round the slowdown holds back as soon as the engine fails', async () => {
+    const { db, breakCompaction, put } = await slowedEngine();
+    await put(Buffer.alloc(200_000, 1));
+    let settled = false;
+    const t0 = Date.now();
+    const held = put().finally(() => { settled = true; });
+    held.catch(() => undefined);
+    await tick(100);
+    expect(settled, 'the write after a big one is slowed').toBe(false);
+    breakCompaction(new Error('injected: compaction failed'));
+    await expect(held).rejects.toThrow(/^compaction failed; reopen the engine to recover: injected: compaction failed$/);
+    expect(Date.now() - t0).toBeLessThan(1_500);
+    await expect(put()).rejects.toThrow(/^compaction failed; reopen/);
+    await db.close();
   });
 });
