@@ -74,6 +74,8 @@ export class EngineState {
   lastSequence = 0;
   memtables!: MemtableSet;
   readonly logs = new Map<number, LogWriter>(); // active memtable id -> its log
+  /** The log the next memtable switch takes, made ahead (make-room.ts prepareSpareLog); undefined inside if making it failed. */
+  spareLog: Promise<{ id: number; log: LogWriter } | undefined> | undefined;
   levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);

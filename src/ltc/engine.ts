@@ -40,7 +40,7 @@ import { NoRoom } from './engine-env.js';
 import { armIdle, background, compactLevels, flushAll, inLoopPlace, kick } from './background.js';
 import { ingest, type IngestOutcome } from './ingest.js';
 import { betweenWrites, enqueue } from './commit.js';
-import { retire } from './make-room.js';
+import { dropSpareLog, retire } from './make-room.js';
 import type { Memtable } from '../memtable/memtable.js';
 import { EngineIterator } from './engine-iterator.js';
 import type { EngineOptions, ReadOptions, ScanOptions, Snapshot, WriteOptions } from './engine-options.js';
@@ -285,6 +285,7 @@ export class Engine {
     try {
       for (const log of this.db.logs.values()) await log.close();
       this.db.logs.clear();
+      await dropSpareLog(this.db);
       await this.db.manifest.close();
     } finally {
       this.db.unlock();
@@ -332,6 +333,7 @@ export class Engine {
       // What holds entries now: these, not the memtables that fill meanwhile, are waited for.
       // With `everyLog`, empty ones too: every log that exists now is then released.
       targets = new Set(db.memtables.all().filter((m) => everyLog || m.entries > 0));
+      if (everyLog) await dropSpareLog(db); // made before the StoCs that leave were known
       for (let d = 0; d < db.memtables.dranges; d++) {
         if (everyLog || db.memtables.actives(d).some((m) => m.entries > 0)) await retire(db, d, false);
       }

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { syncDir } from '../common/files.js';
 import { emptyEdit, type VersionEdit } from '../log/version-edit.js';
+import type { LogWriter } from '../logc/log-store.js';
 import { Memtable } from '../memtable/memtable.js';
 import { background, kick } from './background.js';
 import { copiesOf, drangeBounds } from './dranges.js';
@@ -158,6 +159,28 @@ export async function retire(db: EngineState, d: number, learn: boolean): Promis
   } catch (err) {
     throw db.fail('memtable switch', err); // a log may exist unbound, or an edit be half written
   }
+  prepareSpareLog(db);
+}
+
+/**
+ * Starts making the log the next memtable switch takes (newMemtable): making a log on its
+ * StoCs is the longest part of a switch, and writes wait for the switch. Numbered now, so
+ * memtables still get numbers in the order they take writes (the lookup index relies on it).
+ * A crash leaves it unbound and empty; the next open deletes it (obsolete-files.ts).
+ */
+function prepareSpareLog(db: EngineState): void {
+  if (db.spareLog || db.closed || db.stopping || db.failed) return;
+  const id = db.nextFile++;
+  db.spareLog = db.env.logs.create(id).then((log) => ({ id, log }), () => undefined);
+}
+
+/** Closes and removes the spare log, if any: at close, or when it lost replicas before use. */
+export async function dropSpareLog(db: EngineState, spare = db.spareLog): Promise<void> {
+  if (spare === db.spareLog) db.spareLog = undefined;
+  const s = await spare;
+  if (!s) return;
+  await s.log.close().catch(() => undefined);
+  await db.env.logs.remove(s.id).catch(() => undefined); // else the next open's sweep removes it
 }
 
 export async function switchMemtables(db: EngineState, d: number, learn: boolean): Promise<void> {
@@ -211,11 +234,22 @@ async function closeLog(db: EngineState, m: Memtable): Promise<void> {
 
 /** A memtable with a new, empty log file, its binding added to `edit`. */
 export async function newMemtable(db: EngineState, edit: VersionEdit): Promise<Memtable> {
-  const id = db.nextFile++;
+  const spare = await takeSpareLog(db);
+  const id = spare?.id ?? db.nextFile++;
   // The log exists before the MANIFEST names it, so recovery can tell an empty log from a lost one.
-  db.logs.set(id, await db.env.logs.create(id));
+  db.logs.set(id, spare?.log ?? await db.env.logs.create(id));
   edit.boundLogs.push({ memtable: id, log: id });
   const m = new Memtable(id, db.options.memtableBytes);
   db.lookup?.opened(m);
   return m;
+}
+
+/** The spare log (prepareSpareLog), unless it lost replicas a new log would have. */
+async function takeSpareLog(db: EngineState): Promise<{ id: number; log: LogWriter } | undefined> {
+  const pending = db.spareLog;
+  db.spareLog = undefined;
+  const spare = await pending;
+  if (!spare?.log.degraded) return spare;
+  await dropSpareLog(db, Promise.resolve(spare));
+  return undefined;
 }

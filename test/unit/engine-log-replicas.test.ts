@@ -1,11 +1,15 @@
 /**
  * A memtable whose log lost a replica moves its Drange's writes to a new log (make-room.ts
- * degradedDrange), and the old log goes with the memtable's flush: the local stores, with logs
- * that can be told they are short of replicas.
+ * degradedDrange), and the old log goes with the memtable's flush; a memtable switch takes the
+ * log made ahead for it (prepareSpareLog) unless that one lost replicas. The local stores, with
+ * logs that can be told they are short of replicas.
  */
+import { cpSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { localEnv } from '../../src/ltc/local-store.js';
+import type { EngineEnv } from '../../src/ltc/engine-env.js';
+import type { EngineOptions } from '../../src/ltc/engine-options.js';
 import type { LogWriter } from '../../src/logc/log-store.js';
 import { tempDirs } from '../helpers/temp.js';
 
@@ -13,48 +17,137 @@ const tempDir = tempDirs('nova-log-replicas-');
 const key = (i: number): Buffer => Buffer.from(`key${String(i).padStart(6, '0')}`);
 const val = (i: number): Buffer => Buffer.from(`v-${i}`);
 
+interface Made { file: number; writer: LogWriter & { short: boolean; appends: number; closed: boolean } }
+
+/** The local environment, its logs recorded as made, each able to be told it is short. */
+function recording(dir: string): { env: EngineEnv; made: Made[]; removed: number[]; shortFromStart: { on: boolean } } {
+  const env = localEnv(dir);
+  const made: Made[] = [];
+  const removed: number[] = [];
+  const shortFromStart = { on: false };
+  const logs = env.logs;
+  env.logs = {
+    ...logs,
+    read: (f) => logs.read(f), list: () => logs.list(), describe: (f) => logs.describe(f),
+    remove: (f) => { removed.push(f); return logs.remove(f); },
+    create: async (file) => {
+      const inner = await logs.create(file);
+      const writer = {
+        short: shortFromStart.on, appends: 0, closed: false,
+        append: (r: readonly Buffer[], sync: boolean) => { writer.appends++; return inner.append(r, sync); },
+        close: () => { writer.closed = true; return inner.close(); },
+        get degraded() { return this.short; },
+      };
+      made.push({ file, writer });
+      return writer;
+    },
+  };
+  return { env, made, removed, shortFromStart };
+}
+
+const written = (made: Made[]): Made[] => made.filter((m) => m.writer.appends > 0);
+
 describe('a log short of replicas', () => {
   it('makes its memtable retire at the next write: later writes go to a new log; nothing is lost; a log that stays short is not rolled again and again', async () => {
     const dir = tempDir();
-    const env = localEnv(dir);
-    const created: Array<{ file: number; writer: LogWriter & { short: boolean } }> = [];
-    let shortFromStart = false;
-    const logs = env.logs;
-    env.logs = {
-      ...logs,
-      read: (f) => logs.read(f), remove: (f) => logs.remove(f), list: () => logs.list(), describe: (f) => logs.describe(f),
-      create: async (file) => {
-        const inner = await logs.create(file);
-        const writer = {
-          short: shortFromStart,
-          append: (r: readonly Buffer[], sync: boolean) => inner.append(r, sync),
-          close: () => inner.close(),
-          get degraded() { return this.short; },
-        };
-        created.push({ file, writer });
-        return writer;
-      },
-    };
+    const { env, made, shortFromStart } = recording(dir);
     const e = await Engine.open(dir, { env, memtableBytes: 1 << 20, sync: false });
     for (let i = 0; i < 100; i++) await e.put(key(i), val(i));
-    const before = created.length;
-    created.at(-1)!.writer.short = true; // a replica lost; a StoC up could replace it
+    const before = written(made).length;
+    written(made).at(-1)!.writer.short = true; // a replica lost; a StoC up could replace it
     for (let i = 100; i < 200; i++) await e.put(key(i), val(i));
-    expect(created.length).toBe(before + 1); // one new log, not one per write
-    expect(created.at(-1)!.writer.short).toBe(false);
+    expect(written(made).length).toBe(before + 1); // one new log, not one per write
+    expect(written(made).at(-1)!.writer.short).toBe(false);
     // New logs that are short from the start (a StoC that answers but fails) are rolled at most once a second.
-    shortFromStart = true;
-    created.at(-1)!.writer.short = true;
-    const rolled = created.length;
+    shortFromStart.on = true;
+    for (const m of made) m.writer.short = true; // the spare made after the roll too
+    const rolled = written(made).length;
     for (let i = 200; i < 300; i++) await e.put(key(i), val(i));
-    expect(created.length).toBe(rolled); // the last roll was less than a second ago
+    expect(written(made).length).toBe(rolled); // the last roll was less than a second ago
     await new Promise((r) => setTimeout(r, 1100));
     for (let i = 300; i < 400; i++) await e.put(key(i), val(i));
-    expect(created.length).toBe(rolled + 1); // one roll, onto a log as short, and no more for a second
+    expect(written(made).length).toBe(rolled + 1); // one roll, onto a log as short, and no more for a second
     for (let i = 0; i < 400; i += 17) expect(await e.get(key(i))).toEqual(val(i));
     await e.close();
     const again = await Engine.open(dir, { env, memtableBytes: 1 << 20, sync: false });
     for (let i = 0; i < 400; i += 13) expect(await again.get(key(i))).toEqual(val(i));
+    await again.close();
+  });
+});
+
+describe('the log made ahead of a memtable switch', () => {
+  const value = (i: number): Buffer => Buffer.alloc(1000, i & 0xff);
+  // Flushed, not merged: a merge makes a log of its own.
+  const options = (env: EngineEnv): EngineOptions => ({ env, memtableBytes: 64 * 1024, sync: false, mergeUnderKeys: 0 });
+  /** Writes keys from `from` until writes have gone to `logs` logs in all; returns the next key. */
+  const writeUntil = async (e: Engine, made: Made[], logs: number, from: number): Promise<number> => {
+    let i = from;
+    while (written(made).length < logs) await e.put(key(i), value(i++));
+    await new Promise((r) => setTimeout(r, 10)); // the spare's making, begun after the switch
+    return i;
+  };
+  const readBack = async (dir: string, env: EngineEnv, n: number): Promise<void> => {
+    const again = await Engine.open(dir, options(env));
+    for (let i = 0; i < n; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
+    await again.close();
+  };
+
+  it('is what the next switch writes to; a close removes it unused', async () => {
+    const dir = tempDir();
+    const { env, made, removed } = recording(dir);
+    const e = await Engine.open(dir, options(env));
+    expect(made).toHaveLength(1); // the open's memtable; no spare before a switch
+    let n = await writeUntil(e, made, 2, 0); // the first switch makes its log, then the spare
+    expect(made).toHaveLength(3);
+    const spare = made[2];
+    expect(spare.writer.appends, 'made ahead, not yet written').toBe(0);
+    n = await writeUntil(e, made, 3, n); // the next switch
+    expect(written(made).at(-1), 'the switch took it').toBe(spare);
+    expect(made, 'and made the next one ahead').toHaveLength(4);
+    const unused = made[3];
+    expect(unused.writer.appends).toBe(0);
+    expect(unused.file).toBeGreaterThan(spare.file);
+    await e.close();
+    expect(unused.writer.closed).toBe(true);
+    expect(removed).toContain(unused.file);
+    expect(await env.logs.list()).not.toContain(unused.file);
+    await readBack(dir, env, n);
+  });
+
+  it('is dropped if it lost replicas before its switch: the switch makes a log as before', async () => {
+    const dir = tempDir();
+    const { env, made, removed } = recording(dir);
+    const e = await Engine.open(dir, options(env));
+    let n = await writeUntil(e, made, 2, 0);
+    const spare = made[2];
+    spare.writer.short = true;
+    n = await writeUntil(e, made, 3, n);
+    expect(spare.writer.appends).toBe(0);
+    expect(spare.writer.closed).toBe(true);
+    expect(removed).toContain(spare.file);
+    expect(written(made).at(-1)!.file, 'a log made at the switch').toBeGreaterThan(spare.file);
+    await e.close();
+    await readBack(dir, env, n);
+  });
+
+  it('left by a crash, unbound and empty, is deleted by the next open, and its number not given out again', async () => {
+    const dir = tempDir();
+    const { env, made } = recording(dir);
+    const e = await Engine.open(dir, options(env));
+    const n = await writeUntil(e, made, 2, 0);
+    const spare = made[2];
+    expect(spare.writer.appends).toBe(0);
+    expect(await env.logs.list()).toContain(spare.file);
+    // A crash: the files as they are now, opened by another engine.
+    const copy = tempDir();
+    cpSync(dir, copy, { recursive: true });
+    await e.close();
+    const after = recording(copy);
+    const again = await Engine.open(copy, options(after.env));
+    for (let i = 0; i < n; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
+    for (let t = 0; t < 100 && (await after.env.logs.list()).includes(spare.file); t++) await new Promise((r) => setTimeout(r, 10));
+    expect(await after.env.logs.list()).not.toContain(spare.file);
+    expect(after.made.every((m) => m.file > spare.file)).toBe(true);
     await again.close();
   });
 });
