@@ -108,8 +108,11 @@ export class LocalLogStore implements LogStore {
     mkdirSync(dir, { recursive: true });
   }
 
+  /** Syncs the new file's directory entry: a MANIFEST names a log only once it exists (recovery insists). */
   async create(file: number): Promise<LogWriter> {
-    return new LocalLogWriter(this.describe(file), 0);
+    const writer = new LocalLogWriter(this.describe(file), 0);
+    syncDir(this.dir);
+    return writer;
   }
 
   async read(file: number): Promise<Buffer | undefined> {

@@ -6,7 +6,6 @@
  */
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
-import { syncDir } from '../common/files.js';
 import { emptyEdit, type VersionEdit } from '../log/version-edit.js';
 import type { LogWriter } from '../logc/log-store.js';
 import { Memtable } from '../memtable/memtable.js';
@@ -193,9 +192,8 @@ export async function switchMemtables(db: EngineState, d: number, learn: boolean
     // A duplicated Drange's copies retire together (memtable-set.ts).
     const fresh: Memtable[] = [];
     for (let i = 0; i < old.length; i++) fresh.push(await newMemtable(db, edit));
-    syncDir(db.dir); // the logs exist before the MANIFEST names them: recovery insists on it
     edit.nextFile = db.nextFile;
-    await logEdit(db, edit);
+    acknowledgeAfter(db, logEdit(db, edit));
     set.retire(d, fresh);
     for (const m of old) await closeLog(db, m);
     return;
@@ -212,7 +210,6 @@ export async function switchMemtables(db: EngineState, d: number, learn: boolean
     for (let i = 0; i < copies[j]; i++) ms.push(await newMemtable(db, edit));
     fresh.set(j, ms);
   }
-  syncDir(db.dir);
   edit.dranges = bounds;
   edit.tranges = next.layout.tranges;
   if (next.layout.copies) edit.copies = next.layout.copies;
@@ -223,6 +220,24 @@ export async function switchMemtables(db: EngineState, d: number, learn: boolean
   set.reorganize(bounds, fresh);
   installLayout(db, next);
   for (const m of retired) await closeLog(db, m);
+}
+
+/**
+ * Lets writes go to the new logs while the MANIFEST edit that binds them is appended: rounds
+ * are acknowledged in order after `binding` (commit.ts), so none is acknowledged from a log a
+ * crash would leave unbound (the next open deletes such a log, unread). A failed binding fails
+ * the engine, as a failed switch does.
+ */
+function acknowledgeAfter(db: EngineState, binding: Promise<void>): void {
+  const previous = db.applied;
+  db.applied = (async () => {
+    await previous;
+    try {
+      await binding;
+    } catch (err) {
+      db.fail('memtable switch', err);
+    }
+  })();
 }
 
 /** Closes the log of memtable `m`, which takes no more writes. */

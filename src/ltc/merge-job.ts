@@ -10,7 +10,6 @@
  * old logs deleted. A crash before the edit replays the old logs (the new one, unbound, is
  * deleted at open); after it, the new one.
  */
-import { syncDir } from '../common/files.js';
 import { ValueType, sequenceOf, typeOf } from '../common/internal-key.js';
 import { compactionEntries } from '../compaction/merge-rule.js';
 import { emptyEdit } from '../log/version-edit.js';
@@ -91,7 +90,6 @@ async function merge(db: EngineState, group: Memtable[], drange: number): Promis
   } finally {
     await log.close();
   }
-  syncDir(db.dir); // the log exists before the MANIFEST names it
   const edit = emptyEdit();
   edit.boundLogs.push({ memtable: id, log: id });
   edit.releasedLogs.push(...group.map((m) => m.id));

@@ -6,7 +6,6 @@
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { tableLost } from '../compaction/fragments.js';
-import { syncDir } from '../common/files.js';
 import { compareInternalKeys, TRAILER_BYTES } from '../common/internal-key.js';
 import { LEVELS } from '../compaction/picker.js';
 import { readLog } from '../log/log-format.js';
@@ -122,7 +121,6 @@ export async function recover(db: EngineState): Promise<void> {
     for (let i = 0; i < n; i++) ms.push(await newMemtable(db, snapshot));
     fresh.push(ms);
   }
-  syncDir(db.dir);
   snapshot.added.push(...db.levels.flat().map((t) => t.meta));
   // Old logs stay bound until their entries are in a table (below); empty ones need not.
   const replayed = replays.some((m) => m.entries > 0);

@@ -151,3 +151,87 @@ describe('the log made ahead of a memtable switch', () => {
     await again.close();
   });
 });
+
+describe('a switch\'s binding of its new log in the MANIFEST', () => {
+  /** `recording`, with MANIFEST appends that wait at `gate` while it is set. */
+  function gated(dir: string): ReturnType<typeof recording> & { hold: () => { release: () => void; fail: (err: Error) => void } } {
+    const r = recording(dir);
+    let gate: Promise<void> | undefined;
+    const manifests = r.env.manifests;
+    r.env.manifests = {
+      ...manifests,
+      readCurrent: () => manifests.readCurrent(), install: (f) => manifests.install(f),
+      create: async (file) => {
+        const inner = await manifests.create(file);
+        return {
+          append: async (records, sync) => {
+            if (gate) await gate;
+            return inner.append(records, sync);
+          },
+          close: () => inner.close(),
+        };
+      },
+    };
+    const hold = (): { release: () => void; fail: (err: Error) => void } => {
+      let release!: () => void;
+      let fail!: (err: Error) => void;
+      gate = new Promise<void>((resolve, reject) => { release = resolve; fail = reject; });
+      gate.catch(() => undefined);
+      return { release: () => { gate = undefined; release(); }, fail: (err) => { gate = undefined; fail(err); } };
+    };
+    return { ...r, hold };
+  }
+  const value = (i: number): Buffer => Buffer.alloc(1000, i & 0xff);
+  const options = (env: EngineEnv): EngineOptions => ({ env, memtableBytes: 64 * 1024, sync: false, mergeUnderKeys: 0 });
+
+  /** Holds the MANIFEST, then writes past a switch: the puts, and which have settled. */
+  async function writePastSwitch(e: Engine, made: Made[], hold: () => { release: () => void; fail: (err: Error) => void }) {
+    for (let i = 0; i < 10; i++) await e.put(key(i), value(i));
+    const logs = written(made).length;
+    const gate = hold();
+    const settled = new Set<number>();
+    const puts = Array.from({ length: 100 }, (_, j) => {
+      const p = e.put(key(10 + j), value(10 + j));
+      p.then(() => settled.add(10 + j), () => undefined);
+      return p;
+    });
+    for (let t = 0; t < 200 && written(made).length === logs; t++) await new Promise((r) => setTimeout(r, 5));
+    expect(written(made).length, 'writes went to the new log while its binding waits').toBe(logs + 1);
+    await new Promise((r) => setTimeout(r, 100));
+    const early = settled.size;
+    expect(early, 'acknowledged: the writes to the old log').toBeLessThan(puts.length);
+    return { gate, puts, settled, early };
+  }
+
+  it('lets rounds go to the new log meanwhile, and acknowledges none of them before it lands', async () => {
+    const dir = tempDir();
+    const { env, made, hold } = gated(dir);
+    const e = await Engine.open(dir, options(env));
+    const { gate, puts, settled, early } = await writePastSwitch(e, made, hold);
+    // Acknowledged in order: the first `early` puts, and no later one.
+    expect([...settled].sort((a, b) => a - b)).toEqual(Array.from({ length: early }, (_, j) => 10 + j));
+    gate.release();
+    await Promise.all(puts);
+    await e.close();
+    const again = await Engine.open(dir, options(recording(dir).env));
+    for (let i = 0; i < 110; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
+    await again.close();
+  });
+
+  it('fails the engine if the binding fails: the writes to the new log are refused, and a reopen has none of them', async () => {
+    const dir = tempDir();
+    const { env, made, hold } = gated(dir);
+    const e = await Engine.open(dir, options(env));
+    const { gate, puts, early } = await writePastSwitch(e, made, hold);
+    gate.fail(new Error('injected: MANIFEST append failed'));
+    const outcomes = await Promise.allSettled(puts);
+    const refused = outcomes.filter((o) => o.status === 'rejected');
+    expect(refused.length).toBe(puts.length - early);
+    for (const o of refused) expect(String((o as PromiseRejectedResult).reason)).toMatch(/failed; reopen the engine to recover: injected: MANIFEST append failed/);
+    await e.close();
+    const again = await Engine.open(dir, options(recording(dir).env));
+    for (let i = 0; i < 10 + early; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
+    for (let i = 10 + early; i < 110; i++) expect(await again.get(key(i)), `key ${i}`).toBeUndefined();
+    await again.close();
+  });
+});
