@@ -86,7 +86,8 @@ export class LookupIndex {
     // Slots that named an input (an earlier merge's) now name `into`: chains stay one hop long.
     for (const [id, s] of this.slots) if (s.kind === 'merged' && gone.has(s.into)) this.slots.set(id, { kind: 'merged', into });
     for (const id of ids) this.slots.set(id, { kind: 'merged', into });
-    if (ids.some((id) => id <= this.refusedIn)) this.refusedIn = into;
+    // Never lowered: a memtable numbered above `into` may have taken refused writes while the merge ran.
+    if (ids.some((id) => id <= this.refusedIn)) this.refusedIn = Math.max(this.refusedIn, into);
   }
 
   /**

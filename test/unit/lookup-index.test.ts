@@ -72,6 +72,19 @@ describe('lookup index', () => {
     expect(ix.complete).toBe(false);
   });
 
+  it('a merge of refused writes does not hide refusals in a memtable numbered after the merge\'s', () => {
+    const ix = new LookupIndex(1);
+    ix.wrote(k('a'), 3);
+    ix.wrote(k('b'), 3); // refused in 3
+    // A merge of 3 is numbered 7; meanwhile memtable 8 took writes, one refused.
+    ix.wrote(k('c'), 8);
+    ix.merged([3], 7);
+    ix.refreshed(true, 8);
+    expect(ix.complete, 'memtable 8 holds a refused write').toBe(false);
+    ix.refreshed(true, 9);
+    expect(ix.complete).toBe(true);
+  });
+
   it('sweeps the keys of tables compacted away, and the slots no key needs', () => {
     const ix = new LookupIndex(10_000);
     for (let t = 0; t < 100; t++) {
