@@ -21,6 +21,11 @@ export interface LogWriter {
   readonly degraded?: boolean;
   /** Replicas it writes to (undefined: a store without replicas). */
   readonly replicaCount?: number;
+  /**
+   * Whether a replica is on a StoC that new logs would not go to now (failed, leaving). A log
+   * not yet written learns of a lost replica only from this: a log made ahead is not taken then.
+   */
+  readonly misplaced?: boolean;
 }
 
 /** Where a range's memtable logs live: one log per memtable, named by its file number. */
@@ -34,6 +39,11 @@ export interface LogStore {
   list(): Promise<number[]>;
   /** How messages name log `file` (a path; StoC file names). */
   describe(file: number): string;
+  /**
+   * Whether a log may be made ahead of the memtable switch that takes it (make-room.ts
+   * prepareSpareLog): not where an empty log holds StoC memory.
+   */
+  readonly makeAhead?: boolean;
 }
 
 /**

@@ -39,6 +39,7 @@ import { LogFramer, readLog, readLogPrefix } from '../log/log-format.js';
 export const APPENDS_IN_FLIGHT = 4;
 
 export class StocLogStore implements LogStore {
+  readonly makeAhead = true;
   /** The logs this store created, until removed. */
   private readonly writers = new Map<number, ReplicatedLog>();
 
@@ -242,6 +243,11 @@ export class ReplicatedLog implements LogWriter {
 
   get replicaCount(): number {
     return this.replicas.size;
+  }
+
+  get misplaced(): boolean {
+    const placeable = this.pool.placeableForLogs();
+    return [...this.replicas.keys()].some((id) => !placeable.includes(id));
   }
 
   /**

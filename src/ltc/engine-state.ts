@@ -58,6 +58,14 @@ export class Abandoned extends NovaError {
   }
 }
 
+/** A log made ahead of the memtable switch that takes it (make-room.ts prepareSpareLog). */
+export interface SpareLog {
+  id: number;
+  log: LogWriter;
+  /** Date.now() when it was made. */
+  made: number;
+}
+
 export class EngineState {
   readonly store: BlockStore;
   readonly options: Settings;
@@ -75,7 +83,7 @@ export class EngineState {
   memtables!: MemtableSet;
   readonly logs = new Map<number, LogWriter>(); // active memtable id -> its log
   /** The log the next memtable switch takes, made ahead (make-room.ts prepareSpareLog); undefined inside if making it failed. */
-  spareLog: Promise<{ id: number; log: LogWriter } | undefined> | undefined;
+  spareLog: Promise<SpareLog | undefined> | undefined;
   levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);

@@ -283,9 +283,9 @@ export class Engine {
     await this.db.sweeping;
     await this.db.manifestChain;
     try {
+      await dropSpareLog(this.db); // never throws: a log's failed close below must not leak it
       for (const log of this.db.logs.values()) await log.close();
       this.db.logs.clear();
-      await dropSpareLog(this.db);
       await this.db.manifest.close();
     } finally {
       this.db.unlock();

@@ -104,6 +104,8 @@ export class LocalManifestStore implements ManifestStore {
 
 /** Memtable logs as `<n>.log` files in a local directory. */
 export class LocalLogStore implements LogStore {
+  readonly makeAhead = true;
+
   constructor(private readonly dir: string) {
     mkdirSync(dir, { recursive: true });
   }

@@ -7,12 +7,11 @@
 import { performance } from 'node:perf_hooks';
 import { NovaError } from '../common/errors.js';
 import { emptyEdit, type VersionEdit } from '../log/version-edit.js';
-import type { LogWriter } from '../logc/log-store.js';
 import { Memtable } from '../memtable/memtable.js';
 import { background, kick } from './background.js';
 import { copiesOf, drangeBounds } from './dranges.js';
 import { installLayout, nextLayout } from './reorganization.js';
-import { EngineState } from './engine-state.js';
+import { EngineState, type SpareLog } from './engine-state.js';
 import { logEdit } from './version-set.js';
 
 /** Write stalls at least this long are reported to `onNote`, with their cause. */
@@ -161,25 +160,38 @@ export async function retire(db: EngineState, d: number, learn: boolean): Promis
   prepareSpareLog(db);
 }
 
+/** A spare log older than this is made again: its StoCs may have failed or restarted since, which a log not written to does not learn. */
+const SPARE_MAX_AGE_MS = 10_000;
+
 /**
  * Starts making the log the next memtable switch takes (newMemtable): making a log on its
  * StoCs is the longest part of a switch, and writes wait for the switch. Numbered now, so
- * memtables still get numbers in the order they take writes (the lookup index relies on it).
- * A crash leaves it unbound and empty; the next open deletes it (obsolete-files.ts).
+ * memtables still get numbers in the order they start taking writes (the lookup index relies
+ * on it). A crash leaves it unbound and empty; the next open deletes it (obsolete-files.ts).
  */
 function prepareSpareLog(db: EngineState): void {
-  if (db.spareLog || db.closed || db.stopping || db.failed) return;
+  if (!db.env.logs.makeAhead || db.spareLog || db.closed || db.stopping || db.failed) return;
   const id = db.nextFile++;
-  db.spareLog = db.env.logs.create(id).then((log) => ({ id, log }), () => undefined);
+  db.spareLog = db.env.logs.create(id).then((log) => ({ id, log, made: Date.now() }), () => undefined);
 }
 
-/** Closes and removes the spare log, if any: at close, or when it lost replicas before use. */
+/** Closes and removes the spare log, if any: at close, or when it is not fit to take. */
 export async function dropSpareLog(db: EngineState, spare = db.spareLog): Promise<void> {
   if (spare === db.spareLog) db.spareLog = undefined;
   const s = await spare;
   if (!s) return;
   await s.log.close().catch(() => undefined);
   await db.env.logs.remove(s.id).catch(() => undefined); // else the next open's sweep removes it
+}
+
+/** The spare log (prepareSpareLog), unless it lost replicas, has one on a StoC new logs avoid, or is old. */
+async function takeSpareLog(db: EngineState): Promise<SpareLog | undefined> {
+  const pending = db.spareLog;
+  db.spareLog = undefined;
+  const spare = await pending;
+  if (!spare || (!spare.log.degraded && !spare.log.misplaced && Date.now() - spare.made < SPARE_MAX_AGE_MS)) return spare;
+  await dropSpareLog(db, Promise.resolve(spare));
+  return undefined;
 }
 
 export async function switchMemtables(db: EngineState, d: number, learn: boolean): Promise<void> {
@@ -257,14 +269,4 @@ export async function newMemtable(db: EngineState, edit: VersionEdit): Promise<M
   const m = new Memtable(id, db.options.memtableBytes);
   db.lookup?.opened(m);
   return m;
-}
-
-/** The spare log (prepareSpareLog), unless it lost replicas a new log would have. */
-async function takeSpareLog(db: EngineState): Promise<{ id: number; log: LogWriter } | undefined> {
-  const pending = db.spareLog;
-  db.spareLog = undefined;
-  const spare = await pending;
-  if (!spare?.log.degraded) return spare;
-  await dropSpareLog(db, Promise.resolve(spare));
-  return undefined;
 }

@@ -5,7 +5,7 @@
  * logs that can be told they are short of replicas.
  */
 import { cpSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
 import { localEnv } from '../../src/ltc/local-store.js';
 import type { EngineEnv } from '../../src/ltc/engine-env.js';
@@ -17,7 +17,7 @@ const tempDir = tempDirs('nova-log-replicas-');
 const key = (i: number): Buffer => Buffer.from(`key${String(i).padStart(6, '0')}`);
 const val = (i: number): Buffer => Buffer.from(`v-${i}`);
 
-interface Made { file: number; writer: LogWriter & { short: boolean; appends: number; closed: boolean } }
+interface Made { file: number; writer: LogWriter & { short: boolean; misplaced: boolean; appends: number; closed: boolean } }
 
 /** The local environment, its logs recorded as made, each able to be told it is short. */
 function recording(dir: string): { env: EngineEnv; made: Made[]; removed: number[]; shortFromStart: { on: boolean } } {
@@ -33,7 +33,7 @@ function recording(dir: string): { env: EngineEnv; made: Made[]; removed: number
     create: async (file) => {
       const inner = await logs.create(file);
       const writer = {
-        short: shortFromStart.on, appends: 0, closed: false,
+        short: shortFromStart.on, misplaced: false, appends: 0, closed: false,
         append: (r: readonly Buffer[], sync: boolean) => { writer.appends++; return inner.append(r, sync); },
         close: () => { writer.closed = true; return inner.close(); },
         get degraded() { return this.short; },
@@ -114,18 +114,40 @@ describe('the log made ahead of a memtable switch', () => {
     await readBack(dir, env, n);
   });
 
-  it('is dropped if it lost replicas before its switch: the switch makes a log as before', async () => {
+  it.each([
+    ['lost replicas a new log would have', (m: Made) => { m.writer.short = true; }],
+    ['has a replica on a StoC new logs avoid (failed, leaving)', (m: Made) => { m.writer.misplaced = true; }],
+    ['is older than its StoCs can be trusted not to have restarted', () => {
+      const now = Date.now;
+      vi.spyOn(Date, 'now').mockImplementation(() => now() + 11_000);
+    }],
+  ])('is dropped if it %s: the switch makes a log as before', async (_why, unfit) => {
     const dir = tempDir();
     const { env, made, removed } = recording(dir);
     const e = await Engine.open(dir, options(env));
     let n = await writeUntil(e, made, 2, 0);
     const spare = made[2];
-    spare.writer.short = true;
-    n = await writeUntil(e, made, 3, n);
+    unfit(spare);
+    try {
+      n = await writeUntil(e, made, 3, n);
+    } finally {
+      vi.restoreAllMocks();
+    }
     expect(spare.writer.appends).toBe(0);
     expect(spare.writer.closed).toBe(true);
     expect(removed).toContain(spare.file);
     expect(written(made).at(-1)!.file, 'a log made at the switch').toBeGreaterThan(spare.file);
+    await e.close();
+    await readBack(dir, env, n);
+  });
+
+  it('is not made where an empty log holds StoC memory (the store says so)', async () => {
+    const dir = tempDir();
+    const { env, made } = recording(dir);
+    env.logs = { ...env.logs, makeAhead: false };
+    const e = await Engine.open(dir, options(env));
+    const n = await writeUntil(e, made, 3, 0);
+    expect(made.every((m) => m.writer.appends > 0)).toBe(true);
     await e.close();
     await readBack(dir, env, n);
   });
@@ -215,6 +237,28 @@ describe('a switch\'s binding of its new log in the MANIFEST', () => {
     await e.close();
     const again = await Engine.open(dir, options(recording(dir).env));
     for (let i = 0; i < 110; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
+    await again.close();
+  });
+
+  it('left unbound by a crash, the new log is deleted unread by the next open: none of its writes was acknowledged', async () => {
+    const dir = tempDir();
+    const { env, made, hold } = gated(dir);
+    const e = await Engine.open(dir, options(env));
+    const { gate, puts, early } = await writePastSwitch(e, made, hold);
+    const fresh = written(made).at(-1)!;
+    // A crash now: the files as they are, the new log holding writes, the MANIFEST not naming it.
+    const copy = tempDir();
+    cpSync(dir, copy, { recursive: true });
+    gate.release();
+    await Promise.all(puts);
+    await e.close();
+    const after = recording(copy);
+    expect(await after.env.logs.list()).toContain(fresh.file);
+    const again = await Engine.open(copy, options(after.env));
+    for (let i = 0; i < 10 + early; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
+    for (let i = 10 + early; i < 110; i++) expect(await again.get(key(i)), `key ${i}`).toBeUndefined();
+    for (let t = 0; t < 100 && (await after.env.logs.list()).includes(fresh.file); t++) await new Promise((r) => setTimeout(r, 10));
+    expect(await after.env.logs.list()).not.toContain(fresh.file);
     await again.close();
   });
 

@@ -186,6 +186,16 @@ describe('ReplicatedLog', () => {
     }
   });
 
+  it('is misplaced while a replica is on a StoC new logs avoid (failed, leaving), not written to or not', () => {
+    const placeable = [1, 2, 3];
+    const log = new ReplicatedLog({ ...pool, placeableForLogs: () => placeable }, 'r1-000001.log',
+      new Map([1, 2, 3].map((id) => [id, new FakeReplica()])), 3, () => undefined);
+    expect(log.misplaced).toBe(false);
+    placeable.splice(1, 1); // StoC 2 shunned or leaving
+    expect(log.misplaced).toBe(true);
+    expect(log.degraded).toBe(false); // it has every replica it was made with
+  });
+
   describe('a replica past its deadline', () => {
     /** One replica (one StoC) whose first `late` writes fail DEADLINE_EXCEEDED, then succeed; what it was sent. */
     function slowReplica(late: number): LogAppender & { writes: Array<{ offset: number; bytes: string; timeoutMs?: number }> } {
