@@ -22,8 +22,9 @@ export interface LogWriter {
   /** Replicas it writes to (undefined: a store without replicas). */
   readonly replicaCount?: number;
   /**
-   * Whether a replica is on a StoC that new logs would not go to now (failed, leaving). A log
-   * not yet written learns of a lost replica only from this: a log made ahead is not taken then.
+   * Whether a replica is on a StoC that new logs would not go to now (failed, leaving), or its
+   * connection there was lost (a restart ends its handle). A log not yet written learns of a
+   * lost replica only from this: a log made ahead is not taken then.
    */
   readonly misplaced?: boolean;
 }
@@ -43,7 +44,7 @@ export interface LogStore {
    * Whether a log may be made ahead of the memtable switch that takes it (make-room.ts
    * prepareSpareLog): not where an empty log holds StoC memory.
    */
-  readonly makeAhead?: boolean;
+  readonly makeAhead: boolean;
 }
 
 /**

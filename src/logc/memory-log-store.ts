@@ -77,6 +77,7 @@ export interface LogCopy {
 const MiB = 1024 * 1024;
 
 export class MemoryLogStore implements LogStore {
+  readonly makeAhead = false; // an empty log holds its region of StoC memory from its making
   private readonly regionBytes: number;
   private readonly onLog: (line: string) => void;
   private readonly strictUntil: number;
@@ -243,6 +244,7 @@ export type MemoryDiskLogOptions = MemoryLogOptions;
  * and R. Both name a log the same; a StoC keeps memory and disk files apart.
  */
 export class MemoryDiskLogStore implements LogStore {
+  readonly makeAhead = false; // as MemoryLogStore
   readonly memory: MemoryLogStore;
   readonly disk: StocLogStore;
   private readonly onLog: (line: string) => void;

@@ -11,6 +11,7 @@ const NOTHING: LogWriter = {
 };
 
 export class NoLogStore implements LogStore {
+  readonly makeAhead = false; // making one costs nothing
   async create(): Promise<LogWriter> {
     return NOTHING;
   }

@@ -193,7 +193,7 @@ interface Sent {
 }
 
 /** What a replica of a log needs of its StoC connection. */
-export type LogAppender = Pick<DirectFile, 'write'>;
+export type LogAppender = Pick<DirectFile, 'write'> & Partial<Pick<DirectFile, 'alive'>>;
 
 interface Replica {
   client: LogAppender;
@@ -247,7 +247,8 @@ export class ReplicatedLog implements LogWriter {
 
   get misplaced(): boolean {
     const placeable = this.pool.placeableForLogs();
-    return [...this.replicas.keys()].some((id) => !placeable.includes(id));
+    for (const [id, r] of this.replicas) if (!placeable.includes(id) || r.client.alive === false) return true;
+    return false;
   }
 
   /**

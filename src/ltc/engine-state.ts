@@ -62,8 +62,6 @@ export class Abandoned extends NovaError {
 export interface SpareLog {
   id: number;
   log: LogWriter;
-  /** Date.now() when it was made. */
-  made: number;
 }
 
 export class EngineState {
@@ -84,6 +82,7 @@ export class EngineState {
   readonly logs = new Map<number, LogWriter>(); // active memtable id -> its log
   /** The log the next memtable switch takes, made ahead (make-room.ts prepareSpareLog); undefined inside if making it failed. */
   spareLog: Promise<SpareLog | undefined> | undefined;
+  spareDrops: Promise<void> = Promise.resolve(); // spare logs being closed and removed (make-room.ts discard)
   levels: LiveTable[][] = Array.from({ length: LEVELS }, () => []); // L0 oldest first; others by key
   readonly liveSnapshots = new Map<number, number>(); // sequence -> count
   readonly compactCursor: Array<Buffer | undefined> = new Array(LEVELS);

@@ -160,9 +160,6 @@ export async function retire(db: EngineState, d: number, learn: boolean): Promis
   prepareSpareLog(db);
 }
 
-/** A spare log older than this is made again: its StoCs may have failed or restarted since, which a log not written to does not learn. */
-const SPARE_MAX_AGE_MS = 10_000;
-
 /**
  * Starts making the log the next memtable switch takes (newMemtable): making a log on its
  * StoCs is the longest part of a switch, and writes wait for the switch. Numbered now, so
@@ -172,26 +169,33 @@ const SPARE_MAX_AGE_MS = 10_000;
 function prepareSpareLog(db: EngineState): void {
   if (!db.env.logs.makeAhead || db.spareLog || db.closed || db.stopping || db.failed) return;
   const id = db.nextFile++;
-  db.spareLog = db.env.logs.create(id).then((log) => ({ id, log, made: Date.now() }), () => undefined);
+  db.spareLog = db.env.logs.create(id).then((log) => ({ id, log }), () => undefined);
 }
 
-/** Closes and removes the spare log, if any: at close, or when it is not fit to take. */
-export async function dropSpareLog(db: EngineState, spare = db.spareLog): Promise<void> {
-  if (spare === db.spareLog) db.spareLog = undefined;
+/** Closes and removes the spare log, if any, and waits for those dropped before (close, flushMemtables). Never throws. */
+export async function dropSpareLog(db: EngineState): Promise<void> {
+  const spare = db.spareLog;
+  db.spareLog = undefined;
   const s = await spare;
-  if (!s) return;
-  await s.log.close().catch(() => undefined);
-  await db.env.logs.remove(s.id).catch(() => undefined); // else the next open's sweep removes it
+  if (s) discard(db, s);
+  await db.spareDrops;
 }
 
-/** The spare log (prepareSpareLog), unless it lost replicas, has one on a StoC new logs avoid, or is old. */
+/** The spare log (prepareSpareLog), unless it lost replicas or one is on a StoC new logs avoid or lost its connection. */
 async function takeSpareLog(db: EngineState): Promise<SpareLog | undefined> {
   const pending = db.spareLog;
   db.spareLog = undefined;
   const spare = await pending;
-  if (!spare || (!spare.log.degraded && !spare.log.misplaced && Date.now() - spare.made < SPARE_MAX_AGE_MS)) return spare;
-  await dropSpareLog(db, Promise.resolve(spare));
+  if (!spare || (!spare.log.degraded && !spare.log.misplaced)) return spare;
+  discard(db, spare);
   return undefined;
+}
+
+/** Closes and removes `s` in the background: the switch that found it unfit must not wait on its StoCs. */
+function discard(db: EngineState, s: SpareLog): void {
+  const gone = s.log.close().catch(() => undefined)
+    .then(() => db.env.logs.remove(s.id)).catch(() => undefined); // else the next open's sweep removes it
+  db.spareDrops = Promise.all([db.spareDrops, gone]).then(() => undefined);
 }
 
 export async function switchMemtables(db: EngineState, d: number, learn: boolean): Promise<void> {

@@ -73,6 +73,8 @@ const BYE_MS = 2_000;
 /** A persistent file opened for writes at given offsets (StocClient.openDirect). */
 export interface DirectFile {
   readonly name: string;
+  /** False once the connection it was opened on is lost: its handle is gone with it. */
+  readonly alive: boolean;
   /** Writes `bytes` at `offset`; then, with `sync`, fdatasyncs the file (every write answered before). */
   write(offset: number, bytes: Uint8Array, sync: boolean, options?: CallOptions): Promise<void>;
 }
@@ -210,8 +212,10 @@ export class StocClient {
     }
     // A write larger than a slot goes the ordinary way, in slots: it would block the StoC's
     // progress thread for its whole pwrite.
+    const client = this;
     return {
       name,
+      get alive() { return client.alive; },
       write: (offset, bytes, sync, o) => bytes.length > 0 && bytes.length <= this.directPool.slotBytes
         ? this.writeDirect(name, handle, offset, bytes, sync, o) : this.write(name, offset, bytes, sync, o),
     };

@@ -37,6 +37,7 @@ function faulty(dir: string, fault: { syncFailsAfter?: number; tableFailsAfter?:
       listTables: () => base.store.listTables(),
     },
     logs: {
+      makeAhead: base.logs.makeAhead,
       create: async (file) => syncFails(await base.logs.create(file)),
       read: (file) => base.logs.read(file),
       remove: (file) => base.logs.remove(file),

@@ -70,6 +70,7 @@ function slowEnv(dir: string, ms: number, r: () => number): EngineEnv {
   };
   return {
     logs: {
+      makeAhead: env.logs.makeAhead,
       create: async (file) => slowLog(await env.logs.create(file)),
       read: (file) => env.logs.read(file),
       remove: (file) => env.logs.remove(file),

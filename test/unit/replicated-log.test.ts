@@ -13,6 +13,7 @@ import { rng } from '../helpers/rng.js';
 class FakeReplica implements LogAppender {
   readonly calls: Array<{ bytes: Buffer; resolve: () => void; reject: (err: Error) => void; answered: boolean }> = [];
   readonly stored: Buffer[] = []; // bytes of the appends it answered with success, by index (holes undefined)
+  alive = true;
 
   private end = 0;
 
@@ -188,12 +189,17 @@ describe('ReplicatedLog', () => {
 
   it('is misplaced while a replica is on a StoC new logs avoid (failed, leaving), not written to or not', () => {
     const placeable = [1, 2, 3];
+    const replicas = [1, 2, 3].map(() => new FakeReplica());
     const log = new ReplicatedLog({ ...pool, placeableForLogs: () => placeable }, 'r1-000001.log',
-      new Map([1, 2, 3].map((id) => [id, new FakeReplica()])), 3, () => undefined);
+      new Map(replicas.map((r, i) => [i + 1, r])), 3, () => undefined);
     expect(log.misplaced).toBe(false);
     placeable.splice(1, 1); // StoC 2 shunned or leaving
     expect(log.misplaced).toBe(true);
     expect(log.degraded).toBe(false); // it has every replica it was made with
+    placeable.splice(1, 0, 2);
+    expect(log.misplaced).toBe(false);
+    replicas[2].alive = false; // StoC 3's connection lost (a restart): its handle is gone
+    expect(log.misplaced).toBe(true);
   });
 
   describe('a replica past its deadline', () => {
