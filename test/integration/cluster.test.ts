@@ -13,6 +13,7 @@ import { encodeFrame } from '../../src/net/frames.js';
 import { parseAddress, TcpRpcClient } from '../../src/net/tcp-rpc-client.js';
 import { NODE_FLAGS, fetchStatus, readClusterFile } from '../../src/control/cluster-control.js';
 import { BIN, key, missing, startCluster, value, writeKeys, type TestCluster } from '../helpers/cluster.js';
+import { until } from '../helpers/until.js';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {
@@ -109,6 +110,27 @@ describe('nova cluster', () => {
     const until = Date.now() + 20_000;
     for (let at = 5000; fresh().length === 0 && Date.now() < until; at += 500) await writeKeys(c, at, at + 500, 16);
     expect(fresh().length).toBeGreaterThan(0);
+  });
+
+  it('SIGKILL of one StoC of four: once the LTC knows, no switch takes a log made ahead with a replica there', async () => {
+    cluster = await startCluster({ stocs: 4, args: ['--ranges', '4', '--bench-records', '8000', ...SMALL] });
+    const c = cluster.client;
+    const ltcLog = join(cluster.dir, 'logs', 'ltc-1.log');
+    // Each range switches memtables, so each has a log made ahead, on three of the four StoCs.
+    const before = await writeKeys(c, 0, 8000, 16);
+    await cluster.kill('stoc', 2);
+    // A write to each range (none fills a memtable) waits on StoC 2 until the LTC learns it is lost.
+    for (const i of [0, 2000, 4000, 6000]) await c.put(key(i), value(i, 1));
+    await until(() => /StoC 2: .*(was lost|peer was lost)/.test(readFileSync(ltcLog, 'utf8')), 30_000);
+    await new Promise((r) => setTimeout(r, 2000)); // what waited on it fails at once, and is logged
+    const known = readFileSync(ltcLog, 'utf8').length;
+    // Logs that lost the replica are renewed and memtables switch: neither may take a log made
+    // ahead with a replica on StoC 2, whose first write would lose it again.
+    const after = await writeKeys(c, 0, 8000, 16);
+    expect(after.size).toBe(8000);
+    expect(await missing(c, [...before])).toEqual([]);
+    const since = readFileSync(ltcLog, 'utf8').slice(known);
+    expect(since).not.toMatch(/log r\d+-\d+\.log: dropped replica\(s\) on StoC 2 /);
   });
 
   it('a StoC that registers and never comes up blocks no range: no file goes to it, and a restarted LTC opens without it', async () => {
