@@ -61,7 +61,7 @@ export interface FaultRunOptions {
   clientTimeoutMs?: number;
   /** Bytes of each value (default 100). */
   valueBytes?: number;
-  /** Where the cluster runs (default: a new temporary directory, removed at the end unless `keep`). */
+  /** Where the cluster runs (default: a new temporary directory, removed at the end unless `keep`, or the run failed or found a violation). */
   dir?: string;
   keep?: boolean;
   bin?: string;
@@ -339,7 +339,6 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
     running = false;
     for (const c of novas) c.close();
     await down(dir).catch(() => killAll(dir));
-    if (!o.keep && o.dir === undefined) rmSync(dir, { recursive: true, force: true });
   }
   history.close();
   o.onHistory?.(history.lines());
@@ -347,6 +346,9 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   const c0 = performance.now();
   const check = history.check();
   const counts = history.counts;
+  // A run that failed or found a violation keeps its directory: the logs there say what happened.
+  if (!o.keep && o.dir === undefined && check.violations.length === 0 && check.undecided.length === 0) rmSync(dir, { recursive: true, force: true });
+  else if (!o.keep && o.dir === undefined) progress(`the cluster's directory is kept: ${dir}`);
   return {
     seed: o.seed, durationMs, clients, keys, depth,
     operations: { total: history.size, ...counts },

@@ -374,7 +374,7 @@ export function buildProgram(): Command {
     .option('--fault-every <lo-hi>', 'milliseconds between faults', '3000-6000')
     .option('--stop-for <lo-hi>', 'milliseconds a SIGSTOP lasts', '2000-15000')
     .option('--client-timeout <ms>', 'each client\'s deadline per operation (shorter than a stop: writes of unknown outcome)', positiveInt, 30_000)
-    .option('--dir <path>', 'where the cluster runs (kept); default: a temporary directory, removed after')
+    .option('--dir <path>', 'where the cluster runs (kept); default: a temporary directory, removed after unless the run failed or found a violation')
     .option('--history <file>', 'also write every operation as JSON lines to <file>')
     .option('--json <file>', 'also write the figures as JSON to <file>')
     .option('--html <file>', 'also write an HTML report (operations per second, faults) to <file>')
