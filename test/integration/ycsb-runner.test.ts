@@ -21,6 +21,8 @@ import { ROOT } from '../helpers/peer-process.js';
 import { tempDirs } from '../helpers/temp.js';
 
 const parent = tempDirs('nova-ycsb-test-', 'all')();
+// Made at the file's level: a hook registered inside a test never runs, and its directory stayed.
+const oomDir = tempDirs('nova-ycsb-oom-', 'all');
 
 function options(o: Partial<SessionOptions>): SessionOptions {
   return {
@@ -200,7 +202,7 @@ describe('nova bench --engine-memory', () => {
 
   it('an engine out of its memory fails the session, saying so, and the cluster it started is stopped', async () => {
     if (!memoryGroups()) return;
-    const dir = tempDirs('nova-ycsb-oom-', 'all')();
+    const dir = oomDir();
     const before = sessionGroups();
     await expect(runSession(options({ engines: ['nova'], engineMemoryBytes: 64 * 2 ** 20, verify: false, dir })))
       .rejects.toThrow(/the OOM killer of --engine-memory 67108864 ran in nova's group \d+ time\(s\): give the engines more memory/);
