@@ -346,9 +346,11 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   const c0 = performance.now();
   const check = history.check();
   const counts = history.counts;
-  // A run that failed or found a violation keeps its directory: the logs there say what happened.
-  if (!o.keep && o.dir === undefined && check.violations.length === 0 && check.undecided.length === 0) rmSync(dir, { recursive: true, force: true });
-  else if (!o.keep && o.dir === undefined) progress(`the cluster's directory is kept: ${dir}`);
+  if (!o.keep && o.dir === undefined) {
+    // A run that failed or found a violation keeps its directory: the logs there say what happened.
+    if (check.violations.length === 0 && check.undecided.length === 0) rmSync(dir, { recursive: true, force: true });
+    else progress(`the cluster's directory is kept: ${dir}`);
+  }
   return {
     seed: o.seed, durationMs, clients, keys, depth,
     operations: { total: history.size, ...counts },

@@ -172,22 +172,25 @@ function prepareSpareLog(db: EngineState): void {
   db.spareLog = db.env.logs.create(id).then((log) => ({ id, log }), () => undefined);
 }
 
-/** Closes and removes the spare log, if any, and waits for those dropped before (close, flushMemtables). Never throws. */
-export async function dropSpareLog(db: EngineState): Promise<void> {
+/** The spare log, now no longer the range's to take (claimed before the wait, so no two callers get it). */
+function claimSpareLog(db: EngineState): Promise<SpareLog | undefined> | undefined {
   const spare = db.spareLog;
   db.spareLog = undefined;
-  const s = await spare;
+  return spare;
+}
+
+/** Closes and removes the spare log, if any, and waits for those dropped before (close, flushMemtables). Never throws. */
+export async function dropSpareLog(db: EngineState): Promise<void> {
+  const s = await claimSpareLog(db);
   if (s) discard(db, s);
   await db.spareDrops;
 }
 
 /** The spare log (prepareSpareLog), unless it lost replicas or one is on a StoC new logs avoid or lost its connection. */
 async function takeSpareLog(db: EngineState): Promise<SpareLog | undefined> {
-  const pending = db.spareLog;
-  db.spareLog = undefined;
-  const spare = await pending;
-  if (!spare || (!spare.log.degraded && !spare.log.misplaced)) return spare;
-  discard(db, spare);
+  const s = await claimSpareLog(db);
+  if (!s || (!s.log.degraded && !s.log.misplaced)) return s;
+  discard(db, s);
   return undefined;
 }
 

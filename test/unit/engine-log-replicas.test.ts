@@ -12,6 +12,7 @@ import type { EngineEnv } from '../../src/ltc/engine-env.js';
 import type { EngineOptions } from '../../src/ltc/engine-options.js';
 import type { LogWriter } from '../../src/logc/log-store.js';
 import { tempDirs } from '../helpers/temp.js';
+import { until } from '../helpers/until.js';
 
 const tempDir = tempDirs('nova-log-replicas-');
 const key = (i: number): Buffer => Buffer.from(`key${String(i).padStart(6, '0')}`);
@@ -20,17 +21,19 @@ const val = (i: number): Buffer => Buffer.from(`v-${i}`);
 interface Made { file: number; writer: LogWriter & { short: boolean; misplaced: boolean; appends: number; closed: boolean } }
 
 /** The local environment, its logs recorded as made, each able to be told it is short. */
-function recording(dir: string): { env: EngineEnv; made: Made[]; removed: number[]; shortFromStart: { on: boolean } } {
+function recording(dir: string, failCreate: (n: number) => boolean = () => false): { env: EngineEnv; made: Made[]; removed: number[]; shortFromStart: { on: boolean } } {
   const env = localEnv(dir);
   const made: Made[] = [];
   const removed: number[] = [];
   const shortFromStart = { on: false };
   const logs = env.logs;
+  let creates = 0;
   env.logs = {
     ...logs,
     read: (f) => logs.read(f), list: () => logs.list(), describe: (f) => logs.describe(f),
     remove: (f) => { removed.push(f); return logs.remove(f); },
     create: async (file) => {
+      if (failCreate(creates++)) throw new Error('injected: no StoC could create it');
       const inner = await logs.create(file);
       const writer = {
         short: shortFromStart.on, misplaced: false, appends: 0, closed: false,
@@ -46,6 +49,21 @@ function recording(dir: string): { env: EngineEnv; made: Made[]; removed: number
 }
 
 const written = (made: Made[]): Made[] => made.filter((m) => m.writer.appends > 0);
+
+// For the switch tests: 1 KB values, 64 KiB memtables, flushed, not merged (a merge makes a log of its own).
+const value = (i: number): Buffer => Buffer.alloc(1000, i & 0xff);
+const options = (env: EngineEnv): EngineOptions => ({ env, memtableBytes: 64 * 1024, sync: false, mergeUnderKeys: 0 });
+
+/** Reopens `dir`: keys below `acked` read back, and none of those from there to `to`. */
+async function reopenHas(dir: string, env: EngineEnv, acked: number, to = acked): Promise<void> {
+  const again = await Engine.open(dir, options(env));
+  for (let i = 0; i < acked; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
+  for (let i = acked; i < to; i++) expect(await again.get(key(i)), `key ${i}`).toBeUndefined();
+  await again.close();
+}
+
+/** Waits for the open's sweep to delete log `file` (obsolete-files.ts). */
+const swept = (env: EngineEnv, file: number): Promise<void> => until(async () => !(await env.logs.list()).includes(file), 2000);
 
 describe('a log short of replicas', () => {
   it('makes its memtable retire at the next write: later writes go to a new log; nothing is lost; a log that stays short is not rolled again and again', async () => {
@@ -76,20 +94,12 @@ describe('a log short of replicas', () => {
 });
 
 describe('the log made ahead of a memtable switch', () => {
-  const value = (i: number): Buffer => Buffer.alloc(1000, i & 0xff);
-  // Flushed, not merged: a merge makes a log of its own.
-  const options = (env: EngineEnv): EngineOptions => ({ env, memtableBytes: 64 * 1024, sync: false, mergeUnderKeys: 0 });
   /** Writes keys from `from` until writes have gone to `logs` logs in all; returns the next key. */
   const writeUntil = async (e: Engine, made: Made[], logs: number, from: number): Promise<number> => {
     let i = from;
     while (written(made).length < logs) await e.put(key(i), value(i++));
     await new Promise((r) => setTimeout(r, 10)); // the spare's making, begun after the switch
     return i;
-  };
-  const readBack = async (dir: string, env: EngineEnv, n: number): Promise<void> => {
-    const again = await Engine.open(dir, options(env));
-    for (let i = 0; i < n; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
-    await again.close();
   };
 
   it('is what the next switch writes to; a close removes it unused', async () => {
@@ -111,7 +121,7 @@ describe('the log made ahead of a memtable switch', () => {
     expect(unused.writer.closed).toBe(true);
     expect(removed).toContain(unused.file);
     expect(await env.logs.list()).not.toContain(unused.file);
-    await readBack(dir, env, n);
+    await reopenHas(dir, env, n);
   });
 
   it.each([
@@ -130,7 +140,7 @@ describe('the log made ahead of a memtable switch', () => {
     await e.close(); // waits for the spare's removal, which the switch did not
     expect(spare.writer.closed).toBe(true);
     expect(removed).toContain(spare.file);
-    await readBack(dir, env, n);
+    await reopenHas(dir, env, n);
   });
 
   it('is closed and removed by a close that fails to close another log', async () => {
@@ -145,7 +155,7 @@ describe('the log made ahead of a memtable switch', () => {
     await expect(e.close()).rejects.toThrow('injected: close failed');
     expect(spare.writer.closed).toBe(true);
     expect(removed).toContain(spare.file);
-    await readBack(dir, env, n);
+    await reopenHas(dir, env, n);
   });
 
   it('is not made where an empty log holds StoC memory (the store says so)', async () => {
@@ -156,7 +166,7 @@ describe('the log made ahead of a memtable switch', () => {
     const n = await writeUntil(e, made, 3, 0);
     expect(made.every((m) => m.writer.appends > 0)).toBe(true);
     await e.close();
-    await readBack(dir, env, n);
+    await reopenHas(dir, env, n);
   });
 
   it('left by a crash, unbound and empty, is deleted by the next open, and its number not given out again', async () => {
@@ -174,10 +184,22 @@ describe('the log made ahead of a memtable switch', () => {
     const after = recording(copy);
     const again = await Engine.open(copy, options(after.env));
     for (let i = 0; i < n; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
-    for (let t = 0; t < 100 && (await after.env.logs.list()).includes(spare.file); t++) await new Promise((r) => setTimeout(r, 10));
-    expect(await after.env.logs.list()).not.toContain(spare.file);
+    await swept(after.env, spare.file);
     expect(after.made.every((m) => m.file > spare.file)).toBe(true);
     await again.close();
+  });
+
+  it('that could not be made leaves its switch to make a log as before', async () => {
+    const dir = tempDir();
+    const { env, made } = recording(dir, (n) => n === 2); // the open's log, the first switch's, then the spare
+    const e = await Engine.open(dir, options(env));
+    let n = await writeUntil(e, made, 2, 0);
+    expect(made, 'no spare').toHaveLength(2);
+    n = await writeUntil(e, made, 3, n);
+    expect(written(made), 'the switch made its log').toHaveLength(3);
+    expect(made, 'and then a spare').toHaveLength(4);
+    await e.close();
+    await reopenHas(dir, env, n);
   });
 });
 
@@ -210,9 +232,6 @@ describe('a switch\'s binding of its new log in the MANIFEST', () => {
     };
     return { ...r, hold };
   }
-  const value = (i: number): Buffer => Buffer.alloc(1000, i & 0xff);
-  const options = (env: EngineEnv): EngineOptions => ({ env, memtableBytes: 64 * 1024, sync: false, mergeUnderKeys: 0 });
-
   /** Holds the MANIFEST, then writes past a switch: the puts, and which have settled. */
   async function writePastSwitch(e: Engine, made: Made[], hold: () => { release: () => void; fail: (err: Error) => void }) {
     for (let i = 0; i < 10; i++) await e.put(key(i), value(i));
@@ -224,7 +243,7 @@ describe('a switch\'s binding of its new log in the MANIFEST', () => {
       p.then(() => settled.add(10 + j), () => undefined);
       return p;
     });
-    for (let t = 0; t < 200 && written(made).length === logs; t++) await new Promise((r) => setTimeout(r, 5));
+    await until(() => written(made).length > logs, 1000);
     expect(written(made).length, 'writes went to the new log while its binding waits').toBe(logs + 1);
     await new Promise((r) => setTimeout(r, 100));
     const early = settled.size;
@@ -242,9 +261,7 @@ describe('a switch\'s binding of its new log in the MANIFEST', () => {
     gate.release();
     await Promise.all(puts);
     await e.close();
-    const again = await Engine.open(dir, options(recording(dir).env));
-    for (let i = 0; i < 110; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
-    await again.close();
+    await reopenHas(dir, recording(dir).env, 110);
   });
 
   it('left unbound by a crash, the new log is deleted unread by the next open: none of its writes was acknowledged', async () => {
@@ -261,12 +278,8 @@ describe('a switch\'s binding of its new log in the MANIFEST', () => {
     await e.close();
     const after = recording(copy);
     expect(await after.env.logs.list()).toContain(fresh.file);
-    const again = await Engine.open(copy, options(after.env));
-    for (let i = 0; i < 10 + early; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
-    for (let i = 10 + early; i < 110; i++) expect(await again.get(key(i)), `key ${i}`).toBeUndefined();
-    for (let t = 0; t < 100 && (await after.env.logs.list()).includes(fresh.file); t++) await new Promise((r) => setTimeout(r, 10));
+    await reopenHas(copy, after.env, 10 + early, 110); // its open's sweep deletes the log
     expect(await after.env.logs.list()).not.toContain(fresh.file);
-    await again.close();
   });
 
   it('fails the engine if the binding fails: the writes to the new log are refused, and a reopen has none of them', async () => {
@@ -280,9 +293,6 @@ describe('a switch\'s binding of its new log in the MANIFEST', () => {
     expect(refused.length).toBe(puts.length - early);
     for (const o of refused) expect(String((o as PromiseRejectedResult).reason)).toMatch(/failed; reopen the engine to recover: injected: MANIFEST append failed/);
     await e.close();
-    const again = await Engine.open(dir, options(recording(dir).env));
-    for (let i = 0; i < 10 + early; i++) expect(await again.get(key(i)), `key ${i}`).toEqual(value(i));
-    for (let i = 10 + early; i < 110; i++) expect(await again.get(key(i)), `key ${i}`).toBeUndefined();
-    await again.close();
+    await reopenHas(dir, recording(dir).env, 10 + early, 110);
   });
 });
