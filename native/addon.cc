@@ -7,6 +7,8 @@
 #include <napi.h>
 
 #include <cstdlib>  // first, so __GLIBC__ is defined where the C library is glibc
+#include <cerrno>
+#include <sys/file.h>
 #include <sys/uio.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -431,6 +433,20 @@ Napi::Value PreadCached(const Napi::CallbackInfo& info) {
 #endif
 }
 
+// lockFile(fd): flock(LOCK_EX | LOCK_NB) on fd's open file; 0, or the errno (EWOULDBLOCK: another
+// open file holds it). The kernel drops the lock with the last descriptor, so a killed holder
+// leaves none behind, whatever pid the next process gets.
+Napi::Value LockFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "lockFile(fd)");
+  const int fd = info[0].As<Napi::Number>().Int32Value();
+  int r;
+  do {
+    r = flock(fd, LOCK_EX | LOCK_NB);
+  } while (r != 0 && errno == EINTR);
+  return Napi::Number::New(env, r == 0 ? 0 : errno);
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeFabric", FabricWrap::Define(env));
   exports.Set("detach", Napi::Function::New(env, Detach));
@@ -439,6 +455,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("trimHeap", Napi::Function::New(env, TrimHeap));
   exports.Set("preadCached", Napi::Function::New(env, PreadCached));
   exports.Set("heapFreeBytes", Napi::Function::New(env, HeapFreeBytes));
+  exports.Set("lockFile", Napi::Function::New(env, LockFile));
   return exports;
 }
 

@@ -1,6 +1,7 @@
 /**
  * Loads the native transport addon (native/, built by cmake-js into build/Release) and
- * types its surface. Only src/transport/fabric.ts, src/common/checksum.ts, src/common/heap-free.ts and src/common/cached-read.ts import it.
+ * types its surface. Only src/transport/fabric.ts, src/common/checksum.ts, src/common/heap-free.ts,
+ * src/common/cached-read.ts and src/common/files.ts import it.
  */
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
@@ -68,6 +69,8 @@ export interface NativeAddon {
   heapFreeBytes(): number;
   /** malloc_trim(0) where glibc has it: whether pages went back to the kernel. src/common/heap-free.ts is its caller. */
   trimHeap(): boolean;
+  /** flock(LOCK_EX | LOCK_NB): 0, or the errno (EWOULDBLOCK: held by another open file). src/common/files.ts is its caller. */
+  lockFile(fd: number): number;
 }
 
 function findRoot(): string {

@@ -2,59 +2,56 @@
  * Files shared by every component's directory: atomic replacement, directory sync, and the
  * LOCK that keeps two processes out of one directory.
  */
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync, existsSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fsyncSync, ftruncateSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { join, resolve } from 'node:path';
 import { NovaError } from './errors.js';
+import { loadAddon } from './addon.js';
 
-/** Directories this process holds locks on (a pid alone cannot tell a restarted process
- * that reuses a dead one's pid, as PID 1 in a container does, from the holder itself). */
+/** Directories this process holds locks on, to name the holder in the refusal. */
 const heldHere = new Set<string>();
 
 /**
  * Takes `dir/LOCK` for this open: two engines on one directory would each rewrite the
- * MANIFEST and delete the other's files. The file holds the owner's pid; a lock whose
- * process is gone (kill -9) is taken over. Returns the release function.
- *
- * Known limit: two processes that both find the same stale lock at the same instant may both
- * take it over (read, unlink and create are separate steps); an OS lock (flock) would close
- * that window, and Node has none.
+ * MANIFEST and delete the other's files. The lock is the kernel's (flock, as LevelDB's
+ * fcntl lock): it ends with its holder, however that ends, so a pid that a later process
+ * reuses (after a reboot, or a wrap of the pid space) cannot keep a directory locked. The
+ * file holds the owner's pid only to name it, and stays after release: deleting it would let a
+ * process that opened it before the deletion and one that makes a new one both hold "LOCK".
+ * Returns the release function.
  */
 export function lockDir(dir: string): () => void {
   const path = join(dir, 'LOCK');
   const key = resolve(dir);
   if (heldHere.has(key)) throw new NovaError('BUSY', `${dir} is in use by this process (an engine already open on it): close that engine first`);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const fd = openSync(path, 'wx');
-      try {
-        writeSync(fd, `${process.pid}\n`);
-      } finally {
-        closeSync(fd);
-      }
-      heldHere.add(key);
-      let held = true;
-      return () => {
-        if (!held) return;
-        held = false;
-        heldHere.delete(key);
-        if (existsSync(path)) unlinkSync(path);
-      };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
+  const fd = openSync(path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
+  try {
+    const errno = loadAddon().lockFile(fd);
+    if (errno === osConstants.errno.EWOULDBLOCK || errno === osConstants.errno.EAGAIN) {
+      const text = readFileSync(path, 'utf8').trim();
+      const holder = /^\d+$/.test(text) ? `process ${text}` : 'another process';
+      throw new NovaError('BUSY', `${dir} is in use by ${holder}: close that engine first`);
     }
-    let text = '';
-    try {
-      text = readFileSync(path, 'utf8').trim();
-    } catch {
-      continue; // released meanwhile
-    }
-    const pid = Number(text);
-    // Our own pid in a lock we do not hold: a previous process with this pid wrote it.
-    if (/^\d+$/.test(text) && pid !== process.pid && processAlive(pid)) {
-      throw new NovaError('BUSY', `${dir} is in use by process ${pid}: close that engine first (if that process is not a Nova engine, delete ${path})`);
-    }
-    unlinkSync(path); // its owner is gone, or it is not a lock we wrote
+    if (errno !== 0) throw new NovaError('BAD_ARGUMENT', `cannot lock ${path}: ${errnoName(errno)} (a file system without locks?)`);
+    ftruncateSync(fd, 0);
+    writeSync(fd, `${process.pid}\n`, 0);
+  } catch (err) {
+    closeSync(fd);
+    throw err;
   }
+  heldHere.add(key);
+  let held = true;
+  return () => {
+    if (!held) return;
+    held = false;
+    heldHere.delete(key);
+    closeSync(fd);
+  };
+}
+
+/** The name of an errno value ("ENOLCK"), or the number. */
+function errnoName(errno: number): string {
+  return Object.entries(osConstants.errno).find(([name, v]) => v === errno && name.startsWith('E'))?.[0] ?? `errno ${errno}`;
 }
 
 /**

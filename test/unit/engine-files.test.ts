@@ -2,10 +2,11 @@
  * The engine's files under damage: a corrupted table or MANIFEST is reported with its file
  * and offset, never read as data; a torn log tail is truncated with a warning. Iterators.
  */
-import { readdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../src/ltc/engine.js';
+import { loadAddon } from '../../src/common/addon.js';
 import { tempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/until.js';
 
@@ -102,20 +103,30 @@ describe('engine files', () => {
     await db.close();
   });
 
-  it('refuses a second open of a directory until the first closes; takes over a dead owner\'s lock', async () => {
+  it('refuses a second open of a directory until the first closes; a lock ends with its holder, whatever pid it names', async () => {
     const dir = tempDir();
     const db = await Engine.open(dir, { sync: false });
     await expect(Engine.open(dir)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/in use by this process/) });
     await db.close();
     const again = await Engine.open(dir);
     await again.close();
-    // A LOCK left by a process that died (kill -9): a pid no process has; and one left by
-    // an earlier process with this process's pid (a restarted container's PID 1).
-    for (const pid of [4194303, process.pid]) {
+    // The kernel's lock refuses, naming the pid the file holds: here another open file of this
+    // process takes it, as another process would.
+    const fd = openSync(join(dir, 'LOCK'), 'r+');
+    try {
+      expect(loadAddon().lockFile(fd)).toBe(0);
+      writeFileSync(join(dir, 'LOCK'), '4242\n');
+      await expect(Engine.open(dir)).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/in use by process 4242/) });
+    } finally {
+      closeSync(fd);
+    }
+    // A LOCK file left by a process that is gone names a pid that any live process may have
+    // now (PID 1 here, or this process): no kernel lock is held, so the open goes ahead.
+    for (const pid of [1, process.pid, 4194303]) {
       writeFileSync(join(dir, 'LOCK'), `${pid}\n`);
       const third = await Engine.open(dir);
+      expect(readFileSync(join(dir, 'LOCK'), 'utf8')).toBe(`${process.pid}\n`);
       await third.close();
-      expect(readdirSync(dir)).not.toContain('LOCK');
     }
   });
 
