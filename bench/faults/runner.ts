@@ -158,6 +158,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   let running = true;
   let nextValue = 1;
   let durationMs = 0;
+  let current = 'none'; // the fault under way
   try {
     for (let c = 0; c < clients; c++) novas.push(await NovaClient.connect({ dir, timeoutMs: o.clientTimeoutMs }));
     const keyOf = (k: number): Buffer => Buffer.from(`key-${String(k).padStart(4, '0')}`);
@@ -214,9 +215,11 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
         })());
       }
     }
+    // Its own generator: the phaser's ticks fall between fault draws as the machine's timing has it.
+    const phaseRand = seeded(o.seed * 1000);
     const phaser = setInterval(() => {
       for (const p of phases) {
-        p.pipelined = rand() < pipelinedShare;
+        p.pipelined = phaseRand() < pipelinedShare;
         p.wake();
         p.change = new Promise<void>((resolve) => { p.wake = resolve; });
       }
@@ -250,6 +253,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
         const kind = round.pop()!;
         const at = performance.now();
         const stoc = 1 + Math.floor(rand() * stocs);
+        current = `${((at - t0) / 1000).toFixed(1)} s ${kind}`;
         const targets: number[] = [];
         switch (kind) {
           case 'ltc-kill': case 'stoc-kill': case 'coordinator-kill': {
@@ -312,6 +316,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
         }
         faults[kind]++;
         events.push({ kind, targets, atMs: at - t0, tookMs: performance.now() - at });
+        current = 'none';
       }
     } finally {
       for (const s of stopped) {
@@ -335,6 +340,11 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
         history.fail(op);
       }
     }));
+  } catch (err) {
+    // The faults before the failure, so a rerun of the seed can be checked against them.
+    const done = events.map((e) => `${(e.atMs / 1000).toFixed(1)} s ${e.kind} ${e.targets.join('+')}`).join(', ');
+    (err as Error).message += `; seed ${o.seed}, faults done: ${done || 'none'}; under way: ${current}; the cluster's directory is kept: ${dir}`;
+    throw err;
   } finally {
     running = false;
     for (const c of novas) c.close();

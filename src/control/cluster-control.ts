@@ -12,7 +12,7 @@
  * command; `down` stops LTCs first (they flush memtables), then StoCs, then the coordinator.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { existsSync, fstatSync, mkdirSync, openSync, closeSync, readFileSync, readSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
@@ -563,8 +563,41 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
     }
     if (why !== last) progress(`waiting: ${why}`);
     last = why;
-    if (Date.now() > until) throw new NovaError('DEADLINE_EXCEEDED', `cluster not serving after ${timeoutMs} ms (${why}); see the logs in ${join(dir, 'logs')}`);
+    if (Date.now() > until) {
+      throw new NovaError('DEADLINE_EXCEEDED', `cluster not serving after ${timeoutMs} ms (${why})${await openErrors(file, dir)}; see the logs in ${join(dir, 'logs')}`);
+    }
     await sleep(100);
+  }
+}
+
+/** Why each range not served is not: its LTC's last "not open yet" line, from that LTC's log. */
+async function openErrors(file: ClusterFile, dir: string): Promise<string> {
+  try {
+    const s = await fetchStatus(file.coordinator);
+    const served = new Set(s.members.filter((m) => m.alive).flatMap((m) => m.serving));
+    const lines = s.config.ranges.filter((r) => !served.has(r.id)).map((r) => {
+      const log = join(dir, 'logs', `ltc-${r.ltc}.log`);
+      const tail = existsSync(log) ? readTail(log, 1 << 16) : '';
+      const mark = `range ${r.id}: not open yet: `;
+      const last = tail.split('\n').reverse().find((l) => l.includes(mark));
+      return `range ${r.id} on ltc-${r.ltc}: ${last ? last.slice(last.indexOf(mark) + mark.length) : 'no open error logged'}`;
+    });
+    return lines.length > 0 ? `; ${lines.join('; ')}` : '';
+  } catch {
+    return '';
+  }
+}
+
+/** The last `bytes` of a file, as text. */
+function readTail(path: string, bytes: number): string {
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const buf = Buffer.alloc(Math.min(bytes, size));
+    readSync(fd, buf, 0, buf.length, size - buf.length);
+    return buf.toString('utf8');
+  } finally {
+    closeSync(fd);
   }
 }
 
