@@ -56,7 +56,9 @@ function errnoName(errno: number): string {
 
 /**
  * Whether `pid` is a running process. A zombie (killed, not yet reaped: its parent exited
- * and, in a container, PID 1 may never reap it) answers kill(0) but holds nothing.
+ * and, in a container, PID 1 may never reap it) answers kill(0) but holds nothing, once it is
+ * all that is left: a killed process's main thread turns zombie while its other threads still
+ * exit, holding its files and locks.
  */
 export function processAlive(pid: number): boolean {
   try {
@@ -66,7 +68,8 @@ export function processAlive(pid: number): boolean {
   }
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // state is field 3, num_threads field 20
+    return fields[0] !== 'Z' || Number(fields[17]) > 1;
   } catch {
     return true; // no /proc: trust kill(0)
   }

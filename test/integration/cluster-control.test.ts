@@ -3,11 +3,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { componentDir, isRunning, readClusterFile, up } from '../../src/control/cluster-control.js';
+import { componentDir, down, isRunning, readClusterFile, up } from '../../src/control/cluster-control.js';
+import { loadAddon } from '../../src/common/addon.js';
+import { processAlive } from '../../src/common/files.js';
 import { BIN } from '../helpers/cluster.js';
 import { tempDirs } from '../helpers/temp.js';
+import { until } from '../helpers/until.js';
 
 const tempDir = tempDirs('nova-cluster-control-');
 
@@ -49,6 +52,32 @@ describe('nova up', () => {
     expect(readClusterFile(dir)).toBeUndefined();
     expect(processesIn(componentDir(dir, 'coordinator', 1))).toEqual([]);
   }, 30_000);
+
+  it('names each range not served in time, with its LTC\'s last reason, and serves it once the reason is gone', async () => {
+    const dir = tempDir();
+    const opts = { dir, host: '127.0.0.1', bin: BIN, coordinatorArgs: [] };
+    await up({ ...opts, timeoutMs: 60_000 });
+    try {
+      const ltc = readClusterFile(dir)!.components.find((c) => c.role === 'ltc')!;
+      const home = componentDir(dir, 'ltc', ltc.id);
+      process.kill(ltc.pid, 'SIGKILL');
+      await until(() => !processAlive(ltc.pid), 10_000); // its locks closed too
+      // This process holds range 1's directory, as another engine would.
+      const fd = openSync(join(home, 'range-1', 'LOCK'), 'r+');
+      try {
+        expect(loadAddon().lockFile(fd)).toBe(0);
+        await expect(up({ ...opts, timeoutMs: 6_000 })).rejects.toMatchObject({
+          code: 'DEADLINE_EXCEEDED',
+          message: expect.stringMatching(new RegExp(`ranges not served yet: 1.*range 1 on ltc-${ltc.id}: .*in use by process ${ltc.pid}`)),
+        });
+      } finally {
+        closeSync(fd);
+      }
+      await up({ ...opts, timeoutMs: 60_000 });
+    } finally {
+      await down(dir);
+    }
+  }, 120_000);
 
   it('nova up refuses knobs a new cluster\'s coordinator would refuse before it starts any process', () => {
     const dir = join(tempDir(), 'cluster');
