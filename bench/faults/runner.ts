@@ -28,7 +28,6 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { NovaClient } from '../../src/client/nova-client.js';
 import { NovaError } from '../../src/common/errors.js';
-import { processAlive } from '../../src/common/files.js';
 import { NOVA_BIN, componentDir, down, fetchStatus, isRunning, mergeRanges, moveRange, readClusterFile, splitRange, up, type ComponentRole } from '../../src/control/cluster-control.js';
 import { History, type HistoryCheck } from './history.js';
 
@@ -138,8 +137,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
     const p = pid(role, id);
     if (p === undefined) return;
     process.kill(p, 'SIGKILL');
-    // Not isRunning: an exiting process's command line is empty before its files (and locks) close.
-    for (let i = 0; i < 1000 && processAlive(p); i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 1000 && isRunning(p, componentDir(dir, role, id)); i++) await new Promise((r) => setTimeout(r, 10));
   };
 
   progress(`seed ${o.seed}: starting a cluster in ${dir}`);

@@ -66,13 +66,31 @@ export function processAlive(pid: number): boolean {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
+  const stat = procStat(pid);
+  return stat === undefined || stat.state !== 'Z' || stat.threads > 1; // no /proc: trust kill(0)
+}
+
+/**
+ * Whether `pid` is exiting: its memory (and command line) may be gone while its files and
+ * locks are not yet closed.
+ */
+export function processExiting(pid: number): boolean {
+  const stat = procStat(pid);
+  return stat !== undefined && ((stat.flags & PF_EXITING) !== 0 || (stat.state === 'Z' && stat.threads > 1));
+}
+
+const PF_EXITING = 0x4;
+
+/** Fields of /proc/PID/stat: state (field 3), flags (9), num_threads (20); undefined without /proc. */
+function procStat(pid: number): { state: string; flags: number; threads: number } | undefined {
+  let text: string;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // state is field 3, num_threads field 20
-    return fields[0] !== 'Z' || Number(fields[17]) > 1;
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch {
-    return true; // no /proc: trust kill(0)
+    return undefined;
   }
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { state: fields[0], flags: Number(fields[6]), threads: Number(fields[17]) };
 }
 
 /** Makes a directory's entries (created, renamed files) durable. */

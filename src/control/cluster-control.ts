@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
 import { SECRET_FILE, ensureSecretFile, useSecret } from '../common/cluster-secret.js';
 import { TLS_FILE, clusterTlsFiles, readTlsFiles, useTcpTls, type TlsFiles } from '../net/tcp-tls.js';
-import { processAlive, replaceFile } from '../common/files.js';
+import { processAlive, processExiting, replaceFile } from '../common/files.js';
 import { CoordinatorLocator } from '../cluster/locator.js';
 import { isWildcard } from '../net/tcp-rpc-server.js';
 import { readConfigFile, type ClusterStatus, type MoveReport, type RebalanceReport, type ReshapeReport, type StocRemoveReport, type RemoveReport } from '../coordinator/coordinator.js';
@@ -95,7 +95,9 @@ export function componentDir(dir: string, role: ComponentRole, id: number): stri
 export function isRunning(pid: number, home: string): boolean {
   if (!processAlive(pid)) return false;
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(home);
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    // An exiting process's command line is empty before its files and locks are closed.
+    return cmdline === '' ? processExiting(pid) : cmdline.split('\0').includes(home);
   } catch {
     return true; // no /proc: trust kill(0)
   }

@@ -7,7 +7,6 @@ import { closeSync, existsSync, openSync, readdirSync, readFileSync } from 'node
 import { join } from 'node:path';
 import { componentDir, down, isRunning, readClusterFile, up } from '../../src/control/cluster-control.js';
 import { loadAddon } from '../../src/common/addon.js';
-import { processAlive } from '../../src/common/files.js';
 import { BIN } from '../helpers/cluster.js';
 import { tempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/until.js';
@@ -61,7 +60,7 @@ describe('nova up', () => {
       const ltc = readClusterFile(dir)!.components.find((c) => c.role === 'ltc')!;
       const home = componentDir(dir, 'ltc', ltc.id);
       process.kill(ltc.pid, 'SIGKILL');
-      await until(() => !processAlive(ltc.pid), 10_000); // its locks closed too
+      await until(() => !isRunning(ltc.pid, home), 10_000);
       // This process holds range 1's directory, as another engine would.
       const fd = openSync(join(home, 'range-1', 'LOCK'), 'r+');
       try {
