@@ -17,7 +17,7 @@ import { makeValue } from '../../bench/ycsb/values.js';
 import { bulkLoad } from '../client/bulk-load.js';
 import { NovaError } from '../common/errors.js';
 import { parsePrintable, printable } from '../common/printable.js';
-import { addComponent, down, fetchStatus, readCaps, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
+import { addComponent, down, fetchStatus, openFailures, readCaps, readClusterFile, rebalance, removeLtc, removeStocFrom, storedConfig, up } from '../control/cluster-control.js';
 import { CAP_ROLES, capsText, type Caps } from '../control/caps.js';
 import { DEFAULT_PEERS } from '../stoc/stoc-server.js';
 import { runCache, runCoordinator, runLtc, runStoc } from './components.js';
@@ -242,7 +242,8 @@ export function addClusterCommands(program: Command, bin: string): void {
       if (o.json) {
         console.log(JSON.stringify({
           coordinator: address, configId: s.config.id, settings: s.config.settings,
-          components: s.members.map((m) => ({ role: m.role, id: m.id, address: m.role === 'stoc' ? `fabric(${m.address.length} chars)` : m.address, pid: m.pid, up: m.alive, serving: m.serving })),
+          components: s.members.map((m) => ({ role: m.role, id: m.id, address: m.role === 'stoc' ? `fabric(${m.address.length} chars)` : m.address, pid: m.pid, up: m.alive, serving: m.serving,
+            ...(m.role === 'ltc' ? { unopened: m.unopened ?? [] } : {}) })),
           ...(s.cache ? { cache: s.cache } : {}),
           ranges: s.config.ranges.map((r) => ({ id: r.id, start: r.start.toString('utf8'), end: r.end?.toString('utf8') ?? null, ltc: r.ltc,
             stats: stats.byRange.get(r.id) ?? null })),
@@ -261,6 +262,7 @@ export function addClusterCommands(program: Command, bin: string): void {
         console.log(`range ${r.id}: [${printable(r.start, 40) || '""'}, ${r.end ? printable(r.end, 40) : '∞'}) on LTC ${r.ltc}`);
         const x = stats.byRange.get(r.id);
         if (x) console.log(`  ${rangeLine(x)}`);
+        for (const u of openFailures(s, r.id)) console.log(`  not open on LTC ${u.ltc} for ${Math.round(u.forMs / 1000)} s: ${u.error}`);
       }
       if (stats.error) console.log(`range figures unavailable: ${stats.error}`);
       if (s.cache) {

@@ -44,6 +44,8 @@ export interface RangeReport {
   load: Array<[number, number, number]>;
   /** Ranges whose fill (a split or merge) is done here, under the configuration it reports. */
   filled: number[];
+  /** [range, why its last open failed, ms since its opens began failing] for each range held and not open. */
+  unopened?: Array<[number, string, number]>;
 }
 
 export class Membership {
@@ -169,7 +171,7 @@ export class Membership {
       const link = await this.locator.connection();
       const r = this.o.ranges?.();
       const sent = performance.now();
-      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], this.incarnation, r?.filled ?? [], this.o.counters?.() ?? null]);
+      const id = await link.call<number>('heartbeat', [this.o.role, this.o.id, r?.serving ?? [], r?.holding ?? [], this.configId, r?.load ?? [], this.incarnation, r?.filled ?? [], this.o.counters?.() ?? null, r?.unopened ?? []]);
       // Renewed only with the configuration it renews under applied: else a deposed LTC would serve by the old one.
       if (id > this.configId) await this.refresh();
       this.renew(sent);

@@ -12,7 +12,7 @@
  * command; `down` stops LTCs first (they flush memtables), then StoCs, then the coordinator.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, fstatSync, mkdirSync, openSync, closeSync, readFileSync, readSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NovaError } from '../common/errors.js';
@@ -559,48 +559,24 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
       const held = new Set(s.config.cache?.fragments.flatMap((f) => [f.primary, ...(f.secondary !== undefined ? [f.secondary] : [])]) ?? []);
       const cachesUp = live.filter((m) => m.role === 'cache' && held.has(m.id)).length;
       if (alive('stoc') >= stocs && alive('ltc') >= ltcs && cachesUp >= caches && waiting.length === 0 && !settling) return;
-      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs${caches > 0 ? `, ${cachesUp}/${caches} cache instances` : ''} up; ranges not served yet: ${waiting.join(', ') || 'none'}${settling ? '; rebalancing' : ''}`;
+      const reasons = waiting.flatMap((r) => openFailures(s, r).map((u) => `; range ${r} on ltc-${u.ltc}: ${u.error}`)).join('');
+      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs${caches > 0 ? `, ${cachesUp}/${caches} cache instances` : ''} up; ranges not served yet: ${waiting.join(', ') || 'none'}${settling ? '; rebalancing' : ''}${reasons}`;
     } catch (err) {
       why = (err as Error).message;
     }
     if (why !== last) progress(`waiting: ${why}`);
     last = why;
     if (Date.now() > until) {
-      throw new NovaError('DEADLINE_EXCEEDED', `cluster not serving after ${timeoutMs} ms (${why})${await openErrors(file, dir)}; see the logs in ${join(dir, 'logs')}`);
+      throw new NovaError('DEADLINE_EXCEEDED', `cluster not serving after ${timeoutMs} ms (${why}); see the logs in ${join(dir, 'logs')}`);
     }
     await sleep(100);
   }
 }
 
-/** Why each range not served is not: its LTC's last "not open yet" line, from that LTC's log. */
-async function openErrors(file: ClusterFile, dir: string): Promise<string> {
-  try {
-    const s = await fetchStatus(file.coordinator);
-    const served = new Set(s.members.filter((m) => m.alive).flatMap((m) => m.serving));
-    const lines = s.config.ranges.filter((r) => !served.has(r.id)).map((r) => {
-      const log = join(dir, 'logs', `ltc-${r.ltc}.log`);
-      const tail = existsSync(log) ? readTail(log, 1 << 16) : '';
-      const mark = `range ${r.id}: not open yet: `;
-      const last = tail.split('\n').reverse().find((l) => l.includes(mark));
-      return `range ${r.id} on ltc-${r.ltc}: ${last ? last.slice(last.indexOf(mark) + mark.length) : 'no open error logged'}`;
-    });
-    return lines.length > 0 ? `; ${lines.join('; ')}` : '';
-  } catch {
-    return '';
-  }
-}
-
-/** The last `bytes` of a file, as text. */
-function readTail(path: string, bytes: number): string {
-  const fd = openSync(path, 'r');
-  try {
-    const size = fstatSync(fd).size;
-    const buf = Buffer.alloc(Math.min(bytes, size));
-    readSync(fd, buf, 0, buf.length, size - buf.length);
-    return buf.toString('utf8');
-  } finally {
-    closeSync(fd);
-  }
+/** Why range `range` is not open: each live LTC holding it that reports its opens failing. */
+export function openFailures(s: ClusterStatus, range: number): Array<{ ltc: number; error: string; forMs: number }> {
+  return s.members.filter((m) => m.role === 'ltc' && m.alive).flatMap((m) =>
+    (m.unopened ?? []).filter((u) => u.range === range).map((u) => ({ ltc: m.id, error: u.error, forMs: u.forMs })));
 }
 
 /** Stops the cluster in `dir`: LTCs (which flush), then cache instances, then StoCs, then the coordinator. */

@@ -89,6 +89,8 @@ export interface MemberStatus extends Member {
   alive: boolean;
   /** LTC: the ranges it has open and serves. */
   serving: number[];
+  /** LTC: ranges it holds and could not open yet, why, and for how long (ms). */
+  unopened: Array<{ range: number; error: string; forMs: number }>;
   lastSeenMs: number;
 }
 
@@ -172,7 +174,11 @@ export interface RemoveReport {
 interface Seen {
   at: number;
   serving: number[];
+  unopened: MemberStatus['unopened'];
 }
+
+/** A reported open failure's message is cut to this many characters. */
+const MAX_OPEN_ERROR = 400;
 
 export class Coordinator {
   private config: ClusterConfig;
@@ -339,7 +345,7 @@ export class Coordinator {
       config: this.config,
       members: this.config.members.map((m) => {
         const s = this.seen.get(memberKey(m.role, m.id));
-        return { ...m, alive: this.alive(m.role, m.id, now), serving: s?.serving ?? [], lastSeenMs: s ? Math.round(now - s.at) : -1 };
+        return { ...m, alive: this.alive(m.role, m.id, now), serving: s?.serving ?? [], unopened: s?.unopened ?? [], lastSeenMs: s ? Math.round(now - s.at) : -1 };
       }),
       load: Object.fromEntries(this.config.ranges.flatMap((r) => {
         const rate = this.loads.rate(r.id, now);
@@ -818,18 +824,19 @@ export class Coordinator {
       const ranges = another && role === 'ltc' ? this.config.ranges.map((r) => (r.ltc === id ? { ...r, epoch: next } : r)) : this.config.ranges;
       this.publish({ ...this.config, id: next, members, ranges }, `${role} ${id} registered at ${address} (pid ${pid})`);
     }
-    this.seen.set(memberKey(role, id), { at: performance.now(), serving: [] });
+    this.seen.set(memberKey(role, id), { at: performance.now(), serving: [], unopened: [] });
     return this.config;
   }
 
   /**
-   * `heartbeat [role, id, serving, holding, config id, load, incarnation, filled]`: an LTC also
-   * names the ranges it holds (open, opening or closing), the configuration it has, each range's
-   * counters, and the ranges it has filled (a split or merge). A process whose id another process has registered since, or that was removed, is
+   * `heartbeat [role, id, serving, holding, config id, load, incarnation, filled, cache counters,
+   * unopened]`: an LTC also names the ranges it holds (open, opening or closing), the configuration
+   * it has, each range's counters, the ranges it has filled (a split or merge), and why each range
+   * it holds is not open yet ([range, error, ms], for status). A process whose id another process has registered since, or that was removed, is
    * answered BUSY (it must not renew).
    */
   private heartbeat(args: unknown[]): number {
-    const [role, id, serving, holding, configId, load, incarnation, filled, cacheCounters] = args;
+    const [role, id, serving, holding, configId, load, incarnation, filled, cacheCounters, unopened] = args;
     if ((role !== 'ltc' && role !== 'stoc' && role !== 'cache') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation, filled]');
     if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
       throw Object.assign(new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster`), { detail: 'removed' });
@@ -840,7 +847,7 @@ export class Coordinator {
       throw new NovaError('BUSY', `${role} ${id} is registered by another process (pid ${member.pid}) since`);
     }
     const now = performance.now();
-    this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [] });
+    this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [], unopened: unopenedOf(unopened, this.config.ranges.length) });
     if (role === 'cache') this.caches.sample(id, now, cacheCounters);
     if (member.fresh) {
       const { fresh: _, ...up } = member;
@@ -885,4 +892,11 @@ function isHostPort(a: string): boolean {
 
 function isId(x: unknown): x is number {
   return typeof x === 'number' && Number.isSafeInteger(x) && x > 0;
+}
+
+/** A heartbeat's `unopened` entries that are well formed, among its first as many as the configuration has ranges. */
+function unopenedOf(x: unknown, ranges: number): MemberStatus['unopened'] {
+  if (!Array.isArray(x)) return [];
+  return x.slice(0, ranges).flatMap((e) => (Array.isArray(e) && isId(e[0]) && typeof e[1] === 'string' && isCount(e[2])
+    ? [{ range: e[0], error: e[1].slice(0, MAX_OPEN_ERROR), forMs: e[2] }] : []));
 }

@@ -95,6 +95,8 @@ interface Served {
   opening?: Promise<void>;
   /** How long the last Engine.open took. */
   openMs?: number;
+  /** Why the range is not open yet, and since when (Date.now()) its opens have failed; reported in heartbeats. */
+  openFailure?: { message: string; since: number };
   /** Set once the configuration took the range away: resolves when the engine is closed. */
   leaving?: Promise<void>;
   /** Requests routed to the range and bytes of keys and values written, since it was opened here. */
@@ -207,6 +209,7 @@ export class LtcServer {
             holding: all.map((s) => s.info.id),
             load: all.map((s) => [s.info.id, s.requests, s.bytesWritten] as [number, number, number]),
             filled: all.filter((s) => s.filled && s.fillKey === fillKeyOf(l.config, s.info.id)).map((s) => s.info.id),
+            unopened: all.filter((s) => !s.engine && s.openFailure).map((s) => [s.info.id, s.openFailure!.message, Date.now() - s.openFailure!.since] as [number, string, number]),
           };
         },
         onConfig: (c) => l.apply(c), onLog: o.onLog, onRenewed: (at) => { l.renewedAt = at; },
@@ -651,8 +654,10 @@ export class LtcServer {
       for (let tries = 1; !this.closing && !s.leaving; tries++) {
         try {
           await attempt();
+          s.openFailure = undefined;
           return;
         } catch (err) {
+          s.openFailure = { message: (err as Error).message, since: s.openFailure?.since ?? Date.now() };
           // Waiting for StoCs to register is normal at start-up: poll fast, log once.
           const waiting = (err as NovaError).code === 'UNAVAILABLE' && /^waiting for StoCs/.test((err as Error).message);
           const line = `range ${s.info.id}: not open yet: ${(err as Error).message}`;

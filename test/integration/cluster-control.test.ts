@@ -69,6 +69,9 @@ describe('nova up', () => {
           code: 'DEADLINE_EXCEEDED',
           message: expect.stringMatching(new RegExp(`ranges not served yet: 1.*range 1 on ltc-${ltc.id}: .*in use by process ${ltc.pid}`)),
         });
+        // The LTC reports it in its heartbeats: status shows it.
+        const status = spawnSync(process.execPath, [BIN, 'status', '--dir', dir], { encoding: 'utf8', timeout: 30_000 });
+        expect(status.stdout).toMatch(new RegExp(`not open on LTC ${ltc.id} for \\d+ s: .*in use by process ${ltc.pid}`));
       } finally {
         closeSync(fd);
       }
