@@ -141,7 +141,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   };
 
   progress(`seed ${o.seed}: starting a cluster in ${dir}`);
-  await start();
+  await start().catch((err: unknown) => { throw withContext(err, `seed ${o.seed}, before any fault; the cluster's directory is kept: ${dir}`); });
   const history = new History();
   const novas: NovaClient[] = [];
   const t0 = performance.now();
@@ -216,7 +216,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
       }
     }
     // Its own generator: the phaser's ticks fall between fault draws as the machine's timing has it.
-    const phaseRand = seeded(o.seed * 1000);
+    const phaseRand = seeded(Math.imul(o.seed ^ 0x5bd1e995, 0x9e3779b1));
     const phaser = setInterval(() => {
       for (const p of phases) {
         p.pipelined = phaseRand() < pipelinedShare;
@@ -343,8 +343,7 @@ export async function runFaults(o: FaultRunOptions): Promise<FaultRunResult> {
   } catch (err) {
     // The faults before the failure, so a rerun of the seed can be checked against them.
     const done = events.map((e) => `${(e.atMs / 1000).toFixed(1)} s ${e.kind} ${e.targets.join('+')}`).join(', ');
-    (err as Error).message += `; seed ${o.seed}, faults done: ${done || 'none'}; under way: ${current}; the cluster's directory is kept: ${dir}`;
-    throw err;
+    throw withContext(err, `seed ${o.seed}, faults done: ${done || 'none'}; under way: ${current}; the cluster's directory is kept: ${dir}`);
   } finally {
     running = false;
     for (const c of novas) c.close();
@@ -382,6 +381,15 @@ function shuffle<T>(a: T[], rand: () => number): T[] {
     [a[i], a[j]] = [a[j], a[i]];
   }
   return a;
+}
+
+/** `err` with `context` after its message (an Error's message, or what was thrown, in a new Error). */
+function withContext(err: unknown, context: string): Error {
+  if (err instanceof Error) {
+    err.message += `; ${context}`;
+    return err;
+  }
+  return new Error(`${String(err)}; ${context}`);
 }
 
 /** A seeded xorshift32 in [0, 1). */

@@ -243,7 +243,7 @@ export function addClusterCommands(program: Command, bin: string): void {
         console.log(JSON.stringify({
           coordinator: address, configId: s.config.id, settings: s.config.settings,
           components: s.members.map((m) => ({ role: m.role, id: m.id, address: m.role === 'stoc' ? `fabric(${m.address.length} chars)` : m.address, pid: m.pid, up: m.alive, serving: m.serving,
-            ...(m.role === 'ltc' ? { unopened: m.unopened ?? [] } : {}) })),
+            ...(m.role === 'ltc' ? { unopened: m.alive ? m.unopened ?? [] : [] } : {}) })),
           ...(s.cache ? { cache: s.cache } : {}),
           ranges: s.config.ranges.map((r) => ({ id: r.id, start: r.start.toString('utf8'), end: r.end?.toString('utf8') ?? null, ltc: r.ltc,
             stats: stats.byRange.get(r.id) ?? null })),

@@ -35,6 +35,9 @@ export interface MembershipOptions {
   onRemoved?: () => void;
 }
 
+/** A heartbeat's open failure is cut to this many characters. */
+export const MAX_OPEN_ERROR = 400;
+
 export interface RangeReport {
   /** Ranges open and serving. */
   serving: number[];
@@ -44,7 +47,7 @@ export interface RangeReport {
   load: Array<[number, number, number]>;
   /** Ranges whose fill (a split or merge) is done here, under the configuration it reports. */
   filled: number[];
-  /** [range, why its last open failed, ms since its opens began failing] for each range held and not open. */
+  /** [range, why its last open failed (at most MAX_OPEN_ERROR characters), ms since its opens began failing] for each range held and not open. */
   unopened?: Array<[number, string, number]>;
 }
 

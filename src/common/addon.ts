@@ -85,6 +85,8 @@ function findRoot(): string {
 
 let addon: NativeAddon | undefined;
 
+const REQUIRED: ReadonlyArray<keyof NativeAddon> = ['NativeFabric', 'detach', 'ucxVersion', 'checksum32', 'preadCached', 'heapFreeBytes', 'trimHeap', 'lockFile'];
+
 /**
  * UCX defaults that DESIGN.md §2 found necessary. Some are read when libucs loads, so they
  * are set before the addon is; a value the user already set wins.
@@ -120,6 +122,10 @@ export function loadAddon(): NativeAddon {
   for (const [name, value] of Object.entries(UCX_DEFAULTS)) {
     if (process.env[name] === undefined) process.env[name] = value;
   }
-  addon = createRequire(import.meta.url)(path) as NativeAddon;
+  const loaded = createRequire(import.meta.url)(path) as Partial<NativeAddon>;
+  // A build from an older checkout lacks what this code calls: say so once, not as "x is not a function" later.
+  const missing = REQUIRED.filter((name) => typeof loaded[name] !== 'function');
+  if (missing.length > 0) throw new Error(`native transport out of date (${path} lacks ${missing.join(', ')}): run scripts/setup.sh`);
+  addon = loaded as NativeAddon;
   return addon;
 }

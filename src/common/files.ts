@@ -2,7 +2,7 @@
  * Files shared by every component's directory: atomic replacement, directory sync, and the
  * LOCK that keeps two processes out of one directory.
  */
-import { closeSync, constants as fsConstants, fsyncSync, ftruncateSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, fsyncSync, ftruncateSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join, resolve } from 'node:path';
 import { NovaError } from './errors.js';
@@ -24,17 +24,26 @@ export function lockDir(dir: string): () => void {
   const path = join(dir, 'LOCK');
   const key = resolve(dir);
   if (heldHere.has(key)) throw new NovaError('BUSY', `${dir} is in use by this process (an engine already open on it): close that engine first`);
-  const fd = openSync(path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
+  let writable = true;
+  let fd: number;
+  try {
+    fd = openSync(path, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o644);
+  } catch (err) {
+    // A LOCK this user may not write (made by another user) locks all the same: flock needs no write access.
+    if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+    fd = openSync(path, 'r');
+    writable = false;
+  }
   try {
     const errno = loadAddon().lockFile(fd);
     if (errno === osConstants.errno.EWOULDBLOCK || errno === osConstants.errno.EAGAIN) {
-      const text = readFileSync(path, 'utf8').trim();
-      const holder = /^\d+$/.test(text) ? `process ${text}` : 'another process';
-      throw new NovaError('BUSY', `${dir} is in use by ${holder}: close that engine first`);
+      throw new NovaError('BUSY', `${dir} is in use by ${lockHolder(fd, path)}: close that engine first`);
     }
     if (errno !== 0) throw new NovaError('BAD_ARGUMENT', `cannot lock ${path}: ${errnoName(errno)} (a file system without locks?)`);
-    ftruncateSync(fd, 0);
-    writeSync(fd, `${process.pid}\n`, 0);
+    if (writable) {
+      ftruncateSync(fd, 0);
+      writeSync(fd, `${process.pid}\n`, 0);
+    }
   } catch (err) {
     closeSync(fd);
     throw err;
@@ -47,6 +56,26 @@ export function lockDir(dir: string): () => void {
     heldHere.delete(key);
     closeSync(fd);
   };
+}
+
+/**
+ * Who holds the flock on `path` (open as `fd`): the kernel's record in /proc/locks, else the pid
+ * the file names (which may be stale: a holder that has not written it yet, or one that never does).
+ */
+function lockHolder(fd: number, path: string): string {
+  try {
+    const { dev, ino } = fstatSync(fd);
+    // Linux's device numbers: /proc/locks writes major:minor:inode, the first two in hex.
+    const major = ((dev >> 8) & 0xfff).toString(16).padStart(2, '0');
+    const minor = ((dev & 0xff) | ((dev >> 12) & 0xfff00)).toString(16).padStart(2, '0');
+    const line = readFileSync('/proc/locks', 'utf8').split('\n').find((l) => /\bFLOCK\b/.test(l) && l.split(/\s+/)[5] === `${major}:${minor}:${ino}`);
+    const pid = line?.split(/\s+/)[4];
+    if (pid && /^\d+$/.test(pid)) return `process ${pid}`;
+  } catch {
+    // no /proc: the file's word below
+  }
+  const text = readFileSync(path, 'utf8').trim();
+  return /^\d+$/.test(text) ? `another process (its LOCK names process ${text})` : 'another process';
 }
 
 /** The name of an errno value ("ENOLCK"), or the number. */

@@ -241,8 +241,11 @@ export async function up(o: UpOptions): Promise<ClusterFile> {
   clusterTls(dir, o.tls);
   const progress = o.progress ?? (() => undefined);
   const old = readClusterFile(dir);
+  // A component killed a moment ago may still be exiting with its files and locks open: it is
+  // let finish (for a while) and then started again, not taken for running.
+  if (old) await exited(old.components.filter((c) => processExiting(c.pid) && isRunning(c.pid, componentDir(dir, c.role, c.id))), dir, EXIT_WAIT_MS);
   const running = (role: ComponentRole, id: number): Component | undefined =>
-    old?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid, componentDir(dir, role, id)));
+    old?.components.find((c) => c.role === role && c.id === id && isRunning(c.pid, componentDir(dir, role, id)) && !processExiting(c.pid));
   // Ids of StoCs removed from the cluster are not used again.
   const removed = storedConfig(dir)?.removedStocs ?? [];
   const want = (role: 'ltc' | 'stoc' | 'cache', given: number | undefined, fresh: number): { keep: number[]; drop: number[] } => {
@@ -545,6 +548,7 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
       throw new NovaError('UNAVAILABLE', `${names.join(', ')} exited at start-up: see ${names.map((n) => join(dir, 'logs', `${n}.log`)).join(', ')}`);
     }
     let why: string;
+    let reasons = '';
     try {
       const s = await fetchStatus(file.coordinator);
       // Only the processes in cluster.json count: a killed one's last heartbeats are still fresh.
@@ -559,15 +563,16 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
       const held = new Set(s.config.cache?.fragments.flatMap((f) => [f.primary, ...(f.secondary !== undefined ? [f.secondary] : [])]) ?? []);
       const cachesUp = live.filter((m) => m.role === 'cache' && held.has(m.id)).length;
       if (alive('stoc') >= stocs && alive('ltc') >= ltcs && cachesUp >= caches && waiting.length === 0 && !settling) return;
-      const reasons = waiting.flatMap((r) => openFailures(s, r).map((u) => `; range ${r} on ltc-${u.ltc}: ${u.error}`)).join('');
-      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs${caches > 0 ? `, ${cachesUp}/${caches} cache instances` : ''} up; ranges not served yet: ${waiting.join(', ') || 'none'}${settling ? '; rebalancing' : ''}${reasons}`;
+      why = `${alive('stoc')}/${stocs} StoCs, ${alive('ltc')}/${ltcs} LTCs${caches > 0 ? `, ${cachesUp}/${caches} cache instances` : ''} up; ranges not served yet: ${waiting.join(', ') || 'none'}${settling ? '; rebalancing' : ''}`;
+      // Reported with the state, not compared: a reason may carry figures that change every poll.
+      reasons = waiting.flatMap((r) => openFailures(s, r).map((u) => `; range ${r} on ltc-${u.ltc}: ${u.error}`)).join('');
     } catch (err) {
       why = (err as Error).message;
     }
-    if (why !== last) progress(`waiting: ${why}`);
+    if (why !== last) progress(`waiting: ${why}${reasons}`);
     last = why;
     if (Date.now() > until) {
-      throw new NovaError('DEADLINE_EXCEEDED', `cluster not serving after ${timeoutMs} ms (${why}); see the logs in ${join(dir, 'logs')}`);
+      throw new NovaError('DEADLINE_EXCEEDED', `cluster not serving after ${timeoutMs} ms (${why}${reasons}); see the logs in ${join(dir, 'logs')}`);
     }
     await sleep(100);
   }
@@ -577,6 +582,17 @@ async function waitUntilServing(file: ClusterFile, ltcs: number, stocs: number, 
 export function openFailures(s: ClusterStatus, range: number): Array<{ ltc: number; error: string; forMs: number }> {
   return s.members.filter((m) => m.role === 'ltc' && m.alive).flatMap((m) =>
     (m.unopened ?? []).filter((u) => u.range === range).map((u) => ({ ltc: m.id, error: u.error, forMs: u.forMs })));
+}
+
+/** How long `nova up` waits for a component that is exiting before it starts it again. */
+const EXIT_WAIT_MS = 10_000;
+
+/** Resolves once every component in `components` has exited, or after `ms`. */
+async function exited(components: Component[], dir: string, ms: number): Promise<void> {
+  for (const until = Date.now() + ms; Date.now() < until;) {
+    if (!components.some((c) => isRunning(c.pid, componentDir(dir, c.role, c.id)))) return;
+    await sleep(20);
+  }
 }
 
 /** Stops the cluster in `dir`: LTCs (which flush), then cache instances, then StoCs, then the coordinator. */

@@ -28,7 +28,7 @@ import { TcpRpcClient } from '../net/tcp-rpc-client.js';
 import {
   abandonMove, endFill, endMove, failOver, makeRanges, memberOf, removeStoc, startDrain, startMerge, startMove, startSplit, type ClusterConfig, type Fill, type Member, type RangeInfo, type Role, type Settings,
 } from '../cluster/config.js';
-import { HEARTBEAT_MS } from '../cluster/membership.js';
+import { HEARTBEAT_MS, MAX_OPEN_ERROR } from '../cluster/membership.js';
 import { newSettings, refuseConflicts } from '../cluster/knobs.js';
 import { RangeLoad, type RangeRate } from './range-load.js';
 import { loadOf, planRebalance, type PlannedMove } from '../cluster/rebalance.js';
@@ -177,8 +177,6 @@ interface Seen {
   unopened: MemberStatus['unopened'];
 }
 
-/** A reported open failure's message is cut to this many characters. */
-const MAX_OPEN_ERROR = 400;
 
 export class Coordinator {
   private config: ClusterConfig;
@@ -837,7 +835,7 @@ export class Coordinator {
    */
   private heartbeat(args: unknown[]): number {
     const [role, id, serving, holding, configId, load, incarnation, filled, cacheCounters, unopened] = args;
-    if ((role !== 'ltc' && role !== 'stoc' && role !== 'cache') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation, filled]');
+    if ((role !== 'ltc' && role !== 'stoc' && role !== 'cache') || !isId(id)) throw new NovaError('BAD_ARGUMENT', 'heartbeat takes [role, id, serving, holding, config id, load, incarnation, filled, cache counters, unopened]');
     if (typeof incarnation === 'string' && this.retired.has(incarnation)) {
       throw Object.assign(new NovaError('BUSY', `${role} ${id}: this process was removed from the cluster`), { detail: 'removed' });
     }
@@ -847,7 +845,7 @@ export class Coordinator {
       throw new NovaError('BUSY', `${role} ${id} is registered by another process (pid ${member.pid}) since`);
     }
     const now = performance.now();
-    this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [], unopened: unopenedOf(unopened, this.config.ranges.length) });
+    this.seen.set(memberKey(role, id), { at: now, serving: Array.isArray(serving) ? serving.filter(isId) : [], unopened: unopenedOf(unopened, 2 * this.config.ranges.length + 16) });
     if (role === 'cache') this.caches.sample(id, now, cacheCounters);
     if (member.fresh) {
       const { fresh: _, ...up } = member;
@@ -894,9 +892,9 @@ function isId(x: unknown): x is number {
   return typeof x === 'number' && Number.isSafeInteger(x) && x > 0;
 }
 
-/** A heartbeat's `unopened` entries that are well formed, among its first as many as the configuration has ranges. */
-function unopenedOf(x: unknown, ranges: number): MemberStatus['unopened'] {
+/** A heartbeat's `unopened` entries that are well formed, among its first `max` (an LTC may hold ranges leaving it as well as the configuration's). */
+function unopenedOf(x: unknown, max: number): MemberStatus['unopened'] {
   if (!Array.isArray(x)) return [];
-  return x.slice(0, ranges).flatMap((e) => (Array.isArray(e) && isId(e[0]) && typeof e[1] === 'string' && isCount(e[2])
+  return x.slice(0, max).flatMap((e) => (Array.isArray(e) && isId(e[0]) && typeof e[1] === 'string' && isCount(e[2])
     ? [{ range: e[0], error: e[1].slice(0, MAX_OPEN_ERROR), forMs: e[2] }] : []));
 }

@@ -29,7 +29,7 @@ import { NovaError } from '../common/errors.js';
 import { lockDir } from '../common/files.js';
 import { TcpRpcServer, advertisedHost } from '../net/tcp-rpc-server.js';
 import { rangeOf, type ClusterConfig, type Fill, type RangeInfo } from '../cluster/config.js';
-import { Membership } from '../cluster/membership.js';
+import { MAX_OPEN_ERROR, Membership } from '../cluster/membership.js';
 import { Fabric } from '../transport/fabric.js';
 import { Rpc } from '../transport/rpc.js';
 import { Engine, type EngineStats } from './engine.js';
@@ -95,7 +95,7 @@ interface Served {
   opening?: Promise<void>;
   /** How long the last Engine.open took. */
   openMs?: number;
-  /** Why the range is not open yet, and since when (Date.now()) its opens have failed; reported in heartbeats. */
+  /** Why the range is not open yet, and since when (performance.now()) its opens have failed; reported in heartbeats. */
   openFailure?: { message: string; since: number };
   /** Set once the configuration took the range away: resolves when the engine is closed. */
   leaving?: Promise<void>;
@@ -209,7 +209,7 @@ export class LtcServer {
             holding: all.map((s) => s.info.id),
             load: all.map((s) => [s.info.id, s.requests, s.bytesWritten] as [number, number, number]),
             filled: all.filter((s) => s.filled && s.fillKey === fillKeyOf(l.config, s.info.id)).map((s) => s.info.id),
-            unopened: all.filter((s) => !s.engine && s.openFailure).map((s) => [s.info.id, s.openFailure!.message, Date.now() - s.openFailure!.since] as [number, string, number]),
+            unopened: all.filter((s) => !s.engine && s.openFailure).map((s) => [s.info.id, s.openFailure!.message.slice(0, MAX_OPEN_ERROR), Math.round(performance.now() - s.openFailure!.since)] as [number, string, number]),
           };
         },
         onConfig: (c) => l.apply(c), onLog: o.onLog, onRenewed: (at) => { l.renewedAt = at; },
@@ -657,7 +657,7 @@ export class LtcServer {
           s.openFailure = undefined;
           return;
         } catch (err) {
-          s.openFailure = { message: (err as Error).message, since: s.openFailure?.since ?? Date.now() };
+          s.openFailure = { message: (err as Error).message, since: s.openFailure?.since ?? performance.now() };
           // Waiting for StoCs to register is normal at start-up: poll fast, log once.
           const waiting = (err as NovaError).code === 'UNAVAILABLE' && /^waiting for StoCs/.test((err as Error).message);
           const line = `range ${s.info.id}: not open yet: ${(err as Error).message}`;

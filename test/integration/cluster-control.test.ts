@@ -52,7 +52,7 @@ describe('nova up', () => {
     expect(processesIn(componentDir(dir, 'coordinator', 1))).toEqual([]);
   }, 30_000);
 
-  it('names each range not served in time, with its LTC\'s last reason, and serves it once the reason is gone', async () => {
+  it('names each range not served in time, with its LTC\'s last reason, and serves it once the reason is gone; restarts a killed LTC at once', async () => {
     const dir = tempDir();
     const opts = { dir, host: '127.0.0.1', bin: BIN, coordinatorArgs: [] };
     await up({ ...opts, timeoutMs: 60_000 });
@@ -65,17 +65,23 @@ describe('nova up', () => {
       const fd = openSync(join(home, 'range-1', 'LOCK'), 'r+');
       try {
         expect(loadAddon().lockFile(fd)).toBe(0);
-        await expect(up({ ...opts, timeoutMs: 6_000 })).rejects.toMatchObject({
+        await expect(up({ ...opts, timeoutMs: 15_000 })).rejects.toMatchObject({
           code: 'DEADLINE_EXCEEDED',
-          message: expect.stringMatching(new RegExp(`ranges not served yet: 1.*range 1 on ltc-${ltc.id}: .*in use by process ${ltc.pid}`)),
+          message: expect.stringMatching(new RegExp(`ranges not served yet: 1.*range 1 on ltc-${ltc.id}: .*in use by process ${process.pid}`)),
         });
         // The LTC reports it in its heartbeats: status shows it.
         const status = spawnSync(process.execPath, [BIN, 'status', '--dir', dir], { encoding: 'utf8', timeout: 30_000 });
-        expect(status.stdout).toMatch(new RegExp(`not open on LTC ${ltc.id} for \\d+ s: .*in use by process ${ltc.pid}`));
+        expect(status.stdout).toMatch(new RegExp(`not open on LTC ${ltc.id} for \\d+ s: .*in use by process ${process.pid}`));
       } finally {
         closeSync(fd);
       }
       await up({ ...opts, timeoutMs: 60_000 });
+      // nova up at once after a SIGKILL: the LTC still exiting (its locks held) is waited for, then
+      // started again (taken for running, or restarted into its own lock, it failed 2 of 6 rounds).
+      for (let round = 0; round < 4; round++) {
+        process.kill(readClusterFile(dir)!.components.find((c) => c.role === 'ltc')!.pid, 'SIGKILL');
+        await up({ ...opts, timeoutMs: 60_000 });
+      }
     } finally {
       await down(dir);
     }

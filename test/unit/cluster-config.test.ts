@@ -208,11 +208,11 @@ describe('cluster configuration', () => {
     await expect(link.call('heartbeat', ['ltc', 2, [], [], l2.id, [], 'aaaa'])).rejects.toMatchObject({ code: 'BUSY', message: expect.stringMatching(/registered by another process \(pid 201\) since/) });
     expect(await link.call('heartbeat', ['ltc', 2, [], [], l2.id, [[2, 5, 5], [99, 1, 1], 'junk'], 'bbbb'])).toBe(l2.id);
     expect(await link.call('heartbeat', ['ltc', 2, 'junk', null, 'x', 7, 'bbbb'])).toBe(l2.id);
-    // Why ranges are not open: well-formed entries among the first as many as there are ranges kept (messages cut).
-    const unopened = [[2, 'x'.repeat(5000), 1500], [1, 42, 1], 'junk', [0, 'bad id', 1], [2, 'over the bound', 1]];
+    // Why ranges are not open: the well-formed entries among the first 2 × ranges + 16 kept (messages cut).
+    const unopened = [[2, 'x'.repeat(5000), 1500], [1, 42, 1], 'junk', [0, 'bad id', 1], [2, 'late', -5], ...Array.from({ length: 30 }, () => [1, 'again', 1])];
     await link.call('heartbeat', ['ltc', 2, [], [2], l2.id, [], 'bbbb', [], null, unopened]);
     const ltc2 = (await link.call<{ members: Array<{ role: string; id: number; unopened: Array<{ range: number; error: string; forMs: number }> }> }>('status', [])).members.find((m) => m.role === 'ltc' && m.id === 2)!;
-    expect(ltc2.unopened).toEqual([{ range: 2, error: 'x'.repeat(400), forMs: 1500 }]);
+    expect(ltc2.unopened).toEqual([{ range: 2, error: 'x'.repeat(400), forMs: 1500 }, ...Array.from({ length: 15 }, () => ({ range: 1, error: 'again', forMs: 1 }))]);
     await expect(link.call('register', ['ltc', 3, 'a', 1, '', 'x'.repeat(65)])).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
     // Bogus registrations are refused before they reach the configuration every client fetches.
     const before = (await link.call<ClusterConfig>('config', [])).id;
