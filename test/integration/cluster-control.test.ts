@@ -7,6 +7,7 @@ import { closeSync, existsSync, openSync, readdirSync, readFileSync } from 'node
 import { join } from 'node:path';
 import { componentDir, down, isRunning, readClusterFile, up } from '../../src/control/cluster-control.js';
 import { loadAddon } from '../../src/common/addon.js';
+import { processAlive, processExiting } from '../../src/common/files.js';
 import { BIN } from '../helpers/cluster.js';
 import { tempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/until.js';
@@ -76,10 +77,13 @@ describe('nova up', () => {
         closeSync(fd);
       }
       await up({ ...opts, timeoutMs: 60_000 });
-      // nova up at once after a SIGKILL: the LTC still exiting (its locks held) is waited for, then
-      // started again (taken for running, or restarted into its own lock, it failed 2 of 6 rounds).
+      // nova up once a SIGKILL has begun to take effect: the LTC still exiting (its locks held) is
+      // waited for, then started again (taken for running, or restarted into its own lock, it
+      // failed 2 of 6 rounds). Before the kill takes effect the LTC is running, as far as anyone can tell.
       for (let round = 0; round < 4; round++) {
-        process.kill(readClusterFile(dir)!.components.find((c) => c.role === 'ltc')!.pid, 'SIGKILL');
+        const pid = readClusterFile(dir)!.components.find((c) => c.role === 'ltc')!.pid;
+        process.kill(pid, 'SIGKILL');
+        for (const end = Date.now() + 10_000; processAlive(pid) && !processExiting(pid) && Date.now() < end;) await new Promise((r) => setImmediate(r));
         await up({ ...opts, timeoutMs: 60_000 });
       }
     } finally {
