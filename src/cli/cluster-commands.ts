@@ -231,7 +231,7 @@ export function addClusterCommands(program: Command, bin: string): void {
     });
 
   clientOptions(program.command('status')
-    .description('print the components (role, id, address, pid, up or down), the ranges and the config id, and each range\'s figures from its LTC (Dranges and their shares of writes, reorganizations, compactions, stalls)')
+    .description('print the components (role, id, address, pid, up or down), the ranges and the config id, and each range\'s figures from its LTC (Dranges and their shares of writes, reorganizations, compactions, stalls), and for a range its LTC cannot open, why and for how long')
     .option('--json', 'print JSON instead (each range\'s figures whole, under "stats")', false))
     .action(async (o: { coordinator?: string; dir: string; json: boolean }) => {
       const address = o.coordinator ?? coordinatorOf(o.dir);
