@@ -25,7 +25,9 @@ export class EngineMemory {
 
   /** Refuses (UNAVAILABLE, saying why) where this machine cannot put a process in a memory cgroup. */
   constructor(readonly bytes: number, sessionDir: string, private readonly root = cgroupRoot()) {
-    this.host = cgroupHost([{ memoryBytes: bytes }], root, '--engine-memory');
+    // Memory alone: the cpu controller would take the engine's processes out of the scheduler's
+    // per-session groups they run in without the limit (autogroups apply to the root group only).
+    this.host = { ...cgroupHost([{ memoryBytes: bytes }], root, '--engine-memory'), cpu: false, io: false };
     this.base = join('nova-bench', createHash('sha256').update(sessionDir).digest('hex').slice(0, 12));
   }
 

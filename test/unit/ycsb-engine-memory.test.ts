@@ -53,7 +53,10 @@ describe('EngineMemory', () => {
     const [session] = readdirSync(join(root, 'nova-bench')) as string[];
     const g = join(root, 'nova-bench', session, '0-leveldb');
     expect(readFileSync(join(g, 'memory.max'), 'utf8')).toBe(String(GiB));
-    expect(readFileSync(join(root, 'nova-bench', 'cgroup.subtree_control'), 'utf8')).toContain('+memory');
+    // The memory controller only: no cpu.max or io.max for the engine's group.
+    expect(readFileSync(join(root, 'cgroup.subtree_control'), 'utf8')).toBe('+memory');
+    expect(readFileSync(join(root, 'nova-bench', 'cgroup.subtree_control'), 'utf8')).toBe('+memory');
+    expect(existsSync(join(g, 'cpu.max'))).toBe(false);
     writeFileSync(join(g, 'memory.peak'), String(GiB - 4096));
     writeFileSync(join(g, 'memory.events'), 'low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n');
     expect(m.use(0, 'leveldb')).toEqual({ peakBytes: GiB - 4096, oomKills: 1 });
