@@ -85,7 +85,10 @@ function findRoot(): string {
 
 let addon: NativeAddon | undefined;
 
-const REQUIRED: ReadonlyArray<keyof NativeAddon> = ['NativeFabric', 'detach', 'ucxVersion', 'checksum32', 'preadCached', 'heapFreeBytes', 'trimHeap', 'lockFile'];
+/** Every function of the surface, checked at load; a key missing here fails the type check. */
+const SURFACE: Record<keyof NativeAddon, true> = {
+  NativeFabric: true, detach: true, ucxVersion: true, checksum32: true, preadCached: true, heapFreeBytes: true, trimHeap: true, lockFile: true,
+};
 
 /**
  * UCX defaults that DESIGN.md §2 found necessary. Some are read when libucs loads, so they
@@ -124,7 +127,7 @@ export function loadAddon(): NativeAddon {
   }
   const loaded = createRequire(import.meta.url)(path) as Partial<NativeAddon>;
   // A build from an older checkout lacks what this code calls: say so once, not as "x is not a function" later.
-  const missing = REQUIRED.filter((name) => typeof loaded[name] !== 'function');
+  const missing = (Object.keys(SURFACE) as Array<keyof NativeAddon>).filter((name) => typeof loaded[name] !== 'function');
   if (missing.length > 0) throw new Error(`native transport out of date (${path} lacks ${missing.join(', ')}): run scripts/setup.sh`);
   addon = loaded as NativeAddon;
   return addon;

@@ -177,7 +177,6 @@ interface Seen {
   unopened: MemberStatus['unopened'];
 }
 
-
 export class Coordinator {
   private config: ClusterConfig;
   private readonly seen = new Map<string, Seen>();

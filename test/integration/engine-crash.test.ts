@@ -30,6 +30,11 @@ const MIN_ACKED_PER_RUN = 1000;
 
 interface Seen { reorganized: number; merged: number; parallel: number; duplicated: number }
 
+/** What two runs reported together: counts add up, maxima take the larger. */
+function together(a: Seen, b: Seen): Seen {
+  return { reorganized: a.reorganized + b.reorganized, merged: a.merged + b.merged, parallel: Math.max(a.parallel, b.parallel), duplicated: Math.max(a.duplicated, b.duplicated) };
+}
+
 /**
  * Runs the writer from `first`, kills it after `ms`, MIN_ACKED_PER_RUN writes and once `enough`
  * holds of what it reported (within 20 s), returns the acknowledged indexes.
@@ -78,23 +83,24 @@ describe.each([
     const r = rng(5 + alpha);
     let next = 0;
     const all: number[] = [];
-    let reorganizations = 0;
-    let merges = 0;
-    let parallel = 0;
-    let duplicated = 0;
+    let seen: Seen = { reorganized: 0, merged: 0, parallel: 0, duplicated: 0 };
+    // What the runs must show at least once, with α > 1: keys grow, so the last Drange takes every
+    // write and the Dranges are cut again and again (kills land among those reorganizations), and
+    // up to three compaction jobs run at once; with hot keys, merges instead of flushes and a
+    // duplicated Drange.
+    const wanted: ReadonlyArray<readonly [string, (s: Seen) => boolean]> = [
+      ...(alpha > 1 ? [['Dranges were reorganized', (s: Seen) => s.reorganized > 0], ['compaction jobs ran at once', (s: Seen) => s.parallel > 1]] as const : []),
+      ...(hot ? [['memtables were merged instead of flushed', (s: Seen) => s.merged > 0], ['a hot key\'s Drange was duplicated', (s: Seen) => s.duplicated > 0]] as const : []),
+    ];
     const lastHot = new Map<number, number>(); // hot key -> its last acknowledged write
     for (let round = 0; round < 10; round++) {
       const sync = round % 2 === 0; // kill -9 keeps even unsynced writes: they are in the OS
       // The last rounds run on (up to 20 s) until what the test looks for has happened at least
       // once, so a slow machine's short runs do not fail it; an engine that never does it still does.
       const late = round >= 7;
-      const enough = (s: Seen): boolean => !late || ((alpha === 1 || reorganizations + s.reorganized > 0 && Math.max(parallel, s.parallel) > 1)
-        && (!hot || merges + s.merged > 0 && Math.max(duplicated, s.duplicated) > 0));
-      const { acked, reorganized, merged, parallel: p, duplicated: dup } = await runAndKill({ dir, alpha, depth, hot }, next, 50 + Math.floor(r() * 400), sync, enough);
-      duplicated = Math.max(duplicated, dup);
-      reorganizations += reorganized;
-      merges += merged;
-      parallel = Math.max(parallel, p);
+      const enough = (s: Seen): boolean => !late || wanted.every(([, holds]) => holds(together(seen, s)));
+      const { acked, ...run } = await runAndKill({ dir, alpha, depth, hot }, next, 50 + Math.floor(r() * 400), sync, enough);
+      seen = together(seen, run);
       for (const i of acked) {
         if (hot && i % 2 === 1) lastHot.set(hotKeyOf(i), Math.max(lastHot.get(hotKeyOf(i)) ?? -1, i));
         else all.push(i);
@@ -124,12 +130,6 @@ describe.each([
       for (const w of warnings) expect(w).toMatch(/torn tail/);
     }
     expect(all.length).toBeGreaterThan(100);
-    // Keys grow, so the last Drange takes every write: the Dranges are cut again and again,
-    // and kills land among those reorganizations.
-    if (alpha > 1) expect(reorganizations).toBeGreaterThan(0);
-    if (hot) expect(merges, 'memtables were merged instead of flushed').toBeGreaterThan(0);
-    if (hot) expect(duplicated, 'a hot key\'s Drange was duplicated').toBeGreaterThan(0);
-    // With α > 1 up to three compaction jobs run at once: kills land among them too.
-    if (alpha > 1) expect(parallel, 'compaction jobs ran at once').toBeGreaterThan(1);
+    for (const [what, holds] of wanted) expect(holds(seen), `${what} (runs reported ${JSON.stringify(seen)})`).toBe(true);
   }, 120_000);
 });
